@@ -1,0 +1,48 @@
+"""How much the team disagreed before deliberating and how far it converged after."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from teammed.evals._rows import Row, first_choice, items, mean, record
+
+__all__ = ["r2_disagreement_rate", "final_convergence"]
+
+
+def _firsts(row: Row, stage: str) -> list[str]:
+    choices = (first_choice(entry) for entry in items(record(row), stage) if isinstance(entry, dict))
+    return [choice for choice in choices if choice]
+
+
+def r2_disagreement_rate(rows: Iterable[Row]) -> float | None:
+    """Share of questions whose independent (R2) first choices are not unanimous.
+
+    Only questions with at least two R2 answers count: one agent cannot disagree.
+    """
+    flags = [len(set(firsts)) > 1 for firsts in (_firsts(row, "r2") for row in rows) if len(firsts) >= 2]
+    return sum(flags) / len(flags) if flags else None
+
+
+def final_convergence(rows: Iterable[Row]) -> dict[str, float] | None:
+    """Agreement of the final first choices, over questions with final answers.
+
+    ``agreement_with_team``: mean (over questions) share of agents whose final first choice
+    equals the team's prediction; ``unanimous_rate``: share of questions where every
+    agent's final first choice is the same.
+    """
+    shares: list[float] = []
+    unanimous: list[bool] = []
+    for row in rows:
+        firsts = _firsts(row, "final")
+        if not firsts:
+            continue
+        prediction = row.get("prediction")
+        shares.append(sum(choice == prediction for choice in firsts) / len(firsts))
+        unanimous.append(len(set(firsts)) == 1)
+    if not shares:
+        return None
+    return {
+        "agreement_with_team": mean(shares) or 0.0,
+        "unanimous_rate": sum(unanimous) / len(unanimous),
+        "n": len(shares),
+    }

@@ -1,0 +1,67 @@
+"""Binary (Yes/No) tasks: confusion counts, precision/recall/specificity/F1 and macro averages.
+
+A row is binary when it names ``binary_positive`` (the letter of the positive class) and has
+a gold answer. Predicting any other letter, or nothing, counts as predicting negative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from teammed.evals._rows import Row, mean, ratio
+
+__all__ = ["binary_confusion", "binary_scores", "binary_metrics"]
+
+_SCORES = ("precision", "recall", "specificity", "f1")
+
+
+def _binary(rows: Iterable[Row]) -> list[Row]:
+    return [row for row in rows if row.get("binary_positive") and row.get("gold") is not None]
+
+
+def binary_confusion(rows: Iterable[Row]) -> dict[str, int]:
+    """TP/FP/TN/FN over the binary rows."""
+    counts = {"TP": 0, "FP": 0, "TN": 0, "FN": 0}
+    for row in _binary(rows):
+        positive = row["binary_positive"]
+        predicted = row.get("prediction") == positive and not row.get("failed")
+        actual = row["gold"] == positive
+        counts[("T" if predicted == actual else "F") + ("P" if predicted else "N")] += 1
+    return counts
+
+
+def binary_scores(counts: Mapping[str, int]) -> dict[str, float | None]:
+    """Precision, recall (sensitivity), specificity and F1; None where the denominator is 0."""
+    tp, fp, tn, fn = (counts[k] for k in ("TP", "FP", "TN", "FN"))
+    return {
+        "precision": ratio(tp, tp + fp),
+        "recall": ratio(tp, tp + fn),
+        "specificity": ratio(tn, tn + fp),
+        "f1": ratio(2 * tp, 2 * tp + fp + fn),
+    }
+
+
+def _macro(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
+    return {k: mean(v for g in groups.values() if (v := g[k]) is not None) for k in _SCORES}
+
+
+def binary_metrics(rows: Iterable[Row], *, by: str = "dataset") -> dict[str, Any] | None:
+    """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
+    average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
+    binary = _binary(rows)
+    if not binary:
+        return None
+    grouped: dict[str, list[Row]] = {}
+    for row in binary:
+        grouped.setdefault(str(row.get(by)), []).append(row)
+    per_group = {}
+    for name, members in sorted(grouped.items()):
+        counts = binary_confusion(members)
+        per_group[name] = {**counts, **binary_scores(counts), "n": len(members)}
+    overall = binary_confusion(binary)
+    return {
+        "overall": {**overall, **binary_scores(overall), "n": len(binary)},
+        "by_group": per_group,
+        "macro": _macro(per_group),
+    }

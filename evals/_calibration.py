@@ -1,0 +1,58 @@
+"""Calibration of the team's stated confidence against its correctness.
+
+Confidence is a label ("High", "Medium", "Low"); to compare it with accuracy each label is
+mapped to a probability, by default High=0.9, Medium=0.6, Low=0.3 (`DEFAULT_CONFIDENCE_MAP`).
+Rows whose confidence is null or not in the map are left out of every calibration metric.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from teammed.evals._rows import Row, is_correct
+
+__all__ = ["DEFAULT_CONFIDENCE_MAP", "accuracy_by_confidence", "ece", "brier"]
+
+DEFAULT_CONFIDENCE_MAP: Mapping[str, float] = {"High": 0.9, "Medium": 0.6, "Low": 0.3}
+
+
+def _scored(rows: Iterable[Row], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
+    out = []
+    for row in rows:
+        level = row.get("confidence")
+        if level in confidence_map:
+            out.append((str(level), float(confidence_map[level]), is_correct(row)))
+    return out
+
+
+def accuracy_by_confidence(
+    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+) -> dict[str, dict[str, float]]:
+    """Per confidence level present: ``{"n": count, "accuracy": share correct}``, in map order."""
+    scored = _scored(rows, confidence_map)
+    out: dict[str, dict[str, float]] = {}
+    for level in confidence_map:
+        hits = [correct for lvl, _, correct in scored if lvl == level]
+        if hits:
+            out[level] = {"n": len(hits), "accuracy": sum(hits) / len(hits)}
+    return out
+
+
+def ece(rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP) -> float | None:
+    """Expected calibration error with one bin per confidence level.
+
+    ``sum_b (n_b / N) * |accuracy_b - p_b|`` where ``p_b`` is the level's mapped probability.
+    """
+    by_level = accuracy_by_confidence(rows, confidence_map=confidence_map)
+    total = sum(stats["n"] for stats in by_level.values())
+    if not total:
+        return None
+    return sum(s["n"] / total * abs(s["accuracy"] - confidence_map[lvl]) for lvl, s in by_level.items())
+
+
+def brier(rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP) -> float | None:
+    """Mean squared gap between the mapped confidence and correctness (1/0)."""
+    scored = _scored(rows, confidence_map)
+    if not scored:
+        return None
+    return sum((p - float(correct)) ** 2 for _, p, correct in scored) / len(scored)

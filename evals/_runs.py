@@ -1,0 +1,105 @@
+"""Reading run directories (``results.jsonl`` + ``summary.json``) and grouping them across seeds."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teammed.errors import DataError
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run directory: its rows and the identity fields report grouping uses."""
+
+    path: Path
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    dataset: str
+    config: str
+    system: str
+    seed: Any
+
+
+@dataclass(frozen=True)
+class Group:
+    """All seeds of one (data set, configuration) pair."""
+
+    dataset: str
+    config: str
+    system: str
+    runs: tuple[Run, ...]
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for run in self.runs for row in run.rows]
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line") from None
+        if not isinstance(row, dict):
+            raise DataError(f"{path}:{number} must be a JSON object per question (got {type(row).__name__})")
+        rows.append(row)
+    return rows
+
+
+def config_name(label: Any, system: Any) -> str:
+    """A configuration's name in tables: the teamwork label, else the system (``system/label``
+    when a peer system also carries a distinct label, so names never collide)."""
+    label, system = (str(v) if v else "" for v in (label, system))
+    if system in ("", "teamwork"):
+        return label or "teamwork"
+    return system if label in ("", system) else f"{system}/{label}"
+
+
+def _field(summary: dict[str, Any], rows: list[dict[str, Any]], key: str) -> Any:
+    if summary.get(key) is not None:
+        return summary[key]
+    return next((row[key] for row in rows if row.get(key) is not None), None)
+
+
+def load_run(run_dir: Path) -> Run:
+    """Read one run directory; ``summary.json`` is optional (identity then comes from the rows)."""
+    run_dir = Path(run_dir)
+    results = run_dir / "results.jsonl"
+    if not results.is_file():
+        raise DataError(f"{run_dir} has no results.jsonl; pass run directories written by `teammed run`")
+    rows = _read_rows(results)
+    summary_path = run_dir / "summary.json"
+    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+    system = _field(summary, rows, "system") or "teamwork"
+    return Run(
+        path=run_dir,
+        rows=rows,
+        summary=summary,
+        dataset=str(_field(summary, rows, "dataset") or "unknown"),
+        config=config_name(_field(summary, rows, "label"), system),
+        system=str(system),
+        seed=_field(summary, rows, "seed"),
+    )
+
+
+def group_runs(runs: list[Run]) -> list[Group]:
+    """Runs grouped by (data set, configuration), in first-seen order."""
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in runs:
+        grouped.setdefault((run.dataset, run.config), []).append(run)
+    groups = []
+    for (dataset, config), members in grouped.items():
+        seeds = [run.seed for run in members]
+        if len(set(map(str, seeds))) < len(seeds):
+            logger.warning("%s on %s has repeated seeds %s; each run still counts once", config, dataset, seeds)
+        groups.append(Group(dataset, config, members[0].system, tuple(members)))
+    return groups

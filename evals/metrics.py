@@ -1,0 +1,178 @@
+"""Metrics over result rows (plain dicts), and `summarize`, which gathers every applicable one.
+
+Every function is pure and tolerant: rows from systems that keep no teamwork record, or
+that lack a key, simply contribute nothing to the metrics that need it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from teammed.evals._agreement import final_convergence, r2_disagreement_rate
+from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
+from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
+from teammed.evals._roles import decisiveness, roles_recruited
+from teammed.evals._rows import Row, is_correct, items, mean, number, ratio, record
+from teammed.evals._teamwork import (
+    final_trust,
+    leadership_interventions,
+    mutual_monitoring_impact,
+    smm_facts_per_question,
+    trust_by_stage,
+    trust_divergence,
+)
+
+__all__ = [
+    "DEFAULT_CONFIDENCE_MAP",
+    "accuracy",
+    "r2_disagreement_rate",
+    "final_convergence",
+    "accuracy_by_confidence",
+    "ece",
+    "brier",
+    "smm_facts_per_question",
+    "final_trust",
+    "trust_divergence",
+    "trust_by_stage",
+    "mutual_monitoring_impact",
+    "leadership_interventions",
+    "roles_recruited",
+    "decisiveness",
+    "efficiency",
+    "binary_confusion",
+    "binary_scores",
+    "binary_metrics",
+    "peer_structure",
+    "summarize",
+    "rounded",
+]
+
+_PER_QUESTION = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cache_hits")
+
+
+def accuracy(rows: Iterable[Row]) -> float | None:
+    """Share of questions answered correctly; failed questions stay in the denominator."""
+    rows = list(rows)
+    return sum(map(is_correct, rows)) / len(rows) if rows else None
+
+
+def _column(rows: list[Row], key: str) -> list[float]:
+    return [v for row in rows if (v := number(row.get(key))) is not None]
+
+
+def efficiency(rows: Iterable[Row]) -> dict[str, float]:
+    """Per-question means of the usage counters present, plus pooled rates.
+
+    ``total_tokens`` is prompt + completion over rows that report both;
+    ``parse_failure_rate`` and ``repaired_rate`` are sums over sums of ``calls``.
+    """
+    rows = list(rows)
+    out = {key: m for key in _PER_QUESTION if (m := mean(_column(rows, key))) is not None}
+    totals = [
+        p + c
+        for row in rows
+        if (p := number(row.get("prompt_tokens"))) is not None
+        and (c := number(row.get("completion_tokens"))) is not None
+    ]
+    if totals:
+        out["total_tokens"] = sum(totals) / len(totals)
+    for key, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
+        pairs = [(v, c) for row in rows if (v := number(row.get(key))) is not None and (c := number(row.get("calls")))]
+        if pairs and (rate := ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))) is not None:
+            out[name] = rate
+    return out
+
+
+def peer_structure(rows: Iterable[Row]) -> dict[str, Any]:
+    """Structure of peer systems where recorded: routes taken (MDAgents), experts per question,
+    rounds and reassignments (KAMAC and consultation), as shares and means."""
+    records = [record(row) for row in rows]
+    out: dict[str, Any] = {}
+    routes = Counter(str(r["route"]) for r in records if r.get("route"))
+    if routes:
+        total = sum(routes.values())
+        out["routes"] = {route: n / total for route, n in sorted(routes.items())}
+    experts = [len(items(r, "experts")) for r in records if isinstance(r.get("experts"), list)]
+    if experts:
+        out["experts_per_question"] = sum(experts) / len(experts)
+    for key in ("rounds", "reassignments"):
+        values = [v for r in records if (v := number(r.get(key))) is not None]
+        if values:
+            out[key] = sum(values) / len(values)
+    return out
+
+
+def _teamwork(rows: list[Row], *, min_role_appearances: int) -> dict[str, Any]:
+    records = [record(row) for row in rows]
+    early = [bool(r["early_consensus"]) for r in records if r.get("early_consensus") is not None]
+    return {
+        "agents_per_question": mean(_column(rows, "n_agents")),
+        "smm_facts_per_question": smm_facts_per_question(rows),
+        "trust_divergence": trust_divergence(rows),
+        "trust_by_stage": trust_by_stage(rows),
+        "mutual_monitoring": mutual_monitoring_impact(rows),
+        "leadership": leadership_interventions(rows),
+        "early_consensus_rate": mean(map(float, early)),
+        "ranking_repairs": mean(v for r in records if (v := number(r.get("ranking_repairs"))) is not None),
+        "roles_recruited": roles_recruited(rows),
+        "decisiveness": decisiveness(rows, min_appearances=min_role_appearances),
+    }
+
+
+def summarize(
+    rows: Iterable[Row],
+    *,
+    confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP,
+    min_role_appearances: int = 1,
+) -> dict[str, Any]:
+    """Every applicable metric of a run (or any set of rows) as JSON-ready, rounded values.
+
+    Sections with no data (e.g. ``teamwork`` for a zero-shot run, ``binary`` for a
+    four-option data set) are left out; see the individual functions for definitions.
+    """
+    rows = list(rows)
+    summary: dict[str, Any] = {
+        "n": len(rows),
+        "n_failed": sum(bool(row.get("failed")) for row in rows),
+        "accuracy": accuracy(rows),
+        "agreement": {
+            "r2_disagreement_rate": r2_disagreement_rate(rows),
+            "final_convergence": final_convergence(rows),
+        },
+        "calibration": {
+            "by_confidence": accuracy_by_confidence(rows, confidence_map=confidence_map),
+            "ece": ece(rows, confidence_map=confidence_map),
+            "brier": brier(rows, confidence_map=confidence_map),
+        },
+        "teamwork": _teamwork(rows, min_role_appearances=min_role_appearances),
+        "efficiency": efficiency(rows),
+        "binary": binary_metrics(rows),
+        "peers": peer_structure(rows),
+    }
+    if summary["calibration"]["ece"] is not None:
+        summary["calibration"]["confidence_map"] = dict(confidence_map)
+    return rounded(_pruned(summary))
+
+
+def _pruned(value: Any) -> Any:
+    """Drop None values and empty sections, recursively (keeps zeros and empty-but-meaningful lists)."""
+    if isinstance(value, Mapping):
+        pruned = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v is not None and v != {}}
+    return value
+
+
+def rounded(value: Any, *, digits: int = 4) -> Any:
+    """Floats below 1 to ``digits`` significant digits, larger ones to 2 decimals, recursively."""
+    if isinstance(value, float):
+        if not math.isfinite(value) or value == 0:
+            return value
+        return float(f"{value:.{digits}g}") if abs(value) < 1 else round(value, 2)
+    if isinstance(value, Mapping):
+        return {k: rounded(v, digits=digits) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [rounded(v, digits=digits) for v in value]
+    return value

@@ -1,0 +1,60 @@
+"""Phase 1: size the team, analyse the question, and recruit its members."""
+
+from __future__ import annotations
+
+import dspy
+
+from teammed.config import TeamworkConfig
+from teammed.programs.aggregation import hierarchical_weights
+from teammed.programs.behaviour import Behaviour
+from teammed.programs.team import Agent
+from teammed.signatures import AgentCount, QuestionTricks, SpecialtyRecruitment
+
+__all__ = ["Recruitment", "generic_agents"]
+
+
+def generic_agents(n: int) -> list[Agent]:
+    """Generic experts with equal weights: the team when team orientation is off."""
+    return [Agent(f"agent_{i + 1}", f"Medical Expert {i + 1}", "general clinical reasoning", 1 / n) for i in range(n)]
+
+
+def _specialist_agents(specialists: list, n: int) -> list[Agent]:
+    """Exactly ``n`` distinct specialists, most relevant first, weighted by the hierarchy."""
+    roles: list[tuple[str, str]] = []
+    for spec in specialists or []:
+        role = (getattr(spec, "role", "") or "").strip()
+        if role and role.lower() not in {r.lower() for r, _ in roles}:
+            roles.append((role, (getattr(spec, "expertise", "") or "").strip()))
+    for i in range(len(roles), n):
+        roles.append((f"Medical Expert {i + 1}", "general clinical reasoning"))
+    weights = hierarchical_weights(n)
+    return [Agent(f"agent_{i + 1}", role, expertise, weights[i]) for i, (role, expertise) in enumerate(roles[:n])]
+
+
+class Recruitment(dspy.Module):
+    """Agent count (when ``n_agents='auto'``), trick analysis (SMM) and specialty recruitment (TO)."""
+
+    def __init__(self, config: TeamworkConfig):
+        super().__init__()
+        self.config = config
+        self.count = Behaviour(AgentCount) if config.n_agents == "auto" else None
+        self.tricks = Behaviour(QuestionTricks) if config.shared_mental_model else None
+        self.specialties = Behaviour(SpecialtyRecruitment) if config.team_orientation else None
+
+    def forward(self, question: str, options: dict[str, str]) -> dspy.Prediction:
+        n = self.config.n_agents
+        count_reason = ""
+        if self.count is not None:
+            counted = self.count(question=question, options=options)
+            n = counted.n_agents if counted.n_agents in (2, 3, 4) else 3
+            count_reason = counted.reason
+        assert isinstance(n, int)
+        analysis = ""
+        if self.tricks is not None:
+            analysis = self.tricks(question=question, options=options).analysis
+        if self.specialties is not None:
+            recruited = self.specialties(question=question, options=options, n_agents=n, question_analysis=analysis)
+            agents = _specialist_agents(recruited.specialists, n)
+        else:
+            agents = generic_agents(n)
+        return dspy.Prediction(agents=agents, analysis=analysis, count_reason=count_reason)

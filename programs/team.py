@@ -1,0 +1,86 @@
+"""Plain records of the deliberation: agents, assessments, challenges, and the transcript."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Agent", "Assessment", "Turn", "Challenge", "Transcript", "as_plain"]
+
+
+@dataclass(frozen=True)
+class Agent:
+    id: str
+    role: str
+    expertise: str
+    weight: float
+
+    def brief(self) -> str:
+        """How the agent is introduced to itself (weights stay hidden from agents)."""
+        return f"{self.role}; focus: {self.expertise}" if self.expertise else self.role
+
+
+@dataclass
+class Assessment:
+    agent: str
+    ranking: list[str]
+    justification: str
+    facts: list[str]
+    confidence: str
+    repaired: bool = False
+
+    @property
+    def first(self) -> str:
+        return self.ranking[0]
+
+
+@dataclass
+class Turn:
+    agent: str
+    turn: int
+    message: str
+    choice: str
+    ranking: list[str] | None = None
+    confidence: str | None = None
+    repaired: bool = False
+
+
+@dataclass
+class Challenge:
+    turn: int
+    agent: str
+    reason: str
+    concern: str
+    severity: str
+    response: str
+    verdict: str
+    verdict_reason: str
+    choice_before: str
+    choice_after: str
+    trust_before: float | None = None
+    trust_after: float | None = None
+
+
+@dataclass
+class Transcript:
+    """Who said what, in which phase: the readable trace of one deliberation."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, phase: str, kind: str, text: str, *, agent: str | None = None, role: str | None = None,
+            turn: int | None = None, **data: Any) -> None:
+        self.events.append({"phase": phase, "turn": turn, "agent": agent, "role": role, "kind": kind,
+                            "text": text, "data": data or None})
+
+
+def as_plain(obj: Any) -> Any:
+    """Dataclasses (and lists/dicts of them) as JSON-ready dicts."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    if isinstance(obj, list):
+        return [as_plain(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: as_plain(v) for k, v in obj.items()}
+    return obj
+
+

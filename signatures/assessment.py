@@ -1,0 +1,26 @@
+"""Round 2: each clinician's independent assessment."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+
+from teammed.schema import Choice
+
+Confidence = Literal["High", "Medium", "Low"]
+
+
+class InitialAssessment(dspy.Signature):
+    """Work the question alone, as the clinician described in `role`. Rank every option from
+    most to least likely correct, justify your top choice in at most two sentences, list the
+    two to five medical facts your reasoning rests on, and say how confident you are."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
+    shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
+    ranking: list[Choice("options")] = dspy.OutputField(desc="All option letters, best first.")  # type: ignore[valid-type]
+    justification: str = dspy.OutputField(desc="At most two sentences.")
+    facts: list[str] = dspy.OutputField(desc="Two to five key medical facts.", min_length=2, max_length=5)
+    confidence: Confidence = dspy.OutputField(default="Low")

@@ -1,0 +1,68 @@
+"""What the team leader does: distil facts, write the case report, judge work, mediate, break ties."""
+
+from __future__ import annotations
+
+import dspy
+from pydantic import BaseModel, Field
+
+from teammed.schema import Choice
+
+
+class ConsensusFacts(dspy.Signature):
+    """As team leader, read the independent assessments and keep only the medical facts that
+    several clinicians rely on or that are uncontroversial. Drop opinions and answer choices."""
+
+    question: str = dspy.InputField()
+    assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
+    facts: list[str] = dspy.OutputField(desc="Up to six verified facts.", max_length=6)
+
+
+class FormalReport(dspy.Signature):
+    """As team leader, write a short structured case report for the team: the key findings, the
+    leading hypotheses with the evidence for and against each, and the open questions."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
+    shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
+    report: str = dspy.OutputField(desc="Under 150 words.")
+
+
+class AgentQuality(BaseModel):
+    agent: str = Field(description="The clinician's id, e.g. 'agent_1'.")
+    quality: float = Field(ge=0.0, le=1.0, description="0 = unreliable reasoning, 1 = excellent.")
+
+
+class AssessmentQuality(dspy.Signature):
+    """As team leader, grade each independent assessment for the soundness of its reasoning:
+    correct facts, complete consideration of the options, and confidence that matches the
+    strength of the evidence. Grade the reasoning, not whether you agree with the answer."""
+
+    question: str = dspy.InputField()
+    assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
+    agents: list[str] = dspy.InputField(desc="The ids of the clinicians to grade.")
+    grades: list[AgentQuality] = dspy.OutputField(desc="One grade per clinician.")
+
+
+class Mediation(dspy.Signature):
+    """As team leader, mediate this discussion turn: state where the team agrees, name the
+    disagreement that matters most for the answer, and point out any reasoning error you see.
+    Do not impose your own answer."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    turn_messages: str = dspy.InputField(desc="What each clinician said this turn.")
+    shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
+    synthesis: str = dspy.OutputField(desc="Under 120 words.")
+
+
+class TieResolution(dspy.Signature):
+    """The team's vote is tied. As team leader, choose one of the tied options, weighing the
+    final rankings, how reliable each clinician has been, and the verified facts."""
+
+    question: str = dspy.InputField()
+    tied_options: dict[str, str] = dspy.InputField(desc="Only the tied options, keyed by letter.")
+    rankings: str = dspy.InputField(desc="Each clinician's final ranking and rationale.")
+    shared_context: str = dspy.InputField(desc="Verified facts, debated points, reliability notes.")
+    answer: Choice("tied_options") = dspy.OutputField()  # type: ignore[valid-type]
+    reason: str = dspy.OutputField(desc="One or two sentences.")

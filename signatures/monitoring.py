@@ -1,0 +1,56 @@
+"""Mutual monitoring: the leader finds the weakest reasoning, challenges it and judges the reply."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+
+from teammed.schema import Choice
+
+
+class WeakestReasoning(dspy.Signature):
+    """As team leader, read this turn and pick the one clinician whose reasoning is weakest:
+    a factual error, an unsupported leap, or an ignored key finding."""
+
+    question: str = dspy.InputField()
+    turn_messages: str = dspy.InputField(desc="What each clinician said this turn, by id.")
+    agents: list[str] = dspy.InputField(desc="The ids to choose from.")
+    agent: Choice("agents") = dspy.OutputField()  # type: ignore[valid-type]
+    reason: str = dspy.OutputField(desc="One sentence.")
+
+
+class RaiseConcern(dspy.Signature):
+    """As team leader, raise one specific, answerable concern about this clinician's reasoning
+    and say how much it matters for the patient."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    agent_message: str = dspy.InputField(desc="The reasoning being challenged.")
+    concern: str = dspy.OutputField(desc="One or two sentences, phrased as a question.")
+    severity: Literal["high", "medium", "low"] = dspy.OutputField(default="medium")
+
+
+class RespondToConcern(dspy.Signature):
+    """Your team leader has challenged your reasoning. As the clinician in `role`, answer the
+    concern directly: defend your view with evidence, or correct it. Then state the option you
+    now favour."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField()
+    own_message: str = dspy.InputField(desc="What you said this turn.")
+    concern: str = dspy.InputField()
+    response: str = dspy.OutputField(desc="Under 80 words.")
+    revised_choice: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+
+
+class EvaluateResponse(dspy.Signature):
+    """As team leader, judge the clinician's reply to your concern: `strong` if it resolves the
+    concern with sound evidence, `weak` if it does not address it or rests on an error,
+    `disputed` if reasonable clinicians could still disagree."""
+
+    concern: str = dspy.InputField()
+    response: str = dspy.InputField()
+    verdict: Literal["strong", "weak", "disputed"] = dspy.OutputField(default="disputed")
+    reason: str = dspy.OutputField(desc="One sentence.")

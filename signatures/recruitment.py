@@ -1,0 +1,44 @@
+"""Phase 1 behaviours: how big a team, which specialists, and what the question hides."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import BaseModel, Field
+
+
+class Specialist(BaseModel):
+    role: str = Field(description="A medical specialty, e.g. 'Cardiologist'.")
+    expertise: str = Field(description="What this specialist will look at in this case, in a few words.")
+
+
+class AgentCount(dspy.Signature):
+    """Decide how many clinicians this question deserves: 2 for a narrow single-domain fact,
+    3 for a typical clinical vignette, 4 when several organ systems or disciplines are involved."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    n_agents: Literal[2, 3, 4] = dspy.OutputField()
+    reason: str = dspy.OutputField(desc="One sentence.")
+
+
+class SpecialtyRecruitment(dspy.Signature):
+    """You are assembling a consult team. Choose exactly `n_agents` distinct medical specialties
+    whose judgement matters most for this question, most relevant first."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    n_agents: int = dspy.InputField(desc="How many specialists to recruit.")
+    question_analysis: str = dspy.InputField(desc="Known pitfalls of the question; may be empty.")
+    specialists: list[Specialist] = dspy.OutputField(desc="Most relevant first.")
+
+
+class QuestionTricks(dspy.Signature):
+    """Read the question like an exam writer. In one or two sentences, name what could trip a
+    careful clinician up: a negation (EXCEPT, NOT), a time course, a 'most likely' versus
+    'next best step' distinction, a distractor finding. Do not answer the question."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    analysis: str = dspy.OutputField(desc="One or two sentences.")

@@ -1,0 +1,157 @@
+"""`TeamworkConfig`: the frozen, validated description of one teamwork deliberation.
+
+It is what the CLI builds, what Optuna samples, what a run records and what a compiled
+program is checked against.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from teammed.errors import ConfigError
+
+__all__ = ["TeamworkConfig", "PRESETS", "COMPONENTS", "preset", "config_from_components"]
+
+COMPONENTS = (
+    "shared_mental_model",
+    "leadership",
+    "team_orientation",
+    "trust",
+    "mutual_monitoring",
+    "closed_loop",
+)
+
+# Short names accepted on the command line (``--components smm,leadership``).
+ALIASES = {
+    "smm": "shared_mental_model",
+    "shared_mental_model": "shared_mental_model",
+    "leadership": "leadership",
+    "l": "leadership",
+    "team_orientation": "team_orientation",
+    "to": "team_orientation",
+    "orientation": "team_orientation",
+    "trust": "trust",
+    "t": "trust",
+    "mutual_monitoring": "mutual_monitoring",
+    "mm": "mutual_monitoring",
+    "monitoring": "mutual_monitoring",
+    "closed_loop": "closed_loop",
+    "cl": "closed_loop",
+}
+
+
+class TeamworkConfig(BaseModel):
+    """Which teamwork components are on, and the shape of the deliberation.
+
+    Rules (checked on construction):
+      * mutual monitoring requires leadership: the leader raises and judges challenges;
+      * mutual monitoring and closed-loop communication act between discussion turns,
+        so they require ``n_turns >= 2``;
+      * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    shared_mental_model: bool = False
+    leadership: bool = False
+    team_orientation: bool = False
+    trust: bool = False
+    mutual_monitoring: bool = False
+    closed_loop: bool = False
+    n_agents: Literal["auto", 2, 3, 4] = "auto"
+    n_turns: int = Field(default=2, ge=1, le=5)
+    early_consensus: float | None = None
+
+    @model_validator(mode="after")
+    def _check_rules(self) -> TeamworkConfig:
+        if self.mutual_monitoring and not self.leadership:
+            raise ValueError(
+                "mutual_monitoring requires leadership (got leadership=False); "
+                "enable leadership or disable mutual_monitoring"
+            )
+        for name in ("mutual_monitoring", "closed_loop"):
+            if getattr(self, name) and self.n_turns < 2:
+                raise ValueError(
+                    f"{name} runs between discussion turns and requires n_turns >= 2 "
+                    f"(got n_turns={self.n_turns}); raise n_turns or disable {name}"
+                )
+        if self.early_consensus is not None and not 0.5 < self.early_consensus <= 1.0:
+            raise ValueError(
+                f"early_consensus is the share of agents whose first choices must agree, in (0.5, 1.0] "
+                f"(got {self.early_consensus}); use 1.0 for unanimity, 0.8, or leave it off"
+            )
+        return self
+
+    @classmethod
+    def build(cls, **values: object) -> TeamworkConfig:
+        """Construct, turning pydantic's validation error into a `ConfigError` with the rule's text."""
+        try:
+            return cls(**values)  # type: ignore[arg-type]
+        except ValidationError as exc:
+            messages = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
+            raise ConfigError(messages) from None
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """The names of the components that are on, in canonical order."""
+        return tuple(name for name in COMPONENTS if getattr(self, name))
+
+    def label(self) -> str:
+        """A short human-readable name: the preset's name when it is one, else the components."""
+        for name, cfg in PRESETS.items():
+            if cfg == self:
+                return name
+        return "+".join(self.components) or "base"
+
+
+def _cfg(*components: str) -> TeamworkConfig:
+    return TeamworkConfig(**{name: True for name in components})
+
+
+# The spec's §5.2: each single-component preset carries the companions it needs.
+PRESETS: dict[str, TeamworkConfig] = {
+    "base": _cfg(),
+    "smm": _cfg("shared_mental_model"),
+    "leadership": _cfg("leadership"),
+    "team_orientation": _cfg("team_orientation", "leadership"),
+    "trust": _cfg("trust"),
+    "mutual_monitoring": _cfg("mutual_monitoring", "leadership", "trust"),
+    "closed_loop": _cfg("closed_loop"),
+    "c6": _cfg("shared_mental_model", "leadership", "team_orientation"),
+    "c7": _cfg("leadership", "trust", "mutual_monitoring"),
+    "all": _cfg(*COMPONENTS),
+}
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"{hint} Available: {', '.join(choices)}."
+
+
+def preset(name: str, **overrides: object) -> TeamworkConfig:
+    """A named preset, optionally with fields overridden (``n_turns=3``)."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}.{_suggest(name, list(PRESETS))}")
+    values = PRESETS[name].model_dump()
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TeamworkConfig.build(**values)
+
+
+def config_from_components(names: list[str] | str, **overrides: object) -> TeamworkConfig:
+    """A config with exactly the named components on (short names allowed: smm, l, to, t, mm, cl)."""
+    if isinstance(names, str):
+        names = [n for n in names.split(",") if n.strip()]
+    values: dict[str, object] = {}
+    for raw in names:
+        key = raw.strip().lower().replace("-", "_")
+        if key in ("", "base", "none"):
+            continue
+        if key not in ALIASES:
+            raise ConfigError(f"unknown component {raw!r}.{_suggest(key, sorted(set(ALIASES)))}")
+        values[ALIASES[key]] = True
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TeamworkConfig.build(**values)

@@ -1,0 +1,187 @@
+"""JSON schemas for a signature's outputs, with per-question choices, and tolerant parsing.
+
+Pure functions: they turn a DSPy signature (plus the call's inputs) into the JSON schema a
+backend can constrain decoding with, and turn whatever came back into typed field values.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, get_args, get_origin
+
+import json_repair
+import pydantic
+from dspy.adapters.utils import parse_value
+
+__all__ = [
+    "ChoicesFrom",
+    "Choice",
+    "output_schema",
+    "parse_outputs",
+    "ParseOutcome",
+    "fallback_value",
+    "MAX_STRING_CHARS",
+]
+
+MAX_STRING_CHARS = 700
+_DSPY_KEYS = ("__dspy_field_type", "desc", "prefix", "format", "parser", "constraints")
+
+
+@dataclass(frozen=True)
+class ChoicesFrom:
+    """Marks an output whose values must be keys (or items) of the named input field."""
+
+    source: str
+
+
+def Choice(source: str) -> Any:  # noqa: N802 - reads like a type
+    """``Choice("options")`` is a string restricted, per call, to the keys of input ``options``."""
+    return Annotated[str, ChoicesFrom(source)]
+
+
+def _choice_marker(field: pydantic.fields.FieldInfo) -> tuple[ChoicesFrom, bool] | None:
+    for meta in field.metadata:
+        if isinstance(meta, ChoicesFrom):
+            return meta, False
+    annotation = field.annotation
+    if get_origin(annotation) is list:
+        (item,) = get_args(annotation) or (None,)
+        if get_origin(item) is Annotated:
+            for meta in get_args(item)[1:]:
+                if isinstance(meta, ChoicesFrom):
+                    return meta, True
+    return None
+
+
+def _allowed(source_value: Any) -> list[str] | None:
+    if isinstance(source_value, dict):
+        return [str(k) for k in source_value]
+    if isinstance(source_value, list | tuple):
+        return [str(v) for v in source_value]
+    return None
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(copy.deepcopy(defs[node["$ref"].split("/")[-1]]))
+            return {k: walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def _tighten(node: Any) -> None:
+    """Strict-mode shape (every property required, no extras) and bounded strings."""
+    if isinstance(node, dict):
+        node.pop("title", None) if "properties" not in node else None
+        if node.get("type") == "object" and "properties" in node:
+            node["required"] = list(node["properties"])
+            node["additionalProperties"] = False
+        if node.get("type") == "string" and "enum" not in node:
+            node.setdefault("maxLength", MAX_STRING_CHARS)
+        for value in node.values():
+            _tighten(value)
+    elif isinstance(node, list):
+        for value in node:
+            _tighten(value)
+
+
+def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title: str | None = None) -> dict[str, Any]:
+    """The JSON schema of ``signature``'s outputs; choice fields are limited to this call's inputs."""
+    inputs = inputs or {}
+    properties: dict[str, Any] = {}
+    for name, field in signature.output_fields.items():
+        marker = _choice_marker(field)
+        allowed = _allowed(inputs.get(marker[0].source)) if marker else None
+        if marker and allowed:
+            item = {"type": "string", "enum": allowed}
+            prop: dict[str, Any] = {"type": "array", "items": item} if marker[1] else item
+        else:
+            prop = pydantic.TypeAdapter(field.annotation).json_schema()
+        for key in ("min_length", "max_length"):
+            bound = next((getattr(m, key) for m in field.metadata if getattr(m, key, None) is not None), None)
+            if bound is not None and prop.get("type") == "array":
+                prop["minItems" if key == "min_length" else "maxItems"] = bound
+        if marker and allowed and marker[1]:
+            prop["maxItems"] = len(allowed)
+        desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
+        if desc and not str(desc).startswith("${"):
+            prop["description"] = desc
+        properties[name] = prop
+    schema: dict[str, Any] = {"title": signature.__name__, "type": "object", "properties": properties}
+    schema = _inline_refs({**schema, "$defs": _collect_defs(properties)})
+    _tighten(schema)
+    schema["title"] = title or signature.__name__
+    return schema
+
+
+def _collect_defs(properties: dict[str, Any]) -> dict[str, Any]:
+    defs: dict[str, Any] = {}
+    for prop in properties.values():
+        defs.update(prop.pop("$defs", {}))
+    return defs
+
+
+def fallback_value(field: pydantic.fields.FieldInfo) -> Any:
+    """What a field becomes when the LM gave nothing usable: its declared default, else empty."""
+    if not field.is_required():
+        return field.get_default(call_default_factory=True)
+    annotation = field.annotation
+    origin = get_origin(annotation)
+    if origin is list:
+        return []
+    if annotation is bool:
+        return False
+    if annotation in (int, float):
+        return annotation(0)
+    args = get_args(annotation)
+    if args and all(isinstance(a, str | int) for a in args):  # a Literal: its first value
+        return args[0]
+    return ""
+
+
+@dataclass
+class ParseOutcome:
+    values: dict[str, Any]
+    repaired: bool = False
+    failed: bool = False
+
+
+def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | None = None) -> ParseOutcome:
+    """Typed output values from an LM completion; never raises.
+
+    Clean JSON with every field valid is the normal case. Otherwise the JSON is repaired
+    and invalid or missing fields take `fallback_value` (``repaired``); when no JSON object
+    can be recovered at all, every field falls back (``failed``).
+    """
+    raw: Any = None
+    repaired = False
+    if text:
+        try:
+            raw = json.loads(text)
+        except (json.JSONDecodeError, TypeError):
+            repaired = True
+            try:
+                raw = json_repair.loads(text)
+            except Exception:  # json_repair is best-effort on arbitrary text
+                raw = None
+    if not isinstance(raw, dict):
+        return ParseOutcome({n: fallback_value(f) for n, f in signature.output_fields.items()}, True, True)
+    values: dict[str, Any] = {}
+    for name, field in signature.output_fields.items():
+        if name not in raw:
+            values[name], repaired = fallback_value(field), True
+            continue
+        try:
+            values[name] = parse_value(raw[name], field.annotation)
+        except Exception:
+            values[name], repaired = fallback_value(field), True
+    return ParseOutcome(values, repaired=repaired, failed=False)

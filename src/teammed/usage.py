@@ -1,0 +1,96 @@
+"""Per-question accounting of language-model calls.
+
+A `Usage` is opened around one question (``with track() as usage:``); every LM call made
+inside it, on any thread that inherited the context, is added to it. Backends record
+calls, tokens, latency, cost, cache hits and retries; the adapter records parse repairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["Usage", "track", "current", "record_call", "record_parse"]
+
+
+@dataclass
+class Usage:
+    """Counters for one question (or one run, when summed)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost_usd: float = 0.0
+    cache_hits: int = 0
+    retries: int = 0
+    parse_failures: int = 0
+    repaired: int = 0
+    calls_by_signature: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data.pop("_lock", None)
+        data["latency_s"] = round(self.latency_s, 4)
+        data["cost_usd"] = round(self.cost_usd, 8)
+        return data
+
+
+_current: contextvars.ContextVar[Usage | None] = contextvars.ContextVar("teammed_usage", default=None)
+
+
+def current() -> Usage | None:
+    """The usage being recorded in this context, if any."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def track() -> Iterator[Usage]:
+    """Record every LM call made in this context (and threads that copy it) into a fresh `Usage`."""
+    usage = Usage()
+    token = _current.set(usage)
+    try:
+        yield usage
+    finally:
+        _current.reset(token)
+
+
+def record_call(
+    *,
+    signature: str,
+    prompt_tokens: int,
+    completion_tokens: int,
+    latency_s: float,
+    cost_usd: float = 0.0,
+    cache_hit: bool = False,
+    retries: int = 0,
+) -> None:
+    """Add one LM call to the current usage. Cached answers cost no tokens."""
+    usage = _current.get()
+    if usage is None:
+        return
+    with usage._lock:
+        usage.calls += 1
+        usage.calls_by_signature[signature] = usage.calls_by_signature.get(signature, 0) + 1
+        usage.latency_s += latency_s
+        usage.retries += retries
+        if cache_hit:
+            usage.cache_hits += 1
+        else:
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            usage.cost_usd += cost_usd
+
+
+def record_parse(*, repaired: bool = False, failed: bool = False) -> None:
+    """Note that an LM output needed repair, or could not be parsed and fell back to defaults."""
+    usage = _current.get()
+    if usage is None:
+        return
+    with usage._lock:
+        usage.repaired += int(repaired)
+        usage.parse_failures += int(failed)
