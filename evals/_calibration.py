@@ -38,7 +38,9 @@ def accuracy_by_confidence(
     return out
 
 
-def ece(rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP) -> float | None:
+def ece(
+    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+) -> float | None:
     """Expected calibration error with one bin per confidence level.
 
     ``sum_b (n_b / N) * |accuracy_b - p_b|`` where ``p_b`` is the level's mapped probability.
@@ -50,7 +52,9 @@ def ece(rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CO
     return sum(s["n"] / total * abs(s["accuracy"] - confidence_map[lvl]) for lvl, s in by_level.items())
 
 
-def brier(rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP) -> float | None:
+def brier(
+    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+) -> float | None:
     """Mean squared gap between the mapped confidence and correctness (1/0)."""
     scored = _scored(rows, confidence_map)
     if not scored:

@@ -48,7 +48,8 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line") from None
+            message = f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line"
+            raise DataError(message) from None
         if not isinstance(row, dict):
             raise DataError(f"{path}:{number} must be a JSON object per question (got {type(row).__name__})")
         rows.append(row)
@@ -100,6 +101,6 @@ def group_runs(runs: list[Run]) -> list[Group]:
     for (dataset, config), members in grouped.items():
         seeds = [run.seed for run in members]
         if len(set(map(str, seeds))) < len(seeds):
-            logger.warning("%s on %s has repeated seeds %s; each run still counts once", config, dataset, seeds)
+            logger.warning("%s on %s repeats seeds %s; each run still counts once", config, dataset, seeds)
         groups.append(Group(dataset, config, members[0].system, tuple(members)))
     return groups

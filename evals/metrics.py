@@ -80,8 +80,13 @@ def efficiency(rows: Iterable[Row]) -> dict[str, float]:
     if totals:
         out["total_tokens"] = sum(totals) / len(totals)
     for key, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
-        pairs = [(v, c) for row in rows if (v := number(row.get(key))) is not None and (c := number(row.get("calls")))]
-        if pairs and (rate := ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))) is not None:
+        pairs = [
+            (v, c)
+            for row in rows
+            if (v := number(row.get(key))) is not None and (c := number(row.get("calls")))
+        ]
+        rate = ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))
+        if rate is not None:
             out[name] = rate
     return out
 

@@ -13,10 +13,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
-
 from teammed.evals._rows import Row, is_correct
 
-__all__ = ["MeanSE", "mean_se", "mcnemar", "match_pairs", "discordant", "paired_bootstrap", "paired_comparison"]
+__all__ = [
+    "MeanSE",
+    "mean_se",
+    "mcnemar",
+    "match_pairs",
+    "discordant",
+    "paired_bootstrap",
+    "paired_comparison",
+]
 
 logger = logging.getLogger(__name__)
 

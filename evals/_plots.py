@@ -1,0 +1,110 @@
+"""The report's figures, drawn on matplotlib's Agg canvas (no pyplot, no global state)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+Stats = Mapping[str, Any]
+_DPI = 120
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure: Figure, path: Path) -> Path:
+    figure.savefig(path, dpi=_DPI, format="png")
+    return path
+
+
+def ablation_chart(
+    groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str], path: Path
+) -> Path:
+    """Grouped bars: mean accuracy per configuration, one bar per data set, SE error bars."""
+    cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups}
+    figure = _figure(min(20.0, max(6.0, 1.0 + 0.5 * len(configs) * max(1, len(datasets)))), 4.0)
+    ax = figure.subplots()
+    x = np.arange(len(configs))
+    width = 0.8 / max(1, len(datasets))
+    for i, dataset in enumerate(datasets):
+        accs = [cells.get((c, dataset)) for c in configs]
+        means = [100 * a["mean"] if a else np.nan for a in accs]
+        errors = [100 * a["se"] if a and a.get("se") is not None else 0.0 for a in accs]
+        ax.bar(x + (i - (len(datasets) - 1) / 2) * width, means, width, yerr=errors, capsize=3, label=dataset)
+    ax.set_xticks(x, list(configs), rotation=30, ha="right")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_title("Accuracy by configuration (mean ± SE over seeds)")
+    ax.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def accuracy_vs_tokens(groups: Sequence[Stats], path: Path) -> Path | None:
+    """Scatter of mean accuracy against mean tokens per question, one point per group."""
+    points = [
+        (g["metrics"]["efficiency"]["total_tokens"], 100 * g["accuracy"]["mean"], g)
+        for g in groups
+        if "total_tokens" in g.get("metrics", {}).get("efficiency", {})
+    ]
+    if not points:
+        return None
+    figure = _figure(6.5, 4.5)
+    ax = figure.subplots()
+    for dataset in dict.fromkeys(g["dataset"] for _, _, g in points):
+        xs, ys = zip(*[(x, y) for x, y, g in points if g["dataset"] == dataset], strict=True)
+        ax.scatter(xs, ys, label=dataset)
+    for x, y, g in points:
+        ax.annotate(g["config"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    ax.set_xlabel("Tokens per question (prompt + completion)")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_title("Accuracy vs cost")
+    ax.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Path) -> Path | None:
+    """Mean trust at each deliberation stage, one line per configuration."""
+    series = {name: stages for name, stages in series.items() if stages}
+    if not series:
+        return None
+    order = list(dict.fromkeys(stage for stages in series.values() for stage in stages))
+    figure = _figure(6.5, 4.0)
+    ax = figure.subplots()
+    for name, stages in series.items():
+        xs = [order.index(stage) for stage in stages]
+        ax.plot(xs, list(stages.values()), marker="o", label=name)
+    ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+    ax.set_ylabel("Mean trust")
+    ax.set_title("Trust over the deliberation")
+    ax.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: int = 15) -> Path | None:
+    """Heatmap of recruitments: the ``top`` most frequent roles × data sets."""
+    datasets = list(counts)
+    totals: dict[str, int] = {}
+    for per_role in counts.values():
+        for role, n in per_role.items():
+            totals[role] = totals.get(role, 0) + n
+    roles = sorted(totals, key=lambda r: (-totals[r], r))[:top]
+    if not roles:
+        return None
+    grid = np.array([[counts[d].get(role, 0) for d in datasets] for role in roles])
+    figure = _figure(2.0 + 1.2 * len(datasets), 1.5 + 0.35 * len(roles))
+    ax = figure.subplots()
+    image = ax.imshow(grid, cmap="Blues", aspect="auto")
+    for (i, j), n in np.ndenumerate(grid):
+        ax.text(j, i, str(n), ha="center", va="center", fontsize="x-small")
+    ax.set_xticks(range(len(datasets)), datasets, rotation=30, ha="right")
+    ax.set_yticks(range(len(roles)), roles)
+    ax.set_title("Roles recruited")
+    figure.colorbar(image, ax=ax, label="Recruitments")
+    return _save(figure, path)

@@ -1,0 +1,153 @@
+"""Markdown tables of the report, rendered from the report's plain-data numbers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+Stats = Mapping[str, Any]
+_DASH = "–"
+
+
+def markdown_table(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(cells) + " |" for cells in body]
+    return "\n".join(lines)
+
+
+def _get(stats: Stats, *path: str) -> Any:
+    node: Any = stats
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _fmt(value: Any, spec: str, *, scale: float = 1.0) -> str:
+    return _DASH if value is None else format(value * scale, spec)
+
+
+def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
+    mean = f"{100 * accuracy['mean']:.1f}"
+    return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
+
+
+def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str]) -> str:
+    """Table 1: configurations × data sets, "mean ± SE" accuracy in %, best per column in bold.
+
+    An "Average" column (mean of the per-data-set means) is added for configurations run on
+    every data set when there is more than one.
+    """
+    cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups}
+    columns = list(datasets)
+    averages: dict[str, float] = {}
+    if len(datasets) > 1:
+        for config in configs:
+            means = [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells]
+            if len(means) == len(datasets):
+                averages[config] = sum(means) / len(means)
+        columns.append("Average")
+    best = {
+        d: max((cells[(c, d)]["mean"] for c in configs if (c, d) in cells), default=None) for d in datasets
+    }
+    best["Average"] = max(averages.values(), default=None)
+    body = []
+    for config in configs:
+        row = [config]
+        for column in columns:
+            if column == "Average":
+                mean = averages.get(config)
+                text = _DASH if mean is None else f"{100 * mean:.1f}"
+            else:
+                acc = cells.get((config, column))
+                mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
+            row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
+        body.append(row)
+    return markdown_table(["Config", *columns], body)
+
+
+def significance_table(comparisons: Sequence[Stats]) -> str:
+    """Paired comparisons with the baseline: Δ accuracy, McNemar's exact p and the bootstrap CI."""
+    body = []
+    for comp in comparisons:
+        level = round(100 * comp.get("confidence", 0.95))
+        ci = f"[{100 * comp['ci_low']:+.1f}, {100 * comp['ci_high']:+.1f}] ({level}%)"
+        body.append([
+            comp["config"], comp["dataset"], f"{100 * comp['diff']:+.1f}", str(comp["b"]), str(comp["c"]),
+            f"{comp['p_mcnemar']:.4f}", ci, str(comp["n_pairs"]),
+        ])
+    header = ["Config", "Dataset", "Δ acc (pp)", "b", "c", "McNemar p", "Bootstrap CI of Δ (pp)", "Pairs"]
+    return markdown_table(header, body)
+
+
+_Column = tuple[str, Callable[[Stats], str]]
+
+def _cell(*path: str, spec: str, scale: float = 1.0) -> Callable[[Stats], str]:
+    return lambda stats: _fmt(_get(stats, "metrics", *path), spec, scale=scale)
+
+
+_EFFICIENCY: list[_Column] = [
+    ("Calls", _cell("efficiency", "calls", spec=".1f")),
+    ("Prompt tok", _cell("efficiency", "prompt_tokens", spec=".0f")),
+    ("Completion tok", _cell("efficiency", "completion_tokens", spec=".0f")),
+    ("Latency (s)", _cell("efficiency", "latency_s", spec=".2f")),
+    ("Cost (USD)", _cell("efficiency", "cost_usd", spec=".5f")),
+    ("Cache hits", _cell("efficiency", "cache_hits", spec=".1f")),
+    ("Parse fail %", _cell("efficiency", "parse_failure_rate", spec=".1f", scale=100)),
+]
+
+_TEAMWORK: list[_Column] = [
+    ("R2 disagree %", _cell("agreement", "r2_disagreement_rate", spec=".1f", scale=100)),
+    ("Final unanimous %", _cell("agreement", "final_convergence", "unanimous_rate", spec=".1f", scale=100)),
+    ("ECE", _cell("calibration", "ece", spec=".3f")),
+    ("Brier", _cell("calibration", "brier", spec=".3f")),
+    ("SMM facts/q", _cell("teamwork", "smm_facts_per_question", spec=".1f")),
+    ("Trust div", _cell("teamwork", "trust_divergence", spec=".3f")),
+    ("Challenges/q", _cell("teamwork", "mutual_monitoring", "challenges_per_question", spec=".2f")),
+    ("Changed %", _cell("teamwork", "mutual_monitoring", "change_rate", spec=".1f", scale=100)),
+    ("Leader ties %", _cell("teamwork", "leadership", "leader_rate", spec=".1f", scale=100)),
+]
+
+
+def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None:
+    body = []
+    for stats in groups:
+        cells = [render(stats) for _, render in columns]
+        if any(cell != _DASH for cell in cells):
+            body.append([stats["config"], stats["dataset"], *cells])
+    return markdown_table(["Config", "Dataset", *(name for name, _ in columns)], body) if body else None
+
+
+def efficiency_table(groups: Sequence[Stats]) -> str | None:
+    """Per-question cost of each (configuration, data set); None when no run reported usage."""
+    return _metric_table(groups, _EFFICIENCY)
+
+
+def teamwork_table(groups: Sequence[Stats]) -> str | None:
+    """Agreement, calibration and teamwork-component metrics; None when no run has any."""
+    return _metric_table(groups, _TEAMWORK)
+
+
+def binary_table(groups: Sequence[Stats]) -> str | None:
+    """Confusion counts and scores on binary tasks, one row per (configuration, data set)."""
+    body = []
+    for stats in groups:
+        binary = _get(stats, "metrics", "binary")
+        if not binary:
+            continue
+        overall = binary["overall"]
+        counts = [str(overall.get(k, 0)) for k in ("TP", "FP", "TN", "FN")]
+        scores = [_fmt(overall.get(k), ".3f") for k in ("precision", "recall", "specificity", "f1")]
+        body.append([stats["config"], stats["dataset"], *counts, *scores])
+    header = ["Config", "Dataset", "TP", "FP", "TN", "FN", "Precision", "Recall", "Specificity", "F1"]
+    return markdown_table(header, body) if body else None
+
+
+def macro_binary_table(macro: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Per configuration, the macro average over data sets of the binary scores."""
+    if not macro:
+        return None
+    keys = ("precision", "recall", "specificity", "f1")
+    body = [[config, *(_fmt(scores.get(k), ".3f") for k in keys)] for config, scores in macro.items()]
+    return markdown_table(["Config", "Precision", "Recall", "Specificity", "F1"], body)

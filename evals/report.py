@@ -1,0 +1,193 @@
+"""The evaluation report: tables, figures and transcripts from a set of run directories.
+
+This is the only module of ``teammed.evals`` that touches files or draws: it reads each
+run's ``results.jsonl``/``summary.json``, computes the numbers with the pure metrics and
+statistics, and writes ``report.md``, ``summary.json``, PNG figures and ``transcripts.html``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from teammed.evals import _plots, _tables
+from teammed.evals._html import transcripts_html
+from teammed.evals._runs import Group, group_runs, load_run
+from teammed.evals.metrics import accuracy, binary_metrics, rounded, summarize, trust_by_stage
+from teammed.evals.stats import mean_se, paired_comparison
+
+from teammed.errors import TeammedError
+
+__all__ = ["build_report", "ReportError"]
+
+logger = logging.getLogger(__name__)
+
+
+class ReportError(TeammedError, ValueError):
+    """The runs cannot make the report asked for (e.g. an unknown baseline)."""
+
+
+def _group_stats(group: Group) -> dict[str, Any]:
+    per_seed = [accuracy(run.rows) or 0.0 for run in group.runs]
+    acc = mean_se(per_seed)
+    return {
+        "dataset": group.dataset,
+        "config": group.config,
+        "system": group.system,
+        "seeds": [run.seed for run in group.runs],
+        "runs": [str(run.path) for run in group.runs],
+        "accuracy": {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed},
+        "metrics": summarize(group.rows),
+    }
+
+
+def _check_baseline(baseline: str, configs: list[str]) -> None:
+    if baseline not in configs:
+        close = difflib.get_close_matches(baseline, configs, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ReportError(
+            f"baseline {baseline!r} is not among the runs' configurations.{hint} "
+            f"Available: {', '.join(configs)}."
+        )
+
+
+def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
+    reference = {g.dataset: g for g in groups if g.config == baseline}
+    comparisons = []
+    for group in groups:
+        base = reference.get(group.dataset)
+        if base is None or group.config == baseline:
+            continue
+        comparison = paired_comparison(group.rows, base.rows, n_resamples=n_resamples, seed=seed)
+        if comparison is None:
+            logger.warning(
+                "%s and %s share no (seed, id) on %s; skipping", group.config, baseline, group.dataset
+            )
+            continue
+        names = {"config": group.config, "dataset": group.dataset, "baseline": baseline}
+        comparisons.append(names | comparison)
+    return comparisons
+
+
+def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
+    macro = {}
+    for config in configs:
+        metrics = binary_metrics([row for g in groups if g.config == config for row in g.rows])
+        if metrics and len(metrics["by_group"]) > 1:
+            macro[config] = metrics["macro"]
+    return macro
+
+
+def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str], datasets: list[str],
+             out_dir: Path) -> list[Path]:
+    trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs}
+    roles: dict[str, dict[str, int]] = {d: {} for d in datasets}
+    for s in stats:
+        for role, n in s["metrics"].get("teamwork", {}).get("roles_recruited", {}).items():
+            roles[s["dataset"]][role] = roles[s["dataset"]].get(role, 0) + n
+    drawn = [
+        _plots.ablation_chart(stats, configs, datasets, out_dir / "ablation.png"),
+        _plots.accuracy_vs_tokens(stats, out_dir / "accuracy_vs_tokens.png"),
+        _plots.trust_over_deliberation(trust, out_dir / "trust_over_deliberation.png"),
+        _plots.roles_heatmap(roles, out_dir / "roles_heatmap.png"),
+    ]
+    return [path for path in drawn if path is not None]
+
+
+def _section(title: str, body: str | None, note: str = "") -> list[str]:
+    if body is None:
+        return []
+    return [f"## {title}", "", *([note, ""] if note else []), body, ""]
+
+
+def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
+    stats, configs, datasets = numbers["groups"], numbers["configs"], numbers["datasets"]
+    seeds = sorted({str(s) for g in stats for s in g["seeds"]})
+    lines = [
+        "# TeamMed evaluation report",
+        "",
+        f"{len(numbers['runs'])} runs: {len(configs)} configurations × {len(datasets)} data sets, "
+        f"seeds {', '.join(seeds)}.",
+        "",
+    ]
+    lines += _section(
+        "Table 1. Accuracy (%)", _tables.accuracy_table(stats, configs, datasets),
+        "Mean ± standard error over seeds (SE = sample std / √k; a lone seed shows its accuracy only); "
+        "failed questions count as wrong; **bold** is the best per column.",
+    )
+    baseline = numbers["baseline"]
+    if baseline is None:
+        lines += ["## Significance", "", "No baseline given; pass `baseline=` to compare with one.", ""]
+    else:
+        lines += _section(
+            f"Significance vs `{baseline}`", _tables.significance_table(numbers["significance"]),
+            "Paired per question by (seed, id). b / c: questions only the configuration / only the baseline "
+            "answered correctly; exact two-sided McNemar p (unadjusted for multiple comparisons); "
+            "percentile paired-bootstrap CI of the accuracy difference.",
+        )
+    lines += _section("Efficiency (per question)", _tables.efficiency_table(stats))
+    lines += _section(
+        "Teamwork and calibration", _tables.teamwork_table(stats),
+        "ECE/Brier map confidence High/Medium/Low to 0.9/0.6/0.3. Trust div: mean per-question std of final "
+        "trust. Changed: share of challenges after which the challenged agent changed its answer.",
+    )
+    lines += _section("Binary tasks", _tables.binary_table(stats))
+    lines += _section(
+        "Binary tasks: macro average over data sets", _tables.macro_binary_table(numbers["macro"])
+    )
+    if figures:
+        lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures] + [""]
+    lines += ["Transcripts: [transcripts.html](transcripts.html)", ""]
+    return "\n".join(lines)
+
+
+def build_report(
+    run_dirs: Sequence[Path],
+    out_dir: Path,
+    *,
+    baseline: str | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> Path:
+    """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
+
+    Runs are grouped by (data set, configuration label or system) across seeds. With a
+    ``baseline`` configuration, every other configuration is compared with it on each data
+    set (McNemar and a paired bootstrap seeded with ``seed``).
+    """
+    if not run_dirs:
+        raise ReportError("build_report needs at least one run directory (got none)")
+    runs = [load_run(Path(d)) for d in run_dirs]
+    groups = group_runs(runs)
+    configs = list(dict.fromkeys(g.config for g in groups))
+    datasets = list(dict.fromkeys(g.dataset for g in groups))
+    if baseline is not None:
+        _check_baseline(baseline, configs)
+        configs = [baseline, *(c for c in configs if c != baseline)]
+    numbers: dict[str, Any] = {
+        "runs": [str(run.path) for run in runs],
+        "configs": configs,
+        "datasets": datasets,
+        "baseline": baseline,
+        "groups": [_group_stats(g) for g in groups],
+        "significance": [],
+        "macro": _macro_binary(groups, configs),
+    }
+    if baseline is not None:
+        numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figures = _figures(groups, numbers["groups"], configs, datasets, out_dir)
+    numbers["figures"] = [p.name for p in figures]
+    summary = json.dumps(rounded(numbers), indent=2, default=str)
+    (out_dir / "summary.json").write_text(summary, encoding="utf-8")
+    titled = [(f"{run.config} · {run.dataset} · seed {run.seed}", run.rows) for run in runs]
+    (out_dir / "transcripts.html").write_text(transcripts_html(titled), encoding="utf-8")
+    report = out_dir / "report.md"
+    report.write_text(_markdown(numbers, figures), encoding="utf-8")
+    logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
+    return report

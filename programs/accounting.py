@@ -1,0 +1,50 @@
+"""How many LM calls one deliberation makes, derived from the algorithm as built.
+
+With N agents, T discussion turns and the component flags as 0/1:
+
+    calls = AUTO + SMM + TO                      (phase 1: count, trick analysis, specialties)
+          + N                                    (phase 2: independent assessments)
+          + L·SMM + L·TO + L·TR                  (post-round-2: facts, report, quality grades)
+          + E·( N·T + L·T                        (phase 3: turns, mediation every turn)
+              + 4·MM·(T-1) + 2N·CL·(T-1) )       (between turns: challenge, closed loop)
+          + L·TIE                                (phase 4: the leader breaks a tie)
+
+AUTO is 1 when ``n_agents='auto'``; E is 0 when early consensus skipped the discussion;
+TIE is 1 when the final Borda scores tied. Without leadership, facts come from a word-overlap
+intersection, quality from a rule and ties from a rule: none of them call the LM.
+"""
+
+from __future__ import annotations
+
+from teammed.config import TeamworkConfig
+
+__all__ = ["expected_calls", "formula_terms"]
+
+
+def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, early_consensus: bool = False) -> int:
+    """The exact number of LM calls of one question under ``config``."""
+    c = config
+    n, turns = n_agents, c.n_turns
+    lead = int(c.leadership)
+    phase1 = int(c.n_agents == "auto") + int(c.shared_mental_model) + int(c.team_orientation)
+    phase2 = n + lead * (int(c.shared_mental_model) + int(c.team_orientation) + int(c.trust))
+    phase3 = 0
+    if not early_consensus:
+        between = turns - 1
+        phase3 = n * turns + lead * turns + 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
+    phase4 = lead * int(tie)
+    return phase1 + phase2 + phase3 + phase4
+
+
+def formula_terms() -> dict[str, str]:
+    """Each component's contribution, as the README states it."""
+    return {
+        "base": "AUTO + N + N·T",
+        "shared_mental_model": "+1 (trick analysis) + L (leader's facts)",
+        "leadership": "+T (mediation) + TIE (tie resolution)",
+        "team_orientation": "+1 (specialties) + L (formal report)",
+        "trust": "+L (leader grades round 2)",
+        "mutual_monitoring": "+4·(T-1)",
+        "closed_loop": "+2N·(T-1)",
+        "early_consensus (fired)": "-(N·T + L·T + 4·MM·(T-1) + 2N·CL·(T-1))",
+    }

@@ -1,0 +1,36 @@
+"""Retry policy for transient backend failures (pure, so it can be tested by hand).
+
+The spec's §6.1: wait ``min(base · 2^k, cap) · U(0.8, 1.2)`` seconds before attempt
+``k + 1``; a server's ``Retry-After`` wins when it says more.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+__all__ = ["RetryPolicy", "TRANSIENT_STATUS", "FATAL_STATUS"]
+
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+FATAL_STATUS = frozenset({400, 401, 403, 404, 422})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_s: float = 60.0
+    cap_s: float = 300.0
+    jitter: tuple[float, float] = (0.8, 1.2)
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1 (got {self.attempts})")
+        if self.base_s < 0 or self.cap_s < 0:
+            raise ValueError("base_s and cap_s must not be negative")
+
+    def delay(self, retry_index: int, *, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before retry number ``retry_index`` (0 for the first retry)."""
+        backoff = min(self.base_s * 2**retry_index, self.cap_s) * (rng or random).uniform(*self.jitter)
+        if retry_after is not None and retry_after > backoff:
+            return min(retry_after, max(self.cap_s, retry_after))
+        return backoff

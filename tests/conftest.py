@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import os
+
+import dspy
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("TEAMMED_OFFLINE", "1")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-local-model", action="store_true", default=False,
+                     help="run tests that start the embedded SmolLM2 model")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-local-model") or os.environ.get("TEAMMED_RUN_LOCAL_MODEL") == "1":
+        return
+    skip = pytest.mark.skip(reason="needs --run-local-model (CI runs it)")
+    for item in items:
+        if "local_model" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dspy_settings():
+    """No test sees another's LM, adapter or trace."""
+    with dspy.context(lm=None, adapter=None, trace=[]):
+        yield

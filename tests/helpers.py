@@ -1,0 +1,30 @@
+"""Shared test helpers: a scripted clinical team whose behaviour each test can plant."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+
+from teammed import usage
+from teammed.adapter import SchemaAdapter
+from teammed.backends import ScriptedCall, ScriptedLM
+
+OPTIONS = {"A": "Myocardial infarction", "B": "Pulmonary embolism", "C": "Aortic dissection", "D": "Pericarditis"}
+QUESTION = "A 58-year-old man has crushing chest pain radiating to the left arm. Most likely diagnosis?"
+
+
+def agent_of(call: ScriptedCall) -> str:
+    """Which agent an InitialAssessment / discussion call is for (from its role text)."""
+    role = str(call.inputs.get("role", ""))
+    return role
+
+
+def run(program: dspy.Module, responder: Callable[[ScriptedCall], Any] | None = None, **inputs: Any):
+    """Run ``program`` once under a scripted LM; return (prediction, usage, lm)."""
+    lm = ScriptedLM(responder)
+    inputs = {"question": QUESTION, "options": OPTIONS, **inputs}
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track() as u:
+        prediction = program(**inputs)
+    return prediction, u, lm

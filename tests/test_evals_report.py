@@ -1,0 +1,219 @@
+"""The report built from synthetic run directories written into tmp_path."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from teammed.errors import DataError
+from teammed.evals import ReportError, build_report
+from teammed.evals._runs import load_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+FIGURES = ("ablation.png", "accuracy_vs_tokens.png", "trust_over_deliberation.png", "roles_heatmap.png")
+N_QUESTIONS = 10
+# correct answers per seed: question i is right iff i < count
+CORRECT = {
+    ("medqa", "base"): [5, 6, 7],  # 60.0 ± 5.8
+    ("medqa", "all"): [8, 8, 9],  # 83.3 ± 3.3
+    ("pubmedqa", "base"): [4, 5, 6],  # 50.0 ± 5.8
+    ("pubmedqa", "all"): [7, 7, 7],  # 70.0 ± 0.0
+}
+PAYLOAD = "<script>alert('x')</script>"
+
+
+def _teamwork_record(gold: str, prediction: str, qid: int) -> dict[str, Any]:
+    wrong = "C"  # predictions are A or B, so agent_2's first R2 choice always dissents
+    return {
+        "agents": [
+            {"id": "agent_1", "role": "Cardiologist", "expertise": "heart", "weight": 0.5},
+            {"id": "agent_2", "role": "Nephrologist", "expertise": "kidney & <fluids>", "weight": 0.3},
+            {"id": "agent_3", "role": "Internist", "expertise": "general", "weight": 0.2},
+        ],
+        "r2": [
+            {"agent": "agent_1", "ranking": [prediction, wrong], "first": prediction, "confidence": "High"},
+            {"agent": "agent_2", "ranking": [wrong, prediction], "first": wrong, "confidence": "Low"},
+            {"agent": "agent_3", "ranking": [prediction, wrong], "first": prediction, "confidence": "Medium"},
+        ],
+        "final": [
+            {"agent": a, "ranking": [prediction, wrong], "first": prediction, "confidence": "Medium"}
+            for a in ("agent_1", "agent_2", "agent_3")
+        ],
+        "votes_by_turn": {"agent_1": [prediction] * 3, "agent_2": [wrong, prediction, prediction],
+                          "agent_3": [prediction] * 3},
+        "challenges": [{
+            "turn": 1, "agent": "agent_2", "concern": PAYLOAD, "severity": "high", "response": "fair point",
+            "verdict": "strong", "choice_before": wrong, "choice_after": prediction,
+            "trust_before": 0.8, "trust_after": 0.7,
+        }],
+        "smm": {"question_analysis": "…", "verified_facts": ["fact one", "fact two"]},
+        "trust_history": [
+            {"stage": "initial", "scores": {"agent_1": 0.8, "agent_2": 0.8, "agent_3": 0.8}},
+            {"stage": "post_r2", "scores": {"agent_1": 0.9, "agent_2": 0.7, "agent_3": 0.8}},
+            {"stage": "mm_turn_1", "scores": {"agent_1": 0.9, "agent_2": 0.6, "agent_3": 0.8}},
+        ],
+        "scores": {prediction: 5.0, wrong: 2.0},
+        "aggregation": "trust_borda",
+        "tie": {"tied": [prediction, wrong], "resolved_by": "leader", "answer": prediction} if qid == 0 else None,
+        "early_consensus": False,
+        "ranking_repairs": 0,
+    }
+
+
+def _row(dataset: str, label: str, system: str, seed: int, i: int, correct: bool) -> dict[str, Any]:
+    gold = "A"
+    prediction = gold if correct else "B"
+    binary = dataset == "pubmedqa"
+    teamwork = system == "teamwork"
+    options = {"A": "yes", "B": "no", "C": "maybe"} if binary else {"A": "a", "B": "b", "C": "c", "D": "d"}
+    return {
+        "id": f"{dataset}-{i}", "dataset": dataset, "seed": seed, "system": system, "label": label,
+        "gold": gold, "prediction": prediction, "correct": correct, "failed": False, "error": None,
+        "confidence": "High" if correct else "Low", "options": options,
+        "binary_positive": "A" if binary else None,
+        "calls": 15 if teamwork else 1, "prompt_tokens": 9000 if label == "all" else 6000,
+        "completion_tokens": 900, "latency_s": 12.5, "cost_usd": 0.0042, "cache_hits": 0,
+        "parse_failures": 1 if i == 0 else 0, "repaired": 0,
+        "n_agents": 3 if teamwork else 1,
+        "roles": ["Cardiologist", "Nephrologist", "Internist"] if teamwork else [],
+        "trust": {"agent_1": 0.9, "agent_2": 0.6, "agent_3": 0.8} if teamwork else None,
+        "config": {"label": label},
+        "record": _teamwork_record(gold, prediction, i) if teamwork else None,
+        "transcript": [
+            {"phase": "R2", "turn": None, "agent": "agent_1", "role": "Cardiologist", "kind": "assessment",
+             "text": f"I choose {prediction} because of {PAYLOAD}", "data": {"raw": "<b>bold?</b>"}},
+        ] if teamwork else [],
+    }
+
+
+def _write_run(root: Path, dataset: str, label: str, seed: int, n_correct: int, *, system: str = "teamwork") -> Path:
+    run = root / f"{dataset}-{label}-{seed}"
+    run.mkdir(parents=True)
+    rows = [_row(dataset, label, system, seed, i, i < n_correct) for i in range(N_QUESTIONS)]
+    run.joinpath("results.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    summary = {"n": len(rows), "n_failed": 0, "accuracy": n_correct / N_QUESTIONS, "label": label,
+               "system": system, "dataset": dataset, "seed": seed, "model": "scripted", "config": {}}
+    run.joinpath("summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    return run
+
+
+@pytest.fixture
+def ablation_runs(tmp_path: Path) -> list[Path]:
+    """Two presets × three seeds × two data sets."""
+    return [
+        _write_run(tmp_path / "runs", dataset, label, seed, counts[seed])
+        for (dataset, label), counts in CORRECT.items()
+        for seed in range(3)
+    ]
+
+
+@pytest.fixture
+def report(ablation_runs: list[Path], tmp_path: Path) -> Path:
+    return build_report(ablation_runs, tmp_path / "report", baseline="base")
+
+
+def _table_row(markdown: str, config: str) -> str:
+    """The first Table 1 row of ``config``."""
+    table = markdown.split("## Table 1")[1].split("##")[0]
+    return next(line for line in table.splitlines() if line.startswith(f"| {config} |"))
+
+
+def test_table_one_has_mean_se_cells_and_bold_best(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert _table_row(text, "base") == "| base | 60.0 ± 5.8 | 50.0 ± 5.8 | 55.0 |"
+    assert _table_row(text, "all") == "| all | **83.3 ± 3.3** | **70.0 ± 0.0** | **76.7** |"
+
+
+def test_significance_table_against_the_baseline(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    assert "## Significance vs `base`" in text
+    assert "McNemar p" in text and "Bootstrap CI" in text
+    # medqa: "all" alone is right on 3 + 2 + 2 = 7 paired questions, never the reverse: p = 2 / 2⁷
+    medqa = next(line for line in text.splitlines() if line.startswith("| all | medqa | +23.3 |"))
+    assert "| 7 | 0 | 0.0156 |" in medqa
+    assert medqa.endswith("| 30 |")
+
+
+def test_efficiency_and_teamwork_tables(report: Path) -> None:
+    text = report.read_text(encoding="utf-8")
+    efficiency = text.split("## Efficiency (per question)")[1].split("##")[0]
+    assert "| all | medqa | 15.0 | 9000 | 900 | 12.50 | 0.00420 | 0.0 | 0.7 |" in efficiency
+    teamwork = text.split("## Teamwork and calibration")[1].split("##")[0]
+    # R2 always split, finals unanimous, 2 facts, one challenge that changed the answer, 1 leader tie in 10
+    assert re.search(r"\| base \| medqa \| 100\.0 \| 100\.0 \| [\d.]+ \| [\d.]+ \| 2\.0 \| 0\.125 \| 1\.00 \| "
+                     r"100\.0 \| 10\.0 \|", teamwork)
+    assert "## Binary tasks" in text and "| all | pubmedqa | 21 | 0 | 0 | 9 |" in text
+
+
+def test_figures_are_valid_pngs(report: Path) -> None:
+    for name in FIGURES:
+        path = report.parent / name
+        assert path.is_file(), name
+        assert path.read_bytes().startswith(PNG_MAGIC), name
+        assert f"]({name})" in report.read_text(encoding="utf-8")
+
+
+def test_transcripts_html_is_escaped_and_complete(report: Path) -> None:
+    page = (report.parent / "transcripts.html").read_text(encoding="utf-8")
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    assert "kidney &amp; &lt;fluids&gt;" in page and "&lt;b&gt;bold?&lt;/b&gt;" in page
+    assert page.count('<details><summary><span class="') == 4 * 3 * N_QUESTIONS  # one per question
+    assert "Challenges" in page and "0.8 → 0.7" in page and "Final trust" in page
+
+
+def test_summary_json_holds_the_numbers(report: Path) -> None:
+    numbers = json.loads((report.parent / "summary.json").read_text(encoding="utf-8"))
+    assert numbers["baseline"] == "base" and numbers["configs"] == ["base", "all"]
+    group = next(g for g in numbers["groups"] if (g["config"], g["dataset"]) == ("all", "medqa"))
+    assert group["accuracy"]["k"] == 3 and group["accuracy"]["mean"] == pytest.approx(0.8333, abs=1e-4)
+    assert group["metrics"]["teamwork"]["decisiveness"]["Nephrologist"]["score"] == 1.0
+    comparisons = {c["dataset"]: c for c in numbers["significance"]}
+    assert comparisons["medqa"]["b"] == 7 and comparisons["medqa"]["c"] == 0
+    assert comparisons["medqa"]["ci_low"] <= comparisons["medqa"]["diff"] <= comparisons["medqa"]["ci_high"]
+    assert sorted(numbers["figures"]) == sorted(FIGURES)
+
+
+def test_single_seed_and_non_teamwork_systems(tmp_path: Path) -> None:
+    runs = [
+        _write_run(tmp_path / "runs", "medqa", "zero_shot", 0, 4, system="zero_shot"),
+        _write_run(tmp_path / "runs", "medqa", "base", 0, 6),
+    ]
+    report = build_report(runs, tmp_path / "out", baseline="zero_shot")
+    text = report.read_text(encoding="utf-8")
+    assert _table_row(text, "zero_shot") == "| zero_shot | 40.0 |"
+    assert _table_row(text, "base") == "| base | **60.0** |"
+    assert "| base | medqa | +20.0 | 2 | 0 | 0.5000 |" in text
+    teamwork = text.split("## Teamwork and calibration")[1].split("##")[0]
+    assert "| base | medqa | 100.0 |" in teamwork
+    assert "| zero_shot | medqa | – | – |" in teamwork  # calibration only: no deliberation to measure
+    assert (report.parent / "ablation.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_without_baseline_there_is_no_significance_table(ablation_runs: list[Path], tmp_path: Path) -> None:
+    text = build_report(ablation_runs[:3], tmp_path / "out").read_text(encoding="utf-8")
+    assert "No baseline given" in text and "McNemar p" not in text
+
+
+def test_unknown_baseline_names_the_choices(ablation_runs: list[Path], tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"'bsae'.*Did you mean 'base'\?.*Available: base, all"):
+        build_report(ablation_runs, tmp_path / "out", baseline="bsae")
+
+
+def test_load_run_errors_name_the_file_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="has no results.jsonl"):
+        load_run(tmp_path)
+    tmp_path.joinpath("results.jsonl").write_text('{"id": "q1"}\n\nnot json\n', encoding="utf-8")
+    with pytest.raises(DataError, match=r"results.jsonl:3 is not valid JSON"):
+        load_run(tmp_path)
+
+
+def test_load_run_without_summary_reads_identity_from_rows(tmp_path: Path) -> None:
+    row = {"id": "q1", "dataset": "medqa", "seed": 3, "system": "cot", "label": None, "correct": True}
+    tmp_path.joinpath("results.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    run = load_run(tmp_path)
+    assert (run.dataset, run.config, run.system, run.seed) == ("medqa", "cot", "cot", 3)
