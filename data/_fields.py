@@ -11,7 +11,16 @@ from typing import Any
 
 from teammed.types import LETTERS, letters_for
 
-__all__ = ["text", "stable_id", "lettered", "options_from", "normalize_letter", "gold_letter", "parse_structured"]
+__all__ = [
+    "text",
+    "stable_id",
+    "lettered",
+    "options_from",
+    "normalize_letter",
+    "gold_letter",
+    "parse_structured",
+    "YES_NO_MAYBE",
+]
 
 YES_NO_MAYBE = {"A": "yes", "B": "no", "C": "maybe"}
 
@@ -38,14 +47,27 @@ def parse_structured(value: Any) -> Any:
     """A list or object stored as text (a CSV cell): JSON first, then a Python literal."""
     if not isinstance(value, str):
         return value
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError:
-        pass
+    for candidate in _json_spellings(value):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            pass
     try:
         return ast.literal_eval(value)
     except (ValueError, SyntaxError):
-        raise ValueError(f"cannot read {value[:60]!r} as a list or object (expected JSON or a Python literal)") from None
+        raise ValueError(f"cannot read {value[:60]!r} as a list or object (JSON or Python literal)") from None
+
+
+def _json_spellings(value: str) -> list[str]:
+    """The value, and the JSON a Python repr of plain strings becomes with its quotes swapped.
+
+    Without any double quote or backslash, every string in a repr is single-quoted and holds no
+    quote character, so swapping is exact; it is ~10x faster than ``ast.literal_eval`` on
+    DDXPlus's hundred thousand rows.
+    """
+    if '"' in value or "\\" in value:
+        return [value]
+    return [value, value.replace("'", '"')]
 
 
 def options_from(raw: Any) -> dict[str, str]:
@@ -53,7 +75,7 @@ def options_from(raw: Any) -> dict[str, str]:
     raw = parse_structured(raw)
     if isinstance(raw, Mapping):
         pairs = [(normalize_letter(k), text(v)) for k, v in raw.items() if v is not None and text(v)]
-    elif isinstance(raw, Sequence) and all(isinstance(x, Mapping) and {"key", "value"} <= set(x) for x in raw):
+    elif isinstance(raw, Sequence) and all(_is_key_value(x) for x in raw):
         pairs = [(normalize_letter(x["key"]), text(x["value"])) for x in raw]
     elif isinstance(raw, Sequence) and not isinstance(raw, str):
         return lettered([text(x) for x in raw])
@@ -64,6 +86,10 @@ def options_from(raw: Any) -> dict[str, str]:
     if keys != LETTERS[: len(keys)]:
         raise ValueError(f"option letters must run A, B, C... without gaps (got {', '.join(map(str, keys))})")
     return lettered([v for _, v in pairs])
+
+
+def _is_key_value(item: Any) -> bool:
+    return isinstance(item, Mapping) and {"key", "value"} <= set(item)
 
 
 def normalize_letter(value: Any) -> str | None:

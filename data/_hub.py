@@ -51,7 +51,7 @@ def fetch_hub_rows(ref: HubRef, split: str, *, timeout: float = HUB_TIMEOUT_S) -
     """All rows of one split of ``ref``; raises HubUnavailable with the reason otherwise."""
     reason = hub_skip_reason()
     if reason is not None:
-        raise HubUnavailable(f"the Hugging Face hub was skipped because {reason}")
+        raise HubUnavailable(f"the Hugging Face hub was skipped because {reason} (unset it to fetch {ref})")
     hub_split = ref.splits.get(split, split)
     _probe(ref, timeout)
     try:
@@ -70,7 +70,7 @@ def _probe(ref: HubRef, timeout: float) -> None:
 
         HfApi().dataset_info(ref.repo, timeout=timeout)
     except Exception as exc:  # connection, timeout, 404 and auth errors all mean "not from the hub"
-        raise HubUnavailable(f"the Hugging Face hub could not be reached for {ref.repo}: {_short(exc)}") from exc
+        raise HubUnavailable(f"the Hugging Face hub did not answer for {ref.repo}: {_short(exc)}") from exc
 
 
 def _short(exc: BaseException) -> str:

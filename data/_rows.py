@@ -160,7 +160,7 @@ def _unique_ids(questions: list[Question]) -> list[Question]:
     duplicated = {qid for qid, count in counts.items() if count > 1}
     if not duplicated:
         return questions
-    logger.warning("%d question ids occur more than once; suffixing repeats with -2, -3, ...", len(duplicated))
+    logger.warning("%d question ids occur more than once; repeats get -2, -3, ... appended", len(duplicated))
     seen: Counter[str] = Counter()
     unique = []
     for q in questions:

@@ -35,6 +35,7 @@ from typing import Any
 from teammed.data._fields import lettered, parse_structured, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
+
 from teammed.errors import DataError
 from teammed.types import LETTERS, Question
 
@@ -175,7 +176,8 @@ def _side_file(name: str, given: str | Path | None, origin: Origin) -> dict[str,
     if given is not None:
         candidates = [Path(given).expanduser()]
     else:
-        folders = [origin.directory, origin.data_dir, origin.data_dir / "ddxplus" if origin.data_dir else None]
+        nested = origin.data_dir / "ddxplus" if origin.data_dir else None
+        folders = [origin.directory, origin.data_dir, nested]
         candidates = [folder / name for folder in dict.fromkeys(folders) if folder is not None]
     for path in candidates:
         if path.is_file():

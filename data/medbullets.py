@@ -1,7 +1,8 @@
 """MedBullets USMLE Step 2/3 questions, the op4 and op5 CSVs (local files only).
 
 Columns: ``question``, ``opa``..``ope`` (``ope`` empty or absent in op4), ``answer_idx``
-(letter), ``answer`` (text), ``explanation`` (and ``link``, kept in meta). Empty trailing option columns are dropped.
+(letter), ``answer`` (text), ``explanation`` (and ``link``; both kept in meta). Empty trailing
+option columns are dropped.
 
 Local files in the data directory, first match wins: ``medbullets_op4.csv``,
 ``medbullets/medbullets_op4.csv``, ``medbullets/op4.*`` and ``medbullets_op4.*`` (``.*`` =
@@ -16,6 +17,7 @@ from typing import Any
 from teammed.data._fields import gold_letter, lettered, stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
+
 from teammed.types import Question
 
 __all__ = ["medbullets_question", "medbullets_questions", "SPEC_OP4", "SPEC_OP5"]

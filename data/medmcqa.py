@@ -26,6 +26,7 @@ from teammed.data._fields import lettered, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
+
 from teammed.errors import DataError
 from teammed.types import Question
 
@@ -52,7 +53,9 @@ def medmcqa_question(row: Mapping[str, Any], index: int = 0, *, cop_base: int = 
     )
 
 
-def medmcqa_questions(rows: Iterable[Row | Mapping[str, Any]], *, cop_base: int | None = None) -> list[Question]:
+def medmcqa_questions(
+    rows: Iterable[Row | Mapping[str, Any]], *, cop_base: int | None = None
+) -> list[Question]:
     """MedMCQA rows as questions; ``cop_base`` None detects it (see the module docstring)."""
     rows = list(rows)
     base = detect_cop_base(rows) if cop_base is None else cop_base

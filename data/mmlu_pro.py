@@ -21,6 +21,7 @@ from teammed.data._fields import lettered, normalize_letter, parse_structured, t
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
+
 from teammed.types import LETTERS, Question
 
 __all__ = ["mmlu_pro_question", "mmlu_pro_questions", "SPEC"]
@@ -28,7 +29,9 @@ __all__ = ["mmlu_pro_question", "mmlu_pro_questions", "SPEC"]
 PADDING = "N/A"
 
 
-def mmlu_pro_question(row: Mapping[str, Any], index: int = 0, *, category: str | None = "health") -> Question | None:
+def mmlu_pro_question(
+    row: Mapping[str, Any], index: int = 0, *, category: str | None = "health"
+) -> Question | None:
     """One MMLU-Pro row as a Question, or None when it is not in ``category``."""
     if category is not None and text(row.get("category")).lower() != category.lower():
         return None

@@ -26,6 +26,7 @@ from teammed.data._fields import YES_NO_MAYBE, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
+
 from teammed.types import Question
 
 __all__ = ["pubmedqa_question", "pubmedqa_questions", "SPEC"]
@@ -48,7 +49,9 @@ def pubmedqa_question(row: Mapping[str, Any], index: int = 0, *, with_context: b
     )
 
 
-def pubmedqa_questions(rows: Iterable[Row | Mapping[str, Any]], *, with_context: bool = True) -> list[Question]:
+def pubmedqa_questions(
+    rows: Iterable[Row | Mapping[str, Any]], *, with_context: bool = True
+) -> list[Question]:
     """PubMedQA rows as yes/no/maybe questions."""
     return map_rows(rows, partial(pubmedqa_question, with_context=with_context))
 
@@ -94,7 +97,8 @@ def _gold(decision: Any) -> str | None:
 def _join(contexts: list[Any], labels: list[Any]) -> str | None:
     if len(labels) != len(contexts):
         labels = [""] * len(contexts)
-    parts = [f"{text(label)}: {text(body)}" if text(label) else text(body) for label, body in zip(labels, contexts, strict=True)]
+    pairs = zip(labels, contexts, strict=True)
+    parts = [f"{text(label)}: {text(body)}" if text(label) else text(body) for label, body in pairs]
     return "\n\n".join(parts) or None
 
 

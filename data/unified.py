@@ -20,6 +20,7 @@ from typing import Any
 from teammed.data._fields import gold_letter, options_from, parse_structured, stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
+
 from teammed.types import LETTERS, Question
 
 __all__ = ["unified_question", "unified_questions", "SPEC", "DEMO"]
@@ -42,7 +43,9 @@ def unified_question(row: Mapping[str, Any], index: int = 0) -> Question:
     )
 
 
-def unified_questions(rows: Iterable[Row | Mapping[str, Any]], *, dataset: str | None = None) -> list[Question]:
+def unified_questions(
+    rows: Iterable[Row | Mapping[str, Any]], *, dataset: str | None = None
+) -> list[Question]:
     """Unified-schema rows as questions; ``dataset`` is recorded in each question's meta."""
     questions = map_rows(rows, unified_question)
     if dataset is None:
@@ -86,5 +89,6 @@ DEMO = DatasetSpec(
     summary="12 original USMLE-style vignettes shipped with teammed (no download)",
     schema="unified",
     build=_build,
+    splits=("test",),
     bundled="demo.jsonl",
 )

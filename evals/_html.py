@@ -35,6 +35,10 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]]) -> str:
     return "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + f"</tr>{rows}</table>"
 
 
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
 def _by_agent(entries: list[Any]) -> dict[str, Mapping[str, Any]]:
     return {str(e.get("agent")): e for e in entries if isinstance(e, Mapping)}
 
@@ -57,8 +61,8 @@ def _team(row: Row) -> str:
     body = []
     for agent in agents:
         aid = str(agent.get("id"))
-        trust = [(h.get("scores") or {}).get(aid, "") for h in history]
-        final_trust = (row.get("trust") or {}).get(aid, "")
+        trust = [_mapping(h.get("scores")).get(aid) for h in history]
+        final_trust = _mapping(row.get("trust")).get(aid)
         body.append([aid, agent.get("role"), agent.get("expertise"), agent.get("weight", ""),
                      _choice(r2.get(aid)), _choice(final.get(aid)), *trust, final_trust])
     header = ["Agent", "Role", "Expertise", "Weight", "R2 choice", "Final choice", *stages, "Final trust"]

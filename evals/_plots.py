@@ -100,7 +100,7 @@ def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: i
     grid = np.array([[counts[d].get(role, 0) for d in datasets] for role in roles])
     figure = _figure(2.0 + 1.2 * len(datasets), 1.5 + 0.35 * len(roles))
     ax = figure.subplots()
-    image = ax.imshow(grid, cmap="Blues", aspect="auto")
+    image = ax.imshow(grid, cmap="Blues", aspect="auto", vmin=0)
     for (i, j), n in np.ndenumerate(grid):
         ax.text(j, i, str(n), ha="center", va="center", fontsize="x-small")
     ax.set_xticks(range(len(datasets)), datasets, rotation=30, ha="right")

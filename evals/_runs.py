@@ -78,6 +78,8 @@ def load_run(run_dir: Path) -> Run:
     if not results.is_file():
         raise DataError(f"{run_dir} has no results.jsonl; pass run directories written by `teammed run`")
     rows = _read_rows(results)
+    if not rows:
+        raise DataError(f"{results} has no result rows; rerun it or leave that run directory out")
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
     system = _field(summary, rows, "system") or "teamwork"

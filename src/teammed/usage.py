@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 import threading
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__ = ["Usage", "track", "current", "record_call", "record_parse"]
 
@@ -33,8 +33,8 @@ class Usage:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
-        data = asdict(self)
-        data.pop("_lock", None)
+        data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        data["calls_by_signature"] = dict(self.calls_by_signature)
         data["latency_s"] = round(self.latency_s, 4)
         data["cost_usd"] = round(self.cost_usd, 8)
         return data

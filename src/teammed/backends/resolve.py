@@ -8,10 +8,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from teammed.backends.base import MeteredLM
 from teammed.backends.cache import ResponseCache
 from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.local import LocalServer
 from teammed.backends.retry import RetryPolicy
+from teammed.backends.scripted import ScriptedLM
 
 __all__ = ["Deployment", "open_deployments", "describe"]
 
@@ -23,7 +25,7 @@ class Deployment:
     """One backend a run can send questions to, with its own concurrency limit."""
 
     spec: str
-    lm: LiteLLMBackend
+    lm: MeteredLM
     concurrency: int
 
 
@@ -53,6 +55,9 @@ def open_deployments(
 ) -> Iterator[list[Deployment]]:
     """Start what needs starting (local servers), yield the deployments, stop everything after.
 
+    ``scripted`` (or ``scripted:SECONDS`` per call) is a dry-run backend answering schema
+    defaults: it exercises the whole pipeline with no model at all.
+
     A local server handles one request at a time, so its deployment's concurrency is 1.
     SIGTERM is turned into SystemExit so the servers are stopped on ``kill`` too.
     """
@@ -65,7 +70,10 @@ def open_deployments(
         try:
             deployments = []
             for spec in specs or ["local"]:
-                if spec == "local" or spec.startswith("local:"):
+                if spec == "scripted" or spec.startswith("scripted:"):
+                    delay = float(spec.partition(":")[2] or 0)
+                    deployments.append(Deployment(spec, ScriptedLM(delay_s=delay), concurrency))
+                elif spec == "local" or spec.startswith("local:"):
                     server = stack.enter_context(LocalServer(spec[6:] or None if spec != "local" else None))
                     lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base, structured_output="json_object_schema",
                                         retry=retry, cache=cache, timeout_s=timeout_s, max_concurrency=1,

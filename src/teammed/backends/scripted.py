@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,8 +86,10 @@ class ScriptedLM(MeteredLM):
     ``calls`` (thread-safe) so tests can assert on what was asked.
     """
 
-    def __init__(self, responder: Callable[[ScriptedCall], Any] | None = None, *, model: str = "scripted"):
+    def __init__(self, responder: Callable[[ScriptedCall], Any] | None = None, *, model: str = "scripted",
+                 delay_s: float = 0.0):
         super().__init__(model=model, cache=False)
+        self.delay_s = delay_s
         self.responder = responder or (lambda call: None)
         self.calls: list[ScriptedCall] = []
         self._lock = threading.Lock()
@@ -97,6 +100,8 @@ class ScriptedLM(MeteredLM):
         call = ScriptedCall(schema.get("title", "?"), _parse_inputs(messages), schema, messages)
         with self._lock:
             self.calls.append(call)
+        if self.delay_s:
+            time.sleep(self.delay_s)
         answer = self.responder(call)
         if answer is None:
             answer = call.default()

@@ -1,0 +1,218 @@
+"""Benchmark names -> loaders, and :func:`load_dataset`, the one entry point.
+
+``load_dataset(name_or_path)`` reads an existing file path in the unified schema (or the
+schema named by ``source=``). A registry name is looked up locally first — in ``data_dir``,
+else ``$TEAMMED_DATA_DIR``, under the file names each loader's docstring lists — then on the
+Hugging Face hub unless ``TEAMMED_OFFLINE``/``HF_HUB_OFFLINE`` is set. When neither works the
+DataError says which files to provide and how.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.resources
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from teammed.data import (
+    clinical_notes,
+    ddxplus,
+    medbullets,
+    medmcqa,
+    medqa,
+    mmlu_pro,
+    pathvqa,
+    pmc_vqa,
+    pubmedqa,
+    unified,
+)
+from teammed.data._hub import HubUnavailable, fetch_hub_rows
+from teammed.data._rows import EXTENSIONS, Row, read_rows
+from teammed.data._spec import DatasetSpec, Origin, option_defaults
+
+from teammed.errors import DataError
+from teammed.types import Question
+
+__all__ = ["load_dataset", "available_datasets", "DATA_DIR_VARIABLE"]
+
+logger = logging.getLogger(__name__)
+
+DATA_DIR_VARIABLE = "TEAMMED_DATA_DIR"
+
+_SPECS: tuple[DatasetSpec, ...] = (
+    unified.DEMO,
+    medqa.SPEC,
+    medqa.SPEC_5OPTIONS,
+    medmcqa.SPEC,
+    pubmedqa.SPEC,
+    mmlu_pro.SPEC,
+    medbullets.SPEC_OP4,
+    medbullets.SPEC_OP5,
+    ddxplus.SPEC,
+    pathvqa.SPEC,
+    pmc_vqa.SPEC,
+    clinical_notes.SPEC,
+)
+_SCHEMAS: dict[str, DatasetSpec] = {spec.name: spec for spec in (*_SPECS, unified.SPEC)}
+
+
+def _key(name: str) -> str:
+    """Names match case-insensitively, with - and _ alike (hub ids keep their spelling)."""
+    name = name.strip().lower()
+    return name if "/" in name else name.replace("-", "_")
+
+
+_ALIASES: dict[str, str] = {_key(alias): spec.name for spec in _SPECS for alias in (spec.name, *spec.aliases)}
+_SPLIT_ALIASES = {"val": "validation", "valid": "validation", "dev": "validation", "validate": "validation"}
+
+
+def available_datasets() -> list[str]:
+    """The registry names ``load_dataset`` accepts, in a stable order."""
+    return [spec.name for spec in _SPECS]
+
+
+def load_dataset(
+    name_or_path: str | Path,
+    *,
+    data_dir: str | Path | None = None,
+    split: str | None = None,
+    **options: Any,
+) -> list[Question]:
+    """Questions of a registry name (see :func:`available_datasets`) or of a data file.
+
+    ``options`` go to the data set's loader (e.g. ``with_context=False`` for PubMedQA,
+    ``cop_base=1`` for MedMCQA, ``seed=`` for DDXPlus); for a file path, ``source="medqa"``
+    (any registry name) reads it in that data set's schema instead of the unified one.
+    """
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        source = options.pop("source", "unified")
+        return _load_file(path, data_dir=_data_dir(data_dir), split=split, source=source, options=options)
+    name = str(name_or_path)
+    key = _key(name)
+    if key not in _ALIASES:
+        raise DataError(_unknown_name(name, path))
+    if "source" in options:
+        raise DataError(f"source= names the schema of a data file; {name!r} is a registry name, not a file.")
+    spec = _SCHEMAS[_ALIASES[key]]
+    return _load_named(spec, data_dir=_data_dir(data_dir), split=_split(spec, split), options=options)
+
+
+def _load_file(
+    path: Path, *, data_dir: Path | None, split: str | None, source: str, options: dict[str, Any]
+) -> list[Question]:
+    spec = _SCHEMAS.get(_ALIASES.get(_key(source), _key(source)))
+    if spec is None:
+        hint = _did_you_mean(_key(source), list(_SCHEMAS))
+        raise DataError(f"Unknown source= {source!r} for {path}.{hint} Available: {', '.join(_SCHEMAS)}.")
+    _check_options(spec, options)
+    origin = Origin(
+        split=split or spec.default_split,
+        directory=path.parent,
+        data_dir=data_dir or path.parent,
+        dataset=None if spec is unified.SPEC else spec.name,
+    )
+    return _build(spec, read_rows(path), origin, options, str(path))
+
+
+def _load_named(
+    spec: DatasetSpec, *, data_dir: Path | None, split: str, options: dict[str, Any]
+) -> list[Question]:
+    _check_options(spec, options)
+    if spec.bundled is not None:
+        origin = Origin(split=split, dataset=spec.name)
+        return _build(spec, _bundled_rows(spec.bundled), origin, options, f"teammed.data/{spec.bundled}")
+    paths = spec.find_local(data_dir, split) if data_dir is not None else []
+    if paths:
+        rows = [row for path in paths for row in read_rows(path)]
+        origin = Origin(split=split, directory=paths[0].parent, data_dir=data_dir, dataset=spec.name)
+        return _build(spec, rows, origin, options, ", ".join(map(str, paths)))
+    rows = _hub_rows(spec, split, data_dir)
+    origin = Origin(split=split, data_dir=data_dir, dataset=spec.name, from_hub=True)
+    return _build(spec, rows, origin, options, f"{spec.hub} [{split}]")
+
+
+def _bundled_rows(filename: str) -> list[Row]:
+    resource = importlib.resources.files("teammed.data") / filename
+    with importlib.resources.as_file(resource) as path:
+        return read_rows(path)
+
+
+def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None) -> list[Row]:
+    if spec.hub is None:
+        raise DataError(_missing(spec, split, data_dir, f"it is never downloaded: {spec.local_only}"))
+    try:
+        return fetch_hub_rows(spec.hub, split)
+    except HubUnavailable as exc:
+        raise DataError(_missing(spec, split, data_dir, str(exc))) from exc
+
+
+def _build(
+    spec: DatasetSpec, rows: list[Row], origin: Origin, options: dict[str, Any], where: str
+) -> list[Question]:
+    questions = spec.build(rows, origin, **options)
+    if not questions:
+        raise DataError(f"No usable {spec.name} questions in {where} ({len(rows)} rows read).")
+    logger.info("Loaded %d %s questions from %s", len(questions), spec.name, where)
+    return questions
+
+
+def _check_options(spec: DatasetSpec, options: Mapping[str, Any]) -> None:
+    accepted = option_defaults(spec.build)
+    for name in options:
+        if name not in accepted:
+            listed = ", ".join(f"{k}={v!r}" for k, v in accepted.items()) or "none"
+            raise DataError(
+                f"Unknown option {name!r} for data set {spec.name!r}.{_did_you_mean(name, list(accepted))} "
+                f"Its options: {listed}."
+            )
+
+
+def _split(spec: DatasetSpec, split: str | None) -> str:
+    if split is None:
+        return spec.default_split
+    wanted = _SPLIT_ALIASES.get(split.lower(), split)
+    if spec.splits is not None and wanted not in spec.splits:
+        hint = _did_you_mean(split, list(spec.splits))
+        raise DataError(f"Unknown split {split!r} for {spec.name!r}.{hint} Splits: {', '.join(spec.splits)}.")
+    return wanted
+
+
+def _data_dir(given: str | Path | None) -> Path | None:
+    value = given if given is not None else os.environ.get(DATA_DIR_VARIABLE) or None
+    if value is None:
+        return None
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        origin = "data_dir" if given is not None else f"${DATA_DIR_VARIABLE}"
+        raise DataError(f"{origin} {str(path)!r} is not a directory; point it at the data folder.")
+    return path
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _unknown_name(name: str, path: Path) -> str:
+    if path.suffix.lower() in EXTENSIONS or os.sep in name:
+        if path.is_dir():
+            return f"{name!r} is a directory; pass a data set name with data_dir={name!r} instead."
+        return f"No such data file: {path}."
+    names = available_datasets()
+    return f"Unknown data set {name!r}.{_did_you_mean(_key(name), names)} Available: {', '.join(names)}."
+
+
+def _missing(spec: DatasetSpec, split: str, data_dir: Path | None, hub_note: str) -> str:
+    where = f"in {data_dir}" if data_dir is not None else "(no data directory was given)"
+    names = "\n".join(f"  DIR/{pattern}" for pattern in spec.patterns(split))
+    return (
+        f"Data set {spec.name!r} (split {split!r}) is not available: no local copy was found {where}, "
+        f"and {hub_note}.\n"
+        f"To use a local copy, save it as one of these files (.* = {', '.join(EXTENSIONS)}):\n{names}\n"
+        f"with the fields: {spec.schema}.\n"
+        f"Then pass data_dir=DIR (CLI: --data-dir DIR) or set {DATA_DIR_VARIABLE}=DIR."
+    )

@@ -1,0 +1,70 @@
+"""Run a program over labelled examples and score each one, with its LM accounting.
+
+The optimizers' own evaluation loop: each example runs under ``dspy.context`` (never
+``dspy.configure``), sequentially or in a small thread pool that copies the caller's
+context, and a failing example is scored wrong rather than retried or dropped.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dspy
+
+from teammed import usage
+from teammed.adapter import SchemaAdapter
+
+__all__ = ["score_examples", "accuracy_of", "standard_error", "mean_of"]
+
+logger = logging.getLogger(__name__)
+
+
+def _score_one(program: dspy.Module, example: dspy.Example, lm: dspy.BaseLM) -> dict[str, Any]:
+    answer, error = None, None
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track() as used:
+        try:
+            answer = getattr(program(**example.inputs()), "answer", None)
+        except Exception as exc:  # scored wrong and reported, never dropped
+            error = f"{type(exc).__name__}: {exc}"
+            logger.warning("example %s failed: %s", example.get("id", "?"), error)
+    gold = example.get("answer")
+    return {
+        "id": example.get("id"),
+        "gold": gold,
+        "answer": answer,
+        "correct": error is None and answer is not None and answer == gold,
+        "error": error,
+        "calls": used.calls,
+        "tokens": used.prompt_tokens + used.completion_tokens,
+        "cost_usd": used.cost_usd,
+    }
+
+
+def score_examples(
+    program: dspy.Module, examples: Sequence[dspy.Example], lm: dspy.BaseLM, *, num_threads: int = 1
+) -> list[dict[str, Any]]:
+    """One row per example, in input order: answer, gold, correct, error, calls, tokens, cost."""
+    if num_threads <= 1 or len(examples) <= 1:
+        return [_score_one(program, ex, lm) for ex in examples]
+    with ThreadPoolExecutor(max_workers=min(num_threads, len(examples))) as pool:
+        futures = [pool.submit(contextvars.copy_context().run, _score_one, program, example, lm)
+                   for example in examples]
+        return [f.result() for f in futures]
+
+
+def accuracy_of(rows: Sequence[dict[str, Any]]) -> float:
+    return sum(bool(r["correct"]) for r in rows) / len(rows) if rows else 0.0
+
+
+def mean_of(rows: Sequence[dict[str, Any]], key: str) -> float:
+    return sum(float(r[key]) for r in rows) / len(rows) if rows else 0.0
+
+
+def standard_error(p: float, n: int) -> float:
+    """The binomial standard error of an accuracy ``p`` over ``n`` questions: sqrt(p(1-p)/n)."""
+    return math.sqrt(p * (1 - p) / n) if n else 0.0

@@ -1,0 +1,92 @@
+"""The space of teamwork configurations a search samples from: only valid ones, ever.
+
+Two encodings of the same valid space. The tree (TPE, brute force) suggests the six
+component booleans, and ``mutual_monitoring`` only when leadership is on (and there are
+at least two turns). The flat one (grid) has one categorical ``components`` parameter
+whose choices are exactly the valid subsets, because a grid cannot be conditional.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from teammed.config import COMPONENTS, TeamworkConfig, config_from_components
+
+__all__ = ["SearchSpace", "valid_subsets", "subset_label"]
+
+_FREE = ("shared_mental_model", "leadership", "team_orientation", "trust", "closed_loop")
+_NEEDS_TWO_TURNS = ("mutual_monitoring", "closed_loop")
+
+
+def subset_label(components: tuple[str, ...] | list[str]) -> str:
+    return "+".join(components) or "base"
+
+
+def valid_subsets(*, min_turns: int = 2) -> list[tuple[str, ...]]:
+    """Every component subset the rules allow, in canonical order (48 with two or more turns)."""
+    subsets = []
+    for flags in itertools.product((False, True), repeat=len(COMPONENTS)):
+        on = dict(zip(COMPONENTS, flags, strict=True))
+        if on["mutual_monitoring"] and not on["leadership"]:
+            continue
+        if min_turns < 2 and any(on[name] for name in _NEEDS_TWO_TURNS):
+            continue
+        subsets.append(tuple(name for name in COMPONENTS if on[name]))
+    return subsets
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Components always; ``n_turns``, ``n_agents`` and ``early_consensus`` when their choices are given."""
+
+    base: TeamworkConfig
+    turns: tuple[int, ...] | None = None
+    agents: tuple[Any, ...] | None = None
+    early_consensus: tuple[float | None, ...] | None = None
+    flat: bool = False
+
+    @property
+    def min_turns(self) -> int:
+        return min(self.turns) if self.turns else self.base.n_turns
+
+    def _extras(self) -> dict[str, tuple[Any, ...]]:
+        extras = {"n_turns": self.turns, "n_agents": self.agents, "early_consensus": self.early_consensus}
+        return {name: choices for name, choices in extras.items() if choices}
+
+    def describe(self) -> dict[str, Any]:
+        """JSON description, stored on the study so a resumed search can check it searches the same space."""
+        return {"components": list(COMPONENTS), **{k: list(v) for k, v in self._extras().items()},
+                "fixed": {k: v for k, v in self.base.model_dump(mode="json").items() if k not in COMPONENTS}}
+
+    def size(self) -> int:
+        """How many distinct valid configurations the space holds."""
+        subsets = len(valid_subsets(min_turns=self.min_turns))
+        return subsets * math.prod(len(v) for v in self._extras().values())
+
+    def grid(self) -> dict[str, list[Any]]:
+        """The flat encoding, for `optuna.samplers.GridSampler`: every point is a valid configuration."""
+        labels = [subset_label(s) for s in valid_subsets(min_turns=self.min_turns)]
+        return {"components": labels, **{k: list(v) for k, v in self._extras().items()}}
+
+    def suggest(self, trial: optuna.Trial) -> TeamworkConfig:
+        """Sample one valid configuration; invalid combinations are never suggested."""
+        values: dict[str, Any] = {}
+        for name, choices in self._extras().items():
+            values[name] = trial.suggest_categorical(name, list(choices))
+        turns = values.get("n_turns", self.base.n_turns)
+        if self.flat:
+            label = trial.suggest_categorical("components", self.grid()["components"])
+            names = [] if label == "base" else label.split("+")
+        else:
+            on = {name: trial.suggest_categorical(name, [False, True]) for name in _FREE
+                  if name != "closed_loop" or turns >= 2}
+            if on["leadership"] and turns >= 2:
+                on["mutual_monitoring"] = trial.suggest_categorical("mutual_monitoring", [False, True])
+            names = [name for name in COMPONENTS if on.get(name)]
+        fixed = {k: v for k, v in self.base.model_dump().items() if k not in COMPONENTS}
+        return config_from_components(names, **{**fixed, **values})

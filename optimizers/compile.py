@@ -1,0 +1,154 @@
+"""Compile a program with one of DSPy's optimizers, and evaluate programs on labelled questions.
+
+`compile_program` keeps DSPy's shape, ``compile(student, *, trainset, valset) -> Module``,
+returning a new program and leaving the student untouched. Every run happens inside
+``dspy.context(lm=..., adapter=SchemaAdapter())``; nothing is configured globally.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import dspy
+
+from teammed.adapter import SchemaAdapter
+from teammed.errors import ConfigError, DataError
+from teammed.optimizers._scoring import accuracy_of, score_examples
+from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
+from teammed.types import Question
+
+__all__ = ["OPTIMIZERS", "compile_program", "evaluate", "examples_from_questions", "split_questions"]
+
+logger = logging.getLogger(__name__)
+
+OPTIMIZERS = frozenset({"labeled", "bootstrap", "random-search", "mipro", "gepa"})
+_MIPRO_MINIBATCH = 35
+
+
+def _check_optimizer(name: str) -> None:
+    if name in OPTIMIZERS:
+        return
+    choices = sorted(OPTIMIZERS)
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"unknown optimizer {name!r}.{hint} Available: {', '.join(choices)}.")
+
+
+def examples_from_questions(questions: Sequence[Question]) -> list[dspy.Example]:
+    """One `dspy.Example` per question: inputs question, options, context; label ``answer``."""
+    examples = []
+    for q in questions:
+        if q.answer_idx is None:
+            raise DataError(f"question {q.id!r} has no gold answer; optimizers and evaluation need labelled "
+                            f"questions (drop it or use a split with answers)")
+        examples.append(dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
+                                     answer=q.answer_idx).with_inputs("question", "options", "context"))
+    return examples
+
+
+def split_questions(
+    questions: Sequence[Question], *, train: int, val: int, test: int, seed: int = 0
+) -> tuple[list[Question], list[Question], list[Question]]:
+    """Disjoint train/val/test lists, the same for the same questions and seed whatever their order."""
+    ids = [q.id for q in questions]
+    if len(set(ids)) != len(ids):
+        raise DataError("question ids must be unique to split them; deduplicate the data set first")
+    if min(train, val, test) < 0:
+        raise ConfigError(f"split sizes cannot be negative (got train={train}, val={val}, test={test})")
+    if train + val + test > len(questions):
+        raise ConfigError(f"a split of train={train} + val={val} + test={test} needs {train + val + test} "
+                          f"questions but only {len(questions)} are available; lower the sizes")
+    shuffled = sorted(questions, key=lambda q: q.id)
+    random.Random(seed).shuffle(shuffled)
+    return shuffled[:train], shuffled[train:train + val], shuffled[train + val:train + val + test]
+
+
+def evaluate(
+    program: dspy.Module, examples: Sequence[dspy.Example], lm: dspy.BaseLM, *, num_threads: int = 1
+) -> tuple[float, list[dict[str, Any]]]:
+    """Accuracy over ``examples`` and one row per example (answer, gold, correct, error, calls, tokens)."""
+    rows = score_examples(program, examples, lm, num_threads=num_threads)
+    return accuracy_of(rows), rows
+
+
+def compile_program(
+    student: dspy.Module,
+    *,
+    optimizer: str,
+    trainset: list[dspy.Example],
+    valset: list[dspy.Example],
+    lm: dspy.BaseLM,
+    teacher_lm: dspy.BaseLM | None = None,
+    reflection_lm: dspy.BaseLM | None = None,
+    seed: int = 0,
+    num_threads: int = 1,
+    max_demos: int = 2,
+    auto: Literal["light", "medium", "heavy"] | None = "light",
+    num_candidates: int = 4,
+    num_trials: int = 4,
+    max_metric_calls: int | None = None,
+) -> dspy.Module:
+    """A new program compiled from ``student`` by ``optimizer``; ``student`` itself is not changed.
+
+    Budgets: ``max_demos`` bounds bootstrapped and labelled demos per predictor;
+    ``num_candidates`` is random search's candidate programs and MIPROv2's candidates;
+    with ``auto=None`` MIPROv2 runs ``num_trials`` trials and GEPA ``max_metric_calls``
+    metric calls (default: four passes over train and val).
+    """
+    _check_optimizer(optimizer)
+    if not trainset:
+        raise ConfigError("compiling needs a non-empty trainset; give --train a positive size")
+    plan = _Plan(lm=lm, teacher_settings={"lm": teacher_lm} if teacher_lm is not None else {},
+                 reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
+                 max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
+                 max_metric_calls=max_metric_calls)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        return _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    lm: dspy.BaseLM
+    teacher_settings: dict[str, Any]
+    reflection_lm: dspy.BaseLM
+    seed: int
+    num_threads: int
+    max_demos: int
+    auto: str | None
+    num_candidates: int
+    num_trials: int
+    max_metric_calls: int | None
+
+
+def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], valset: list[dspy.Example],
+         p: _Plan) -> dspy.Module:
+    demos = {"metric": accuracy_metric, "teacher_settings": p.teacher_settings,
+             "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
+    if optimizer == "labeled":
+        return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)
+    if optimizer == "bootstrap":
+        return dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
+    if optimizer == "random-search":
+        search = dspy.BootstrapFewShotWithRandomSearch(num_candidate_programs=p.num_candidates,
+                                                       num_threads=p.num_threads, **demos)
+        return search.compile(student, trainset=trainset, valset=valset)
+    if optimizer == "mipro":
+        budget = {"auto": p.auto} if p.auto else {"auto": None, "num_candidates": p.num_candidates}
+        mipro = dspy.MIPROv2(prompt_model=p.reflection_lm, task_model=p.lm, num_threads=p.num_threads,
+                             seed=p.seed, verbose=False, track_stats=False, **demos, **budget)
+        return mipro.compile(student, trainset=trainset, valset=valset,
+                             num_trials=None if p.auto else p.num_trials,
+                             minibatch=len(valset) > _MIPRO_MINIBATCH,
+                             minibatch_size=min(_MIPRO_MINIBATCH, len(valset)))
+    if p.auto:
+        gepa_budget: dict[str, Any] = {"auto": p.auto}
+    else:
+        gepa_budget = {"max_metric_calls": p.max_metric_calls or 4 * (len(trainset) + len(valset))}
+    gepa = dspy.GEPA(metric=deliberation_feedback, reflection_lm=p.reflection_lm, num_threads=p.num_threads,
+                     seed=p.seed, track_stats=False, **gepa_budget)
+    return gepa.compile(student, trainset=trainset, valset=valset)

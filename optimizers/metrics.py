@@ -1,0 +1,42 @@
+"""Metrics the optimizers score programs with: plain accuracy, and GEPA's textual feedback.
+
+Both are pure functions of the gold example and the prediction. `deliberation_feedback`
+reads the deliberation record and says where it went wrong; given a predictor's name it
+speaks only about that behaviour's part (the tie-break, round 2, the challenges, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dspy
+
+from teammed.optimizers._diagnosis import diagnose, scope_of
+
+__all__ = ["accuracy_metric", "deliberation_feedback"]
+
+
+def accuracy_metric(example: dspy.Example, pred: Any, trace: Any = None) -> float:
+    """1.0 when the program's answer is the gold letter, else 0.0."""
+    answer = getattr(pred, "answer", None)
+    return float(answer is not None and answer == example.answer)
+
+
+def deliberation_feedback(
+    gold: dspy.Example,
+    pred: Any,
+    trace: Any = None,
+    pred_name: str | None = None,
+    pred_trace: Any = None,
+) -> dspy.Prediction:
+    """GEPA's feedback metric: the accuracy score and a diagnosis of the deliberation.
+
+    Without ``pred_name`` the feedback covers the whole deliberation ("the leader broke a
+    tie the wrong way ...", "wrong from the start ...", or "correct"). With it, the feedback
+    is about that predictor's part only, e.g. ``leader.resolve_tie.predict`` hears only
+    about the tie and ``assessment.assess.predict`` only about round 2.
+    """
+    answer = getattr(pred, "answer", None)
+    record = getattr(pred, "record", None)
+    feedback = diagnose(record, answer=answer, gold=gold.answer, scope=scope_of(pred_name))
+    return dspy.Prediction(score=accuracy_metric(gold, pred), feedback=feedback)

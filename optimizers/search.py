@@ -1,0 +1,328 @@
+"""Search the teamwork components for a data set's special set with Optuna.
+
+The objective is a pure function of the trial: it samples a valid `TeamworkConfig`, runs
+the program over the dev questions in batches under ``dspy.context`` and returns the
+accuracy (and, for two objectives, mean tokens per question). Single-objective trials
+report after each batch and may be pruned by the median rule; multi-objective trials
+cannot be pruned. User attributes hold JSON only. The same storage and study name resume
+a search, which then runs only the trials still missing from ``trials`` (complete plus
+pruned), shared by however many workers point at the study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import socket
+import warnings
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import dspy
+import optuna
+from optuna.trial import TrialState
+from pydantic import BaseModel, ConfigDict
+
+from teammed.config import COMPONENTS, TeamworkConfig
+from teammed.errors import ConfigError, TeammedError
+from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front
+from teammed.optimizers._scoring import accuracy_of, mean_of, score_examples, standard_error
+from teammed.optimizers._space import SearchSpace
+from teammed.optimizers._storage import open_storage
+from teammed.optimizers.compile import examples_from_questions
+from teammed.programs.teamwork import TeamworkProgram
+from teammed.types import Question
+
+__all__ = [
+    "SpecialSet",
+    "search_special_set",
+    "write_special_set",
+    "load_special_set",
+    "SAMPLERS",
+    "OBJECTIVES",
+]
+
+logger = logging.getLogger(__name__)
+
+SAMPLERS = ("tpe", "grid", "brute")
+OBJECTIVES = ("accuracy", "accuracy,tokens")
+FORMAT = "teammed-special-set/1"
+_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
+_STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
+              "n_failed")
+_WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial, for distributed studies
+
+
+class SpecialSet(BaseModel):
+    """The outcome of a search: the chosen configuration, its dev score and what was tried."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: str = FORMAT
+    dataset: str | None
+    components: list[str]
+    config: dict[str, Any]
+    dev: dict[str, Any]
+    objectives: list[str]
+    sampler: str
+    seed: int
+    trials: dict[str, int]
+    study: dict[str, str]
+    pareto_front: list[dict[str, Any]] | None
+    evaluated: list[dict[str, Any]]
+    created: str
+
+    @property
+    def teamwork_config(self) -> TeamworkConfig:
+        return TeamworkConfig.build(**self.config)
+
+
+class _Objective:
+    """``objective(trial) -> accuracy`` or ``(accuracy, tokens per question)``."""
+
+    def __init__(self, *, space: SearchSpace, examples: list[dspy.Example],
+                 lm_factory: Callable[[], dspy.BaseLM], batch_size: int, multi: bool, num_threads: int):
+        self.space, self.examples, self.lm_factory = space, examples, lm_factory
+        self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
+
+    def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
+        config = self.space.suggest(trial)
+        config_json = config.model_dump(mode="json")
+        trial.set_user_attr("config", config_json)
+        trial.set_user_attr("worker", _WORKER)
+        twin = _finished_twin(trial, config_json)
+        if twin is not None:
+            return self._reuse(trial, twin)
+        program, lm = TeamworkProgram(config), self.lm_factory()
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(self.examples), self.batch_size):
+            rows += score_examples(program, self.examples[start:start + self.batch_size], lm,
+                                   num_threads=self.num_threads)
+            if self.multi:
+                continue
+            trial.report(accuracy_of(rows), len(rows))
+            if len(rows) < len(self.examples) and trial.should_prune():
+                stats = _record(trial, rows)
+                logger.info("trial %d (%s) pruned at %d questions, accuracy %.3f", trial.number,
+                            config.label(), len(rows), stats["accuracy"])
+                raise optuna.TrialPruned()
+        stats = _record(trial, rows)
+        logger.info("trial %d (%s): accuracy %.3f over %d questions", trial.number, config.label(),
+                    stats["accuracy"], len(rows))
+        return (stats["accuracy"], stats["tokens_per_question"]) if self.multi else stats["accuracy"]
+
+    def _reuse(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> float | tuple[float, float]:
+        """A configuration evaluated before is not run again: its scores are copied."""
+        for key in _STAT_KEYS:
+            if key in twin.user_attrs:
+                trial.set_user_attr(key, twin.user_attrs[key])
+        trial.set_user_attr("duplicate_of", twin.number)
+        if not self.multi:
+            for step, value in sorted(twin.intermediate_values.items()):
+                trial.report(value, step)
+        values = twin.values
+        return (values[0], values[1]) if self.multi else values[0]
+
+
+def _finished_twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
+    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if other.user_attrs.get("config") == config_json and other.user_attrs.get("duplicate_of") is None:
+            return other
+    return None
+
+
+def _record(trial: optuna.Trial, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Store the evaluation's statistics (JSON numbers only) on the trial and return them."""
+    accuracy = accuracy_of(rows)
+    stats = {
+        "accuracy": round(accuracy, 6),
+        "se": round(standard_error(accuracy, len(rows)), 6),
+        "n": len(rows),
+        "tokens_per_question": round(mean_of(rows, "tokens"), 3),
+        "cost_per_question": round(mean_of(rows, "cost_usd"), 8),
+        "calls_per_question": round(mean_of(rows, "calls"), 3),
+        "n_failed": sum(r["error"] is not None for r in rows),
+    }
+    for key, value in stats.items():
+        trial.set_user_attr(key, value)
+    return stats
+
+
+class _Budget:
+    """Stops a worker once the study holds ``trials`` finished trials or every configuration of the space
+    has been evaluated. Other workers' running trials count too where the storage has heartbeats (a
+    crashed worker's trial is failed after the grace period), so workers together run ``trials``."""
+
+    def __init__(self, trials: int, space_size: int, *, count_running: bool):
+        self.trials, self.space_size, self.count_running = trials, space_size, count_running
+
+    def spent(self, study: optuna.Study) -> bool:
+        finished = study.get_trials(deepcopy=False, states=_DONE)
+        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if self.count_running else []
+        distinct = {json.dumps(t.user_attrs.get("config"), sort_keys=True) for t in finished}
+        return len(finished) + len(running) >= self.trials or len(distinct) >= self.space_size
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if self.spent(study):
+            study.stop()
+
+
+def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed)
+    if name == "grid":
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+    with warnings.catch_warnings():  # BruteForceSampler is marked experimental in Optuna 5
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.BruteForceSampler(seed=seed)
+
+
+def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
+                sampler: optuna.samplers.BaseSampler, multi: bool, search: dict[str, Any]) -> optuna.Study:
+    directions = ["maximize", "minimize"] if multi else ["maximize"]
+    pruner = optuna.pruners.NopPruner() if multi else optuna.pruners.MedianPruner(n_startup_trials=5)
+    study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler, pruner=pruner,
+                                directions=directions, load_if_exists=True)
+    found = [d.name.lower() for d in study.directions]
+    if found != directions:
+        raise ConfigError(f"study {study_name!r} optimizes {found}, not {directions}; use the objectives "
+                          f"it was created with or a new --study-name")
+    previous = study.user_attrs.get("search")
+    if previous is None:
+        study.set_user_attr("search", search)
+    elif previous != search:
+        raise ConfigError(f"study {study_name!r} searched {json.dumps(previous, sort_keys=True)}, but "
+                          f"this run searches {json.dumps(search, sort_keys=True)}; repeat the original "
+                          f"search flags (and questions) to resume it, or choose a new --study-name")
+    return study
+
+
+def search_special_set(
+    *,
+    questions: Sequence[Question],
+    lm: dspy.BaseLM | None = None,
+    lm_factory: Callable[[], dspy.BaseLM] | None = None,
+    trials: int,
+    storage: str | None = None,
+    study_name: str,
+    objectives: Literal["accuracy", "accuracy,tokens"] = "accuracy",
+    sampler: Literal["tpe", "grid", "brute"] = "tpe",
+    seed: int = 0,
+    batch_size: int = 10,
+    out_dir: Path | str,
+    dataset: str | None = None,
+    base_config: TeamworkConfig | None = None,
+    search_turns: bool = False,
+    search_agents: bool = False,
+    search_early_consensus: bool = False,
+    num_threads: int = 1,
+) -> SpecialSet:
+    """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
+
+    ``base_config`` fixes ``n_agents``, ``n_turns`` and ``early_consensus`` when they are not
+    searched. The chosen set is the most accurate configuration evaluated to the end (the
+    cheaper on ties); with two objectives the Pareto front is reported as well.
+    """
+    if (lm is None) == (lm_factory is None):
+        raise ConfigError("give exactly one of lm= (shared by every trial) or lm_factory= (one LM per trial)")
+    if objectives not in OBJECTIVES:
+        raise ConfigError(f"unknown objectives {objectives!r}; use one of {', '.join(OBJECTIVES)}")
+    if sampler not in SAMPLERS:
+        raise ConfigError(f"unknown sampler {sampler!r}; use one of {', '.join(SAMPLERS)}")
+    if trials < 1 or batch_size < 1:
+        raise ConfigError(f"trials and batch_size must be at least 1 (got trials={trials}, "
+                          f"batch_size={batch_size})")
+    if not questions:
+        raise ConfigError("a search needs dev questions; none were given")
+    out_dir = Path(out_dir)
+    multi = objectives == "accuracy,tokens"
+    space = SearchSpace(base=base_config or TeamworkConfig(), turns=(2, 3) if search_turns else None,
+                        agents=("auto", 2, 3, 4) if search_agents else None,
+                        early_consensus=(None, 0.8, 1.0) if search_early_consensus else None,
+                        flat=sampler == "grid")
+    backend, reference = open_storage(storage, out_dir)
+    ids = "\n".join(q.id for q in questions)
+    search = {"objectives": objectives, "space": space.describe(),
+              "questions": {"n": len(questions), "sha256": hashlib.sha256(ids.encode()).hexdigest()}}
+    study = _open_study(storage=backend, study_name=study_name, sampler=_sampler(sampler, space, seed),
+                        multi=multi, search=search)
+    heartbeat = isinstance(backend, optuna.storages.RDBStorage)  # opened with heartbeats by open_storage
+    with warnings.catch_warnings():  # marked experimental in Optuna 5
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    budget = _Budget(trials, space.size(), count_running=heartbeat)
+    remaining = trials - len(study.get_trials(deepcopy=False, states=_DONE))
+    if remaining > 0 and not budget.spent(study):
+        objective = _Objective(space=space, examples=examples_from_questions(questions),
+                               lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
+                               num_threads=num_threads)
+        study.optimize(objective, n_trials=remaining, callbacks=[budget])
+    return _special_set(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
+                        trials=trials, reference=reference, space_size=space.size())
+
+
+def _public(row: Row) -> dict[str, Any]:
+    return {k: row[k] for k in ("trial", "state", "components", "config", "accuracy", "se", "n",
+                                "tokens_per_question", "cost_per_question", "calls_per_question")}
+
+
+def _special_set(study: optuna.Study, *, dataset: str | None, objectives: str, sampler: str, seed: int,
+                 trials: int, reference: str, space_size: int) -> SpecialSet:
+    all_trials = study.get_trials(deepcopy=False)
+    rows = evaluated_rows(all_trials)
+    best = best_row(rows)
+    if best is None:
+        raise TeammedError(f"no trial of study {study.study_name!r} ran to completion; see the log for why, "
+                           f"then run the search again to resume it")
+    counts = {state.name.lower(): sum(t.state == state for t in all_trials)
+              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
+    finished = counts["complete"] + counts["pruned"]
+    if len(rows) >= space_size:
+        logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
+    elif finished < trials:
+        logger.warning("study %s holds %d finished trials of the %d requested (space exhausted, or other "
+                       "workers still running)", study.study_name, finished, trials)
+    return SpecialSet(
+        dataset=dataset,
+        components=[c for c in COMPONENTS if best["config"].get(c)],
+        config=best["config"],
+        dev={k: best[k] for k in ("accuracy", "se", "n", "tokens_per_question", "cost_per_question",
+                                  "calls_per_question")} | {"trial": best["trial"]},
+        objectives=objectives.split(","),
+        sampler=sampler,
+        seed=seed,
+        trials={"requested": trials, **counts, "distinct_configs": len(rows)},
+        study={"storage": reference, "study_name": study.study_name},
+        pareto_front=[_public(r) for r in pareto_front(rows)] if objectives == "accuracy,tokens" else None,
+        evaluated=[_public(r) for r in rows],
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def write_special_set(result: SpecialSet | dict[str, Any], path: Path | str) -> Path:
+    """Write a special set as JSON (``special_sets/<dataset>.json``)."""
+    path = Path(path)
+    special = result if isinstance(result, SpecialSet) else SpecialSet(**result)
+    data = special.model_dump(mode="json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
+
+
+def load_special_set(path: Path | str) -> TeamworkConfig:
+    """The configuration a special-set file chose."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no special set at {path}; run the search first or check the path") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not a special set (invalid JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "config" not in data:
+        raise ConfigError(f"{path} is not a special set of format {FORMAT!r}; write it with "
+                          f"write_special_set")
+    return TeamworkConfig.build(**data["config"])

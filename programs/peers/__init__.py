@@ -1,0 +1,74 @@
+"""Peer systems: the baselines and published team designs teamwork is compared against.
+
+Every system is a `dspy.Module` with the `TeamworkProgram` contract: ``forward(question,
+options, context=None)`` returns a `dspy.Prediction` with ``answer`` (always a valid
+letter), ``rationale``, ``confidence`` (High/Medium/Low), ``record`` and ``transcript``.
+Build one by name with `build_system`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import dspy
+from teammed.programs.peers.baselines import ChainOfThought, FewShot, ZeroShot
+from teammed.programs.peers.consultation import ConsultationTeam
+from teammed.programs.peers.kamac import KnowledgeDrivenTeam
+from teammed.programs.peers.mdagents import AdaptiveComplexity
+from teammed.programs.peers.voting import ConsensusVote, MajorityVote
+
+from teammed.errors import ConfigError
+
+__all__ = [
+    "SYSTEMS",
+    "build_system",
+    "ZeroShot",
+    "FewShot",
+    "ChainOfThought",
+    "AdaptiveComplexity",
+    "KnowledgeDrivenTeam",
+    "ConsultationTeam",
+    "MajorityVote",
+    "ConsensusVote",
+]
+
+SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
+    "zero_shot": ZeroShot,
+    "few_shot": FewShot,
+    "cot": ChainOfThought,
+    "mdagents": AdaptiveComplexity,
+    "kamac": KnowledgeDrivenTeam,
+    "consultation": ConsultationTeam,
+    "majority_vote": MajorityVote,
+    "consensus": ConsensusVote,
+}
+
+
+def _suggest(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"{hint} Available: {', '.join(choices)}."
+
+
+def build_system(name: str, **kwargs: Any) -> dspy.Module:
+    """The peer system registered as ``name``, built with ``kwargs``.
+
+    Raises `ConfigError` for an unknown name or a parameter the system does not take, naming
+    the closest match and the alternatives, and for a parameter value out of bounds.
+    """
+    if name not in SYSTEMS:
+        raise ConfigError(f"unknown system {name!r}.{_suggest(name, list(SYSTEMS))}")
+    factory = SYSTEMS[name]
+    # dspy's metaclass hides a class's own signature: read it from __init__.
+    target = vars(factory).get("__init__", factory) if isinstance(factory, type) else factory
+    accepted = [p for p in inspect.signature(target).parameters if p != "self"]
+    for key in kwargs:
+        if key not in accepted:
+            options = ", ".join(accepted) or "none"
+            close = difflib.get_close_matches(key, accepted, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"system {name!r} takes no parameter {key!r}.{hint} Available: {options}.")
+    return factory(**kwargs)

@@ -1,0 +1,195 @@
+"""What every peer system shares: letter repair, distinct roles, demos, statements, settings.
+
+Pure functions over plain data, plus `PeerSystem` (the base module) and `Settings` (the
+frozen, validated constructor arguments of a system).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Self
+
+import dspy
+from pydantic import BaseModel, ConfigDict, ValidationError
+from teammed.programs.behaviour import Behaviour
+from teammed.programs.team import Agent
+
+from teammed.errors import ConfigError
+
+__all__ = [
+    "CONFIDENCE",
+    "PeerSystem",
+    "Settings",
+    "Statement",
+    "as_confidence",
+    "as_demos",
+    "as_letter",
+    "distinct_roles",
+    "format_statements",
+    "question_text",
+    "select_examples",
+    "staff",
+]
+
+CONFIDENCE = ("High", "Medium", "Low")
+
+
+class Settings(BaseModel):
+    """A system's constructor arguments as one frozen value; `build` raises `ConfigError`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @classmethod
+    def build(cls, system: str, **values: Any) -> Self:
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc']))}: {err['msg'].removeprefix('Value error, ').lower()} "
+                f"(got {err.get('input')!r})"
+                for err in exc.errors()
+            )
+            raise ConfigError(f"{system}: {problems}; pass a value within the stated bounds") from None
+
+
+class PeerSystem(dspy.Module):
+    """Base of the peer systems: the same forward contract as `TeamworkProgram`."""
+
+    def behaviours(self) -> list[str]:
+        """The names of the behaviours this system can call (each one named predictor)."""
+        return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
+
+
+@dataclass
+class Statement:
+    """One thing an agent said, with the option it favoured when it said it."""
+
+    agent: str
+    role: str
+    round: int
+    text: str
+    choice: str
+    confidence: str = "Low"
+
+
+def question_text(question: str, context: str | None) -> str:
+    """The question as agents read it, with its supporting context first."""
+    return f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
+
+
+def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
+    """A valid option letter from whatever the LM gave; never raises.
+
+    Accepts the letter itself in any case, decorated (``"(b)"``, ``"B) ..."``, ``"B. ..."``)
+    or the full text of an option. Anything else becomes ``fallback`` if it is a valid
+    letter, else the first option.
+    """
+    text = str(raw or "").strip()
+    if text in options:
+        return text
+    bare = text.strip("()[]{}.:;-\"' ").upper()
+    if bare in options:
+        return bare
+    if len(bare) > 1 and bare[0] in options and not bare[1].isalnum():
+        return bare[0]
+    for letter, option in options.items():
+        if text and text.casefold() == str(option).strip().casefold():
+            return letter
+    return fallback if fallback is not None and fallback in options else next(iter(options))
+
+
+def as_confidence(raw: object) -> str:
+    """One of High, Medium, Low; anything else reads as Low."""
+    return raw if raw in CONFIDENCE else "Low"  # type: ignore[return-value]
+
+
+def _role_key(role: str) -> str:
+    return " ".join(role.split()).casefold()
+
+
+def distinct_roles(
+    proposed: Iterable[object], present: Iterable[str] = (), *, limit: int | None = None
+) -> list[str]:
+    """The proposed roles not already present, compared case- and space-insensitively.
+
+    Also drops blanks and repeats within ``proposed``; keeps at most ``limit`` roles.
+    """
+    seen = {_role_key(r) for r in present}
+    kept: list[str] = []
+    for item in proposed:
+        role = " ".join(str(item or "").split())
+        if not role or _role_key(role) in seen:
+            continue
+        seen.add(_role_key(role))
+        kept.append(role)
+        if limit is not None and len(kept) >= limit:
+            break
+    return kept
+
+
+def staff(
+    specialists: Iterable[object], n: int, *, present: Sequence[Agent] = (), first_id: int = 1
+) -> list[Agent]:
+    """Exactly ``n`` new agents with roles distinct from each other and from ``present``.
+
+    ``specialists`` are objects with ``role`` and ``expertise`` (as the LM proposed them);
+    missing seats are filled by generic medical experts.
+    """
+    specialists = list(specialists or [])
+    focus = {
+        _role_key(str(getattr(s, "role", "") or "")): str(getattr(s, "expertise", "") or "").strip()
+        for s in specialists
+    }
+    taken = [a.role for a in present]
+    roles = distinct_roles((getattr(s, "role", "") for s in specialists), taken, limit=n)
+    number = 1
+    while len(roles) < n:
+        generic = f"Medical Expert {number}"
+        number += 1
+        if not distinct_roles([generic], taken + roles):
+            continue
+        roles.append(generic)
+    return [
+        Agent(f"agent_{first_id + i}", role, focus.get(_role_key(role)) or "general clinical reasoning", 1.0)
+        for i, role in enumerate(roles)
+    ]
+
+
+def format_statements(statements: Iterable[Statement]) -> str:
+    """Statements as the transcript agents read: who, when, what they favour and why."""
+    return "\n".join(
+        f"[round {s.round}] {s.agent} ({s.role}) favours {s.choice}: {s.text}" for s in statements
+    )
+
+
+def select_examples(pool: Sequence[Any], k: int, seed: int) -> list[Any]:
+    """``k`` examples drawn from ``pool`` without replacement; the same seed gives the same draw."""
+    if k <= 0 or not pool:
+        return []
+    return random.Random(seed).sample(list(pool), min(k, len(pool)))
+
+
+def _field(example: Any, name: str) -> Any:
+    return example.get(name) if isinstance(example, Mapping) else getattr(example, name, None)
+
+
+def as_demos(examples: Iterable[Any]) -> list[dspy.Example]:
+    """Worked examples as DSPy demos: ``{question, options, answer}`` mappings or `Question`s."""
+    demos = []
+    for i, example in enumerate(examples):
+        question, options = _field(example, "question"), _field(example, "options")
+        answer = _field(example, "answer") or _field(example, "answer_idx")
+        if not question or not isinstance(options, Mapping) or answer not in options:
+            raise ConfigError(
+                f"few-shot example {i} needs a question, options keyed by letter and an answer among them "
+                f"(got answer={answer!r}, options={list(options or [])}); fix or drop that example"
+            )
+        text = question_text(str(question), _field(example, "context"))
+        demos.append(
+            dspy.Example(question=text, options=dict(options), answer=answer).with_inputs(
+                "question", "options"
+            )
+        )
+    return demos

@@ -1,0 +1,100 @@
+"""Single-agent baselines: zero-shot, few-shot (seeded demos) and chain of thought.
+
+Each makes exactly one LM call per question.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import dspy
+from pydantic import Field
+from teammed.programs.behaviour import Behaviour
+from teammed.programs.peers._shared import (
+    PeerSystem,
+    Settings,
+    as_confidence,
+    as_demos,
+    as_letter,
+    question_text,
+    select_examples,
+)
+from teammed.programs.team import Transcript
+from teammed.signatures.peer_single import DirectAnswer, ReasonedAnswer
+
+__all__ = ["ZeroShot", "FewShot", "ChainOfThought"]
+
+
+def _single(phase: str, out: Any, options: dict[str, str], reasoning: str) -> dspy.Prediction:
+    answer = as_letter(out.answer, options)
+    confidence = as_confidence(out.confidence)
+    transcript = Transcript()
+    transcript.add(
+        phase,
+        "answer",
+        reasoning,
+        agent="agent_1",
+        role="Medical Expert",
+        choice=answer,
+        confidence=confidence,
+    )
+    rationale = reasoning or f"Answer {answer} ({options[answer]})."
+    return dspy.Prediction(
+        answer=answer,
+        rationale=rationale,
+        confidence=confidence,
+        record={"route": None},
+        transcript=transcript.events,
+    )
+
+
+class ZeroShot(PeerSystem):
+    """One model answers the question directly."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = Behaviour(DirectAnswer)
+
+    def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
+        options = dict(options)
+        out = self.answer(question=question_text(question, context), options=options)
+        return _single("zero_shot", out, options, "")
+
+
+class FewShotSettings(Settings):
+    k: int = Field(default=3, ge=0, le=32)
+    seed: int = 0
+
+
+class FewShot(PeerSystem):
+    """Zero-shot with ``k`` worked examples drawn from ``trainset`` by ``seed``, as DSPy demos.
+
+    ``trainset`` items are ``{question, options, answer}`` mappings (``context`` optional) or
+    `teammed.Question`s. The draw is fixed at construction, so the same seed gives the same
+    demos; optimizers may replace them later like any predictor's demos.
+    """
+
+    def __init__(self, *, trainset: Sequence[Any] = (), k: int = 3, seed: int = 0) -> None:
+        super().__init__()
+        self.config = FewShotSettings.build("FewShot", k=k, seed=seed)
+        self.answer = Behaviour(DirectAnswer)
+        self.answer.predict.demos = as_demos(select_examples(list(trainset), k, seed))
+
+    def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
+        options = dict(options)
+        out = self.answer(question=question_text(question, context), options=options)
+        return _single("few_shot", out, options, "")
+
+
+class ChainOfThought(PeerSystem):
+    """One model reasons step by step, then answers; the reasoning is the rationale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = Behaviour(ReasonedAnswer)
+
+    def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
+        options = dict(options)
+        out = self.answer(question=question_text(question, context), options=options)
+        return _single("cot", out, options, str(out.reasoning or ""))

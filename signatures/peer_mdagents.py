@@ -1,0 +1,141 @@
+"""Adaptive-complexity teams: triage the question, then one clinician, one panel or several teams."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dspy
+from pydantic import BaseModel, Field
+from teammed.signatures.assessment import Confidence
+from teammed.signatures.recruitment import Specialist
+
+from teammed.schema import Choice
+
+
+class ComplexityCheck(dspy.Signature):
+    """Before anyone answers, judge how much expertise this medical question needs.
+    `basic`: a single generalist can settle it from core knowledge. `intermediate`: several
+    specialists should weigh in and talk it over. `advanced`: it spans many disciplines or
+    stages of care (work-up, diagnosis, management, complications) and needs several
+    coordinated teams."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    complexity: Literal["basic", "intermediate", "advanced"] = dspy.OutputField(default="intermediate")
+    reason: str = dspy.OutputField(desc="One sentence.")
+
+
+class PrimaryCareAnswer(dspy.Signature):
+    """As a primary care physician, answer the medical question on your own: note the deciding
+    findings briefly, give the letter of the best option and say how confident you are."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    reasoning: str = dspy.OutputField(desc="Under 80 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class TeamRecruitment(dspy.Signature):
+    """Assemble a multidisciplinary panel for this question: exactly `n_members` different
+    specialties whose judgement matters most, most relevant first."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    n_members: int = dspy.InputField(desc="How many specialists to recruit.")
+    members: list[Specialist] = dspy.OutputField(desc="Distinct specialties, most relevant first.")
+
+
+class CareTeam(BaseModel):
+    name: str = Field(description="What the team is for, e.g. 'Initial Assessment Team'.")
+    members: list[Specialist] = Field(description="The team's specialists, its lead first.")
+
+
+class CareTeamsRecruitment(dspy.Signature):
+    """Organise `n_teams` teams of `team_size` specialists that together cover this case from
+    first assessment to final review, for instance a team that assesses the presentation,
+    teams for the key organ systems or treatments, and a team that reviews the conclusion.
+    Use each specialty once across all teams."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    n_teams: int = dspy.InputField()
+    team_size: int = dspy.InputField()
+    teams: list[CareTeam] = dspy.OutputField(desc="In the order the teams should work.")
+
+
+class SpecialistOpinion(dspy.Signature):
+    """Give your own opinion on the question as the specialist in `role`: the findings your
+    specialty weighs most, the option you favour and how confident you are."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Your specialty and what you focus on.")
+    earlier_reports: str = dspy.InputField(desc="Reports of teams that worked before yours; may be empty.")
+    reasoning: str = dspy.OutputField(desc="Under 80 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class PanelReply(dspy.Signature):
+    """The panel has not agreed. As the specialist in `role`, answer your colleagues: say whose
+    points hold and whose do not, correct any error you see, and state the option you favour
+    now."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Your specialty and what you focus on.")
+    moderator_summary: str = dspy.InputField(desc="The moderator's summary of the disagreement.")
+    opinions: str = dspy.InputField(desc="Every panel member's latest opinion.")
+    message: str = dspy.OutputField(desc="Under 80 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+
+
+class ModeratorReview(dspy.Signature):
+    """As the panel's moderator, read the members' latest opinions. Summarise where they agree
+    and the disagreement that still matters, and say whether the panel has reached consensus
+    on one option."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    opinions: str = dspy.InputField(desc="Every panel member's latest opinion.")
+    summary: str = dspy.OutputField(desc="Under 100 words.")
+    consensus: Literal["yes", "no"] = dspy.OutputField(default="no")
+
+
+class ModeratorDecision(dspy.Signature):
+    """As the panel's moderator, make the final decision: weigh the members' latest opinions and
+    your summary of the discussion, and give the best option with the reason that decided it."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    summary: str = dspy.InputField(desc="Your summary of the discussion; may be empty.")
+    opinions: str = dspy.InputField(desc="Every panel member's latest opinion.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    rationale: str = dspy.OutputField(desc="One or two sentences.")
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class TeamReport(dspy.Signature):
+    """As the lead of the team named in `team`, merge your members' opinions into the team's
+    report: the findings that matter, the conclusion and the option the team favours."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    team: str = dspy.InputField(desc="The team's name and purpose.")
+    opinions: str = dspy.InputField(desc="The team members' opinions.")
+    earlier_reports: str = dspy.InputField(desc="Reports of teams that worked before yours; may be empty.")
+    report: str = dspy.OutputField(desc="Under 120 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+
+
+class IntegratedDecision(dspy.Signature):
+    """As the clinician in charge, read every team's report and decide: the best option, the
+    reason that decided it, and how confident you are."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    reports: str = dspy.InputField(desc="Each team's report, in the order the teams worked.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    rationale: str = dspy.OutputField(desc="One or two sentences.")
+    confidence: Confidence = dspy.OutputField(default="Low")

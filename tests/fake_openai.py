@@ -1,0 +1,69 @@
+"""A scriptable OpenAI-compatible server on loopback, for backend tests without a network."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = tuple[int, dict[str, str], dict[str, Any]]
+
+
+def completion(content: str, *, prompt_tokens: int = 11, completion_tokens: int = 7) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()), "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+class FakeOpenAI:
+    """``with FakeOpenAI(handler) as server:`` — ``handler(n, request_json)`` returns (status, headers, body)."""
+
+    def __init__(self, handler: Callable[[int, dict[str, Any]], Reply | float]):
+        self.handler = handler
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                with outer._lock:
+                    outer.requests.append(body)
+                    n = len(outer.requests)
+                reply = outer.handler(n, body)
+                if isinstance(reply, int | float):  # a delay: hang, then answer
+                    time.sleep(float(reply))
+                    reply = (200, {}, completion("{}"))
+                status, headers, payload = reply
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,272 @@
+"""The special-set search: a planted scripted team is right only with exactly {leadership, trust}.
+
+The planted LM reads, in each final-ranking call, which behaviours shaped the team context
+(reliability scores = trust, the leader's mediation = leadership, shared knowledge = SMM,
+role focus = team orientation, challenge notes = mutual monitoring, clarification notes =
+closed loop). Exactly {leadership, trust} answers every question; supersets of it answer
+half; everything else none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+
+from teammed.backends import ScriptedCall, ScriptedLM
+from teammed.config import COMPONENTS, TeamworkConfig
+from teammed.errors import ConfigError
+from teammed.optimizers import load_special_set, search_report, search_special_set, write_special_set
+from teammed.optimizers._evaluated import component_effects, pareto_front
+from teammed.optimizers._space import SearchSpace, valid_subsets
+from teammed.optimizers._storage import masked, open_storage
+from teammed.types import Question
+
+ROOT = Path(__file__).resolve().parents[1]
+LETTERS = "ABCD"
+QUESTIONS = [
+    Question(id=f"q{i}", question=f"Case {i}: a patient presents with finding {i}. Most likely diagnosis?",
+             options={"A": "alpha", "B": "beta", "C": "gamma", "D": "delta"}, answer_idx=gold)
+    for i, gold in enumerate("BCDB")
+]
+_GOLD = {q.question: (i, q.answer_idx) for i, q in enumerate(QUESTIONS)}
+PLANTED = {"leadership", "trust"}
+BASE = TeamworkConfig(n_agents=2)
+
+
+def active_components(inputs: dict) -> set[str]:
+    """Which components shaped a final-ranking call, read from its inputs."""
+    context, history, role = (str(inputs.get(k, "")) for k in ("team_context", "history", "role"))
+    marks = {
+        "trust": "Reliability so far" in context,
+        "leadership": "Leader's latest mediation" in context,
+        "shared_mental_model": "Shared knowledge:" in context,
+        "team_orientation": "; focus:" in role,
+        "mutual_monitoring": "leader challenged" in history,
+        "closed_loop": "clarified:" in history,
+    }
+    return {name for name, seen in marks.items() if seen}
+
+
+def planted_responder(call: ScriptedCall):
+    if call.signature == "VerifyUnderstanding":  # make closed loop visible in the history
+        return {"confirmed": False, "correction": "the restatement missed the time course"}
+    if call.signature != "FinalRanking":
+        return None
+    index, gold = _GOLD[call.inputs["question"]]
+    on = active_components(call.inputs)
+    right = on == PLANTED or (on > PLANTED and index % 2 == 0)
+    first = gold if right else next(letter for letter in LETTERS if letter != gold)
+    return {"ranking": [first] + [x for x in LETTERS if x != first], "confidence": "High", "rationale": "ok"}
+
+
+def planted_lm() -> ScriptedLM:
+    return ScriptedLM(planted_responder)
+
+
+def search(tmp_path: Path, **kwargs):
+    options = {"questions": QUESTIONS, "lm_factory": planted_lm, "study_name": "planted", "seed": 0,
+               "batch_size": 2, "out_dir": tmp_path, "base_config": BASE, "dataset": "planted"}
+    return search_special_set(**{**options, **kwargs})
+
+
+def load(storage: str, name: str = "planted") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(storage, Path("unused"))[0])
+
+
+def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+
+
+def assert_all_valid(study: optuna.Study) -> None:
+    for trial in study.get_trials():
+        config = trial.user_attrs["config"]
+        assert not (config["mutual_monitoring"] and not config["leadership"]), trial.number
+        TeamworkConfig.build(**config)
+
+
+# ---------------------------------------------------------------------- the space
+def test_the_space_holds_only_valid_subsets():
+    subsets = valid_subsets()
+    assert len(subsets) == 48 and len(set(subsets)) == 48
+    assert all("leadership" in s for s in subsets if "mutual_monitoring" in s)
+    assert len(valid_subsets(min_turns=1)) == 16  # no monitoring or closed loop with one turn
+    space = SearchSpace(base=BASE, turns=(2, 3), agents=("auto", 2, 3, 4), early_consensus=(None, 0.8, 1.0))
+    assert space.size() == 48 * 2 * 4 * 3
+    assert len(SearchSpace(base=BASE, flat=True).grid()["components"]) == 48
+
+
+# ---------------------------------------------------------------------- finding the planted subset
+def test_brute_force_finds_the_planted_subset(tmp_path):
+    storage = str(tmp_path / "study.log")
+    result = search(tmp_path, trials=100, sampler="brute", storage=storage)
+    assert result.components == ["leadership", "trust"]
+    assert result.dev["accuracy"] == 1.0 and result.dev["se"] == 0.0 and result.dev["n"] == 4
+    assert result.trials["distinct_configs"] == 48  # the space ran out before the 100 trials
+    assert result.pareto_front is None and result.study == {"storage": storage, "study_name": "planted"}
+    study = load(storage)
+    assert_all_valid(study)
+    pruned = [t for t in study.get_trials() if t.state == optuna.trial.TrialState.PRUNED]
+    assert pruned and all(t.user_attrs["n"] == 2 for t in pruned)  # stopped after the first batch
+
+    path = write_special_set(result, tmp_path / "special_sets" / "planted.json")
+    data = json.loads(path.read_text())
+    assert data["format"] == "teammed-special-set/1" and data["dataset"] == "planted"
+    assert {"components", "config", "dev", "trials", "study", "pareto_front", "evaluated"} <= data.keys()
+    assert len(data["evaluated"]) == 48 and data["evaluated"][0]["components"] == ["leadership", "trust"]
+    assert load_special_set(path) == TeamworkConfig(leadership=True, trust=True, n_agents=2)
+
+    report = search_report(study, tmp_path / "report")
+    text = report.read_text()
+    assert "leadership+trust" in text and "| trust |" in text
+    assert {p.name for p in report.parent.glob("*.png")} == {"subsets.png", "importance.png", "history.png"}
+
+
+def test_grid_over_the_valid_space_finds_the_planted_subset(tmp_path):
+    storage = str(tmp_path / "study.journal")
+    result = search(tmp_path, trials=100, sampler="grid", storage=storage)
+    assert result.components == ["leadership", "trust"]
+    study = load(storage)
+    assert len(finished(study)) == 48  # each valid subset exactly once, no invalid grid points
+    assert len({t.params["components"] for t in study.get_trials()}) == 48
+    assert_all_valid(study)
+
+
+def test_multi_objective_returns_a_pareto_front(tmp_path):
+    result = search(tmp_path, questions=QUESTIONS[:2], trials=100, sampler="brute",
+                    objectives="accuracy,tokens", storage=str(tmp_path / "multi.log"))
+    front = result.pareto_front
+    assert result.components == ["leadership", "trust"] and result.objectives == ["accuracy", "tokens"]
+    assert [r["components"] for r in front] == [[], ["leadership", "trust"]]  # cheapest, then the planted one
+    for r in front:  # nothing evaluated beats a front member on both objectives
+        assert not any(o["accuracy"] >= r["accuracy"] and o["tokens_per_question"] < r["tokens_per_question"]
+                       for o in result.evaluated)
+    study = load(str(tmp_path / "multi.log"))
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials())  # never pruned
+    search_report(study, tmp_path / "report")
+    assert (tmp_path / "report" / "pareto.png").stat().st_size > 0
+
+
+# ---------------------------------------------------------------------- storage and resuming
+def test_tpe_resumes_the_default_sqlite_study_and_never_samples_invalid_sets(tmp_path):
+    first = search(tmp_path, trials=6, sampler="tpe")
+    assert first.study["storage"] == f"sqlite:///{(tmp_path / 'study.db').resolve()}"
+    study = load(first.study["storage"])
+    assert len(finished(study)) == 6
+    second = search(tmp_path, trials=10, sampler="tpe")
+    study = load(first.study["storage"])
+    assert len(finished(study)) == 10 and [t.number for t in study.get_trials()] == list(range(10))
+    assert second.trials["complete"] + second.trials["pruned"] == 10
+    search(tmp_path, trials=10, sampler="tpe")  # already complete: nothing more runs
+    assert len(load(first.study["storage"]).get_trials()) == 10
+    assert_all_valid(study)
+
+
+def test_resuming_with_other_flags_is_refused(tmp_path):
+    search(tmp_path, trials=2, sampler="tpe")
+    with pytest.raises(ConfigError, match="repeat the original search flags"):
+        search(tmp_path, trials=4, sampler="tpe", search_turns=True)
+    with pytest.raises(ConfigError, match="optimizes"):
+        search(tmp_path, trials=4, sampler="tpe", objectives="accuracy,tokens")
+
+
+def test_journal_storage_resumes(tmp_path):
+    storage = str(tmp_path / "studies" / "planted.log")
+    search(tmp_path, trials=3, sampler="tpe", storage=storage)
+    result = search(tmp_path, trials=5, sampler="tpe", storage=storage)
+    assert len(finished(load(storage))) == 5 and result.study["storage"] == storage
+
+
+def test_optional_dimensions_are_searched(tmp_path):
+    search(tmp_path, trials=6, sampler="tpe", storage=str(tmp_path / "s.log"), search_turns=True,
+           search_agents=True, search_early_consensus=True)
+    configs = [t.user_attrs["config"] for t in load(str(tmp_path / "s.log")).get_trials()]
+    assert {c["n_turns"] for c in configs} <= {2, 3} and {c["n_agents"] for c in configs} <= {"auto", 2, 3, 4}
+    assert {c["early_consensus"] for c in configs} <= {None, 0.8, 1.0}
+
+
+def test_arguments_are_checked(tmp_path):
+    with pytest.raises(ConfigError, match="exactly one of lm= .* or lm_factory="):
+        search_special_set(questions=QUESTIONS, trials=1, study_name="x", out_dir=tmp_path)
+    with pytest.raises(ConfigError, match="unknown sampler"):
+        search(tmp_path, trials=1, sampler="random")
+    with pytest.raises(ConfigError, match="not a special set"):
+        (tmp_path / "bad.json").write_text("{}")
+        load_special_set(tmp_path / "bad.json")
+
+
+def test_storage_reference_hides_the_password():
+    assert masked("postgresql://teammed:s3cret@db:5432/optuna") == "postgresql://teammed:***@db:5432/optuna"
+    assert masked("sqlite:////tmp/study.db") == "sqlite:////tmp/study.db"
+
+
+# ---------------------------------------------------------------------- pure summaries
+def _row(trial, acc, tokens, *on, state="COMPLETE"):
+    config = {**{c: c in on for c in COMPONENTS}, "n_agents": 2, "n_turns": 2, "early_consensus": None}
+    return {"trial": trial, "state": state, "components": list(on), "config": config, "accuracy": acc,
+            "tokens_per_question": tokens}
+
+
+def test_pareto_front_and_component_effects_by_hand():
+    rows = [_row(0, 0.2, 100), _row(1, 0.6, 300, "leadership"), _row(2, 0.6, 400, "leadership", "trust"),
+            _row(3, 0.8, 500, "leadership", "mutual_monitoring"), _row(4, 0.9, 900, "trust", state="PRUNED")]
+    assert [r["trial"] for r in pareto_front(rows)] == [0, 1, 3]
+    effects = component_effects(rows)
+    assert effects["leadership"]["effect"] == pytest.approx((0.6 + 0.6 + 0.8) / 3 - 0.2)
+    assert effects["trust"]["effect"] == pytest.approx(0.6 - (0.2 + 0.6 + 0.8) / 3)
+    # monitoring is judged among leadership configurations only
+    assert effects["mutual_monitoring"]["effect"] == pytest.approx(0.8 - 0.6)
+    assert effects["closed_loop"]["effect"] is None
+
+
+# ---------------------------------------------------------------------- two workers, one PostgreSQL study
+_WORKER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {root!r})
+from tests.test_optimizers_search import BASE, QUESTIONS, planted_lm
+from teammed.optimizers import search_special_set
+ready = Path({barrier!r})
+(ready / "{index}").touch()
+while len(list(ready.iterdir())) < 2:
+    time.sleep(0.05)
+search_special_set(questions=QUESTIONS[:2], lm_factory=planted_lm, trials={trials}, storage={url!r},
+                   study_name={name!r}, sampler="tpe", seed={index}, batch_size=1, out_dir={out!r},
+                   base_config=BASE)
+"""
+
+
+@pytest.mark.postgres
+def test_two_workers_share_one_postgres_study(tmp_path):
+    url = os.environ.get("TEAMMED_PG_URL")
+    if not url:
+        pytest.skip("set TEAMMED_PG_URL to a PostgreSQL database to run this test")
+    name, trials = f"teammed-test-{uuid.uuid4().hex[:12]}", 16
+    barrier = tmp_path / "ready"
+    barrier.mkdir()
+    scripts = [_WORKER.format(root=str(ROOT), barrier=str(barrier), index=i, trials=trials, url=url,
+                              name=name, out=str(tmp_path / f"w{i}")) for i in range(2)]
+    workers = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for script in scripts]
+    try:
+        outcomes = [w.communicate(timeout=120) for w in workers]
+        assert [w.returncode for w in workers] == [0, 0], [err[-2000:] for _, err in outcomes]
+        study = load(url, name)
+        done = finished(study)
+        assert trials <= len(done) <= trials + 1  # a race between the two workers may add one
+        assert len({t.user_attrs["worker"] for t in done}) == 2  # both workers ran trials
+        assert_all_valid(study)
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+        try:
+            optuna.delete_study(study_name=name, storage=open_storage(url, tmp_path)[0])
+        except KeyError:
+            pass
