@@ -1,0 +1,44 @@
+"""Real deliberations with the embedded SmolLM2 model over real HTTP and litellm (CI runs these)."""
+
+from __future__ import annotations
+
+import socket
+
+import dspy
+import pytest
+
+from teammed import usage
+from teammed.adapter import SchemaAdapter
+from teammed.backends.litellm_backend import LiteLLMBackend
+from teammed.backends.local import LocalServer
+from teammed.backends.retry import RetryPolicy
+from teammed.config import preset
+from teammed.data import load_dataset
+from teammed.programs.accounting import expected_calls
+from teammed.programs.teamwork import TeamworkProgram
+
+pytestmark = pytest.mark.local_model
+
+
+@pytest.fixture(scope="module")
+def local_lm():
+    with LocalServer() as server:
+        yield LiteLLMBackend("openai/local", api_base=server.api_base, structured_output="json_object_schema",
+                             retry=RetryPolicy(attempts=2, base_s=1, cap_s=2), max_concurrency=1,
+                             max_tokens=384, api_key="sk-local-no-key")
+    port = int(server.api_base.rsplit(":", 1)[1].split("/")[0])
+    with socket.socket() as probe:  # stopped: nothing answers on its port any more
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.parametrize("name", ["base", "all"])
+def test_real_deliberation(local_lm, name):
+    question = load_dataset("demo")[0]
+    config = preset(name, n_agents=2)
+    with dspy.context(lm=local_lm, adapter=SchemaAdapter()), usage.track() as used:
+        out = TeamworkProgram(config)(question=question.question, options=dict(question.options))
+    assert out.answer in question.options
+    tie = bool(out.record["tie"]) and config.leadership
+    assert used.calls == expected_calls(config, 2, tie=tie)
+    assert used.prompt_tokens > 0 and used.completion_tokens > 0
+    assert used.parse_failures == 0
