@@ -16,7 +16,6 @@ from typing import Any
 
 from teammed.data._hub import HubRef
 from teammed.data._rows import EXTENSIONS
-
 from teammed.types import Question
 
 __all__ = ["DatasetSpec", "Origin", "Builder", "standard_files", "option_defaults"]

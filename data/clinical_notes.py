@@ -20,7 +20,6 @@ from typing import Any
 from teammed.data._fields import stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import Question
 
 __all__ = ["clinical_note_question", "clinical_note_questions", "SPEC"]

@@ -35,7 +35,6 @@ from typing import Any
 from teammed.data._fields import lettered, parse_structured, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
-
 from teammed.errors import DataError
 from teammed.types import LETTERS, Question
 

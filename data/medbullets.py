@@ -17,7 +17,6 @@ from typing import Any
 from teammed.data._fields import gold_letter, lettered, stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
-
 from teammed.types import Question
 
 __all__ = ["medbullets_question", "medbullets_questions", "SPEC_OP4", "SPEC_OP5"]

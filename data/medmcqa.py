@@ -26,7 +26,6 @@ from teammed.data._fields import lettered, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.errors import DataError
 from teammed.types import Question
 

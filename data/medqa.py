@@ -22,7 +22,6 @@ from teammed.data._fields import gold_letter, options_from, stable_id, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import Question
 
 __all__ = ["medqa_question", "medqa_questions", "SPEC", "SPEC_5OPTIONS"]

@@ -21,7 +21,6 @@ from teammed.data._fields import lettered, normalize_letter, parse_structured, t
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import LETTERS, Question
 
 __all__ = ["mmlu_pro_question", "mmlu_pro_questions", "SPEC"]

@@ -27,7 +27,6 @@ from teammed.data._fields import stable_id, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import Question
 
 __all__ = ["pathvqa_question", "pathvqa_questions", "image_file", "SPEC"]

@@ -24,7 +24,6 @@ from typing import Any
 from teammed.data._fields import gold_letter, lettered, stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import Question
 
 __all__ = ["pmc_vqa_question", "pmc_vqa_questions", "strip_choice_prefix", "SPEC"]

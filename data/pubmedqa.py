@@ -26,7 +26,6 @@ from teammed.data._fields import YES_NO_MAYBE, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
-
 from teammed.types import Question
 
 __all__ = ["pubmedqa_question", "pubmedqa_questions", "SPEC"]

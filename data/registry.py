@@ -32,7 +32,6 @@ from teammed.data import (
 from teammed.data._hub import HubUnavailable, fetch_hub_rows
 from teammed.data._rows import EXTENSIONS, Row, read_rows
 from teammed.data._spec import DatasetSpec, Origin, option_defaults
-
 from teammed.errors import DataError
 from teammed.types import Question
 

@@ -20,7 +20,6 @@ from typing import Any
 from teammed.data._fields import gold_letter, options_from, parse_structured, stable_id, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
-
 from teammed.types import LETTERS, Question
 
 __all__ = ["unified_question", "unified_questions", "SPEC", "DEMO"]

@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import transcripts_html
 from teammed.evals._runs import Group, group_runs, load_run
 from teammed.evals.metrics import accuracy, binary_metrics, rounded, summarize, trust_by_stage
 from teammed.evals.stats import mean_se, paired_comparison
-
-from teammed.errors import TeammedError
 
 __all__ = ["build_report", "ReportError"]
 

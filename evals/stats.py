@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
+
 from teammed.evals._rows import Row, is_correct
 
 __all__ = [

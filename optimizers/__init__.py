@@ -10,7 +10,8 @@ from teammed.optimizers.compile import (
 from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
 from teammed.optimizers.report import search_report
 from teammed.optimizers.saved import load_program, save_program
-from teammed.optimizers.search import SpecialSet, load_special_set, search_special_set, write_special_set
+from teammed.optimizers.search import open_study, search_special_set
+from teammed.optimizers.special_set import SpecialSet, load_special_set, write_special_set
 
 __all__ = [
     "OPTIMIZERS",
@@ -24,6 +25,7 @@ __all__ = [
     "load_program",
     "SpecialSet",
     "search_special_set",
+    "open_study",
     "write_special_set",
     "load_special_set",
     "search_report",

@@ -93,7 +93,7 @@ def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
     return effects
 
 
-def parameter_effects(rows: Sequence[Row]) -> dict[str, dict[str, float]]:
+def parameter_effects(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]:
     """Mean accuracy per value of each non-component parameter that took more than one value."""
     done = _complete(rows)
     effects = {}

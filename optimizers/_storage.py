@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 
 import optuna
+from optuna.storages.journal import JournalFileBackend
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
@@ -60,8 +61,7 @@ def open_storage(storage: str | None, out_dir: Path) -> tuple[optuna.storages.Ba
     elif "://" not in storage and storage.endswith((".log", ".journal")):
         path = Path(storage).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
-        backend = optuna.storages.journal.JournalFileBackend(str(path))
-        return optuna.storages.JournalStorage(backend), str(path)
+        return optuna.storages.JournalStorage(JournalFileBackend(str(path))), str(path)
     else:
         url = storage
     return _rdb(_with_driver(url)), masked(url)

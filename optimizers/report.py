@@ -78,9 +78,10 @@ def _history_chart(trials: Sequence[optuna.trial.FrozenTrial], path: Path) -> Pa
     done = [t for t in trials
             if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and "accuracy" in t.user_attrs]
     for state, color in ((TrialState.COMPLETE, "tab:blue"), (TrialState.PRUNED, "tab:gray")):
-        points = [(t.number, 100 * t.user_attrs["accuracy"]) for t in done if t.state == state]
-        if points:
-            ax.scatter(*zip(*points, strict=True), color=color, s=14, label=state.name.lower())
+        shown = [t for t in done if t.state == state]
+        if shown:
+            ax.scatter([t.number for t in shown], [100 * t.user_attrs["accuracy"] for t in shown],
+                       color=color, s=14, label=state.name.lower())
     best, line = -1.0, []
     for t in sorted(done, key=lambda t: t.number):
         if t.state == TrialState.COMPLETE:

@@ -18,67 +18,33 @@ import os
 import socket
 import warnings
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import dspy
 import optuna
 from optuna.trial import TrialState
-from pydantic import BaseModel, ConfigDict
 
-from teammed.config import COMPONENTS, TeamworkConfig
-from teammed.errors import ConfigError, TeammedError
-from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front
+from teammed.config import TeamworkConfig
+from teammed.errors import ConfigError
 from teammed.optimizers._scoring import accuracy_of, mean_of, score_examples, standard_error
 from teammed.optimizers._space import SearchSpace
 from teammed.optimizers._storage import open_storage
 from teammed.optimizers.compile import examples_from_questions
+from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.types import Question
 
-__all__ = [
-    "SpecialSet",
-    "search_special_set",
-    "write_special_set",
-    "load_special_set",
-    "SAMPLERS",
-    "OBJECTIVES",
-]
+__all__ = ["search_special_set", "open_study", "SAMPLERS", "OBJECTIVES"]
 
 logger = logging.getLogger(__name__)
 
 SAMPLERS = ("tpe", "grid", "brute")
 OBJECTIVES = ("accuracy", "accuracy,tokens")
-FORMAT = "teammed-special-set/1"
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 _STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
               "n_failed")
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial, for distributed studies
-
-
-class SpecialSet(BaseModel):
-    """The outcome of a search: the chosen configuration, its dev score and what was tried."""
-
-    model_config = ConfigDict(frozen=True)
-
-    format: str = FORMAT
-    dataset: str | None
-    components: list[str]
-    config: dict[str, Any]
-    dev: dict[str, Any]
-    objectives: list[str]
-    sampler: str
-    seed: int
-    trials: dict[str, int]
-    study: dict[str, str]
-    pareto_front: list[dict[str, Any]] | None
-    evaluated: list[dict[str, Any]]
-    created: str
-
-    @property
-    def teamwork_config(self) -> TeamworkConfig:
-        return TeamworkConfig.build(**self.config)
 
 
 class _Objective:
@@ -183,7 +149,7 @@ def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSa
 
 def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
                 sampler: optuna.samplers.BaseSampler, multi: bool, search: dict[str, Any]) -> optuna.Study:
-    directions = ["maximize", "minimize"] if multi else ["maximize"]
+    directions: list[Literal["maximize", "minimize"]] = ["maximize", "minimize"] if multi else ["maximize"]
     pruner = optuna.pruners.NopPruner() if multi else optuna.pruners.MedianPruner(n_startup_trials=5)
     study = optuna.create_study(storage=storage, study_name=study_name, sampler=sampler, pruner=pruner,
                                 directions=directions, load_if_exists=True)
@@ -261,68 +227,13 @@ def search_special_set(
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
         study.optimize(objective, n_trials=remaining, callbacks=[budget])
-    return _special_set(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
-                        trials=trials, reference=reference, space_size=space.size())
+    return special_set_from_study(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
+                                  trials=trials, storage=reference, space_size=space.size())
 
 
-def _public(row: Row) -> dict[str, Any]:
-    return {k: row[k] for k in ("trial", "state", "components", "config", "accuracy", "se", "n",
-                                "tokens_per_question", "cost_per_question", "calls_per_question")}
-
-
-def _special_set(study: optuna.Study, *, dataset: str | None, objectives: str, sampler: str, seed: int,
-                 trials: int, reference: str, space_size: int) -> SpecialSet:
-    all_trials = study.get_trials(deepcopy=False)
-    rows = evaluated_rows(all_trials)
-    best = best_row(rows)
-    if best is None:
-        raise TeammedError(f"no trial of study {study.study_name!r} ran to completion; see the log for why, "
-                           f"then run the search again to resume it")
-    counts = {state.name.lower(): sum(t.state == state for t in all_trials)
-              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
-    finished = counts["complete"] + counts["pruned"]
-    if len(rows) >= space_size:
-        logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
-    elif finished < trials:
-        logger.warning("study %s holds %d finished trials of the %d requested (space exhausted, or other "
-                       "workers still running)", study.study_name, finished, trials)
-    return SpecialSet(
-        dataset=dataset,
-        components=[c for c in COMPONENTS if best["config"].get(c)],
-        config=best["config"],
-        dev={k: best[k] for k in ("accuracy", "se", "n", "tokens_per_question", "cost_per_question",
-                                  "calls_per_question")} | {"trial": best["trial"]},
-        objectives=objectives.split(","),
-        sampler=sampler,
-        seed=seed,
-        trials={"requested": trials, **counts, "distinct_configs": len(rows)},
-        study={"storage": reference, "study_name": study.study_name},
-        pareto_front=[_public(r) for r in pareto_front(rows)] if objectives == "accuracy,tokens" else None,
-        evaluated=[_public(r) for r in rows],
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
-
-
-def write_special_set(result: SpecialSet | dict[str, Any], path: Path | str) -> Path:
-    """Write a special set as JSON (``special_sets/<dataset>.json``)."""
-    path = Path(path)
-    special = result if isinstance(result, SpecialSet) else SpecialSet(**result)
-    data = special.model_dump(mode="json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    return path
-
-
-def load_special_set(path: Path | str) -> TeamworkConfig:
-    """The configuration a special-set file chose."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"no special set at {path}; run the search first or check the path") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not a special set (invalid JSON: {exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or "config" not in data:
-        raise ConfigError(f"{path} is not a special set of format {FORMAT!r}; write it with "
-                          f"write_special_set")
-    return TeamworkConfig.build(**data["config"])
+def open_study(*, storage: str | None, study_name: str, out_dir: Path | str) -> optuna.Study:
+    """An existing study, found the way `search_special_set` stores it (e.g. for `search_report`)."""
+    backend, reference = open_storage(storage, Path(out_dir))
+    if study_name not in optuna.get_all_study_names(storage=backend):
+        raise ConfigError(f"no study {study_name!r} in {reference}; check --study-name and --storage")
+    return optuna.load_study(study_name=study_name, storage=backend)

@@ -31,7 +31,8 @@ def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, 
     phase3 = 0
     if not early_consensus:
         between = turns - 1
-        phase3 = n * turns + lead * turns + 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
+        phase3 = n * turns + lead * turns
+        phase3 += 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
     phase4 = lead * int(tie)
     return phase1 + phase2 + phase3 + phase4
 

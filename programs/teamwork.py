@@ -225,17 +225,18 @@ class TeamworkProgram(dspy.Module):
                 out = self.leader.resolve_tie(
                     question=s.question, tied_options={k: s.options[k] for k in top},
                     rankings=format_history(list(s.final.values()), s.agents, []),
-                    shared_context="\n".join(filter(None, [s.smm.context(), _format_trust(s.trust) if c.trust else ""])),
+                    shared_context=_leader_context(s, c.trust),
                 )
                 answer = out.answer if out.answer in top else rule_tie_break(top, rankings, _r2_rankings(s), s.letters)
                 tie = {"tied": top, "resolved_by": "leader", "answer": answer, "reason": out.reason or ""}
             else:
                 answer = rule_tie_break(top, rankings, _r2_rankings(s), s.letters)
-                tie = {"tied": top, "resolved_by": "rule", "answer": answer, "reason": "first-place votes, then round-2 Borda, then letter"}
+                tie = {"tied": top, "resolved_by": "rule", "answer": answer,
+                       "reason": "first-place votes, then round-2 Borda, then letter"}
             s.transcript.add("AGG", "tie_break", tie["reason"], agent="leader" if self.leader else None, **tie)
         s.transcript.add("AGG", "vote", f"{method}: " + ", ".join(f"{k}={v:.2f}" for k, v in scores.items()),
                          answer=answer)
-        confidence = _team_confidence([s.final[a].confidence for a in s.final if s.final[a].ranking and s.final[a].ranking[0] == answer])
+        confidence = _team_confidence([t.confidence for t in s.final.values() if t.choice == answer])
         rationale = _rationale(s, answer, scores, method)
         record = self._record(s, scores, method, tie)
         return dspy.Prediction(answer=answer, rationale=rationale, confidence=confidence, record=record,
@@ -269,6 +270,10 @@ class TeamworkProgram(dspy.Module):
     def behaviours(self) -> list[str]:
         """The names of the behaviours this configuration runs (each one named predictor)."""
         return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
+
+
+def _leader_context(s: _State, with_trust: bool) -> str:
+    return "\n".join(filter(None, [s.smm.context(), _format_trust(s.trust) if with_trust else ""]))
 
 
 def _r2_rankings(s: _State) -> dict[str, list[str]]:

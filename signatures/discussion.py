@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dspy
 
-from teammed.signatures.assessment import Confidence
 from teammed.schema import Choice
+from teammed.signatures.assessment import Confidence
 
 
 class DiscussionTurn(dspy.Signature):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dspy
-from teammed.signatures.assessment import Confidence
-from teammed.signatures.recruitment import Specialist
 
 from teammed.schema import Choice
+from teammed.signatures.assessment import Confidence
+from teammed.signatures.recruitment import Specialist
 
 
 class ConsultSpecialties(dspy.Signature):

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import dspy
-from teammed.signatures.assessment import Confidence
-from teammed.signatures.recruitment import Specialist
 
 from teammed.schema import Choice
+from teammed.signatures.assessment import Confidence
+from teammed.signatures.recruitment import Specialist
 
 
 class ExpertRecruitment(dspy.Signature):

@@ -6,10 +6,10 @@ from typing import Literal
 
 import dspy
 from pydantic import BaseModel, Field
-from teammed.signatures.assessment import Confidence
-from teammed.signatures.recruitment import Specialist
 
 from teammed.schema import Choice
+from teammed.signatures.assessment import Confidence
+from teammed.signatures.recruitment import Specialist
 
 
 class ComplexityCheck(dspy.Signature):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dspy
-from teammed.signatures.assessment import Confidence
 
 from teammed.schema import Choice
+from teammed.signatures.assessment import Confidence
 
 
 class DirectAnswer(dspy.Signature):

@@ -115,7 +115,8 @@ def test_response_format_dialects():
 
 
 def test_garbage_output_is_repaired_and_counted_never_raised():
-    with FakeOpenAI(lambda n, b: (200, {}, completion("I think B. {\"ranking\": [\"B\"], \"confidence\": \"High\""))) as s:
+    torn = 'I think B. {"ranking": ["B"], "confidence": "High"'
+    with FakeOpenAI(lambda n, b: (200, {}, completion(torn))) as s:
         with usage.track() as used:
             out = _ask(LiteLLMBackend("openai/fake", api_base=s.api_base, api_key="k"))
     assert out.confidence == "High" and out.ranking == ["B"]

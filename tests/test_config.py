@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+from pydantic import ValidationError
 
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components, preset
 from teammed.errors import ConfigError
@@ -10,7 +11,7 @@ def test_default_is_base_and_frozen():
     config = TeamworkConfig()
     assert config.components == ()
     assert config.n_turns == 2 and config.n_agents == "auto" and config.early_consensus is None
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError):
         config.leadership = True  # type: ignore[misc]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from PIL import Image
+
 from teammed.data import (
     _hub,
     available_datasets,
@@ -22,7 +23,6 @@ from teammed.data import (
 )
 from teammed.data.ddxplus import SPEC as DDXPLUS
 from teammed.data.pmc_vqa import strip_choice_prefix
-
 from teammed.errors import DataError
 from teammed.types import Question
 

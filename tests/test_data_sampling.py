@@ -6,9 +6,9 @@ import logging
 from collections import Counter
 
 import pytest
+
 from teammed.data import sample_questions
 from teammed.data.sampling import allocate
-
 from teammed.errors import DataError
 from teammed.types import Question
 

@@ -6,6 +6,7 @@ import json
 import math
 
 import pytest
+
 from teammed.evals import mcnemar, mean_se, paired_bootstrap, summarize
 from teammed.evals.metrics import (
     accuracy,

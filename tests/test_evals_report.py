@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from teammed.evals import ReportError, build_report
-from teammed.evals._runs import load_run
 
 from teammed.errors import DataError
+from teammed.evals import ReportError, build_report
+from teammed.evals._runs import load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("ablation.png", "accuracy_vs_tokens.png", "trust_over_deliberation.png", "roles_heatmap.png")

@@ -22,7 +22,13 @@ import pytest
 from teammed.backends import ScriptedCall, ScriptedLM
 from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError
-from teammed.optimizers import load_special_set, search_report, search_special_set, write_special_set
+from teammed.optimizers import (
+    load_special_set,
+    open_study,
+    search_report,
+    search_special_set,
+    write_special_set,
+)
 from teammed.optimizers._evaluated import component_effects, pareto_front
 from teammed.optimizers._space import SearchSpace, valid_subsets
 from teammed.optimizers._storage import masked, open_storage
@@ -77,7 +83,7 @@ def search(tmp_path: Path, **kwargs):
 
 
 def load(storage: str, name: str = "planted") -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=open_storage(storage, Path("unused"))[0])
+    return open_study(storage=storage, study_name=name, out_dir="unused")
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -130,7 +136,7 @@ def test_brute_force_finds_the_planted_subset(tmp_path):
 
 def test_grid_over_the_valid_space_finds_the_planted_subset(tmp_path):
     storage = str(tmp_path / "study.journal")
-    result = search(tmp_path, trials=100, sampler="grid", storage=storage)
+    result = search(tmp_path, questions=QUESTIONS[:2], trials=100, sampler="grid", storage=storage)
     assert result.components == ["leadership", "trust"]
     study = load(storage)
     assert len(finished(study)) == 48  # each valid subset exactly once, no invalid grid points
@@ -201,6 +207,11 @@ def test_arguments_are_checked(tmp_path):
         load_special_set(tmp_path / "bad.json")
 
 
+def test_open_study_names_a_missing_study(tmp_path):
+    with pytest.raises(ConfigError, match="no study 'nothing' in"):
+        open_study(storage=str(tmp_path / "s.log"), study_name="nothing", out_dir=tmp_path)
+
+
 def test_storage_reference_hides_the_password():
     assert masked("postgresql://teammed:s3cret@db:5432/optuna") == "postgresql://teammed:***@db:5432/optuna"
     assert masked("sqlite:////tmp/study.db") == "sqlite:////tmp/study.db"
@@ -247,7 +258,7 @@ def test_two_workers_share_one_postgres_study(tmp_path):
     url = os.environ.get("TEAMMED_PG_URL")
     if not url:
         pytest.skip("set TEAMMED_PG_URL to a PostgreSQL database to run this test")
-    name, trials = f"teammed-test-{uuid.uuid4().hex[:12]}", 16
+    name, trials = f"teammed-test-{uuid.uuid4().hex[:12]}", 10
     barrier = tmp_path / "ready"
     barrier.mkdir()
     scripts = [_WORKER.format(root=str(ROOT), barrier=str(barrier), index=i, trials=trials, url=url,

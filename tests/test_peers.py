@@ -13,6 +13,11 @@ from typing import Any
 
 import dspy
 import pytest
+
+from teammed import usage
+from teammed.adapter import SchemaAdapter
+from teammed.backends import ScriptedCall, ScriptedLM
+from teammed.errors import ConfigError
 from teammed.programs.peers import (
     SYSTEMS,
     AdaptiveComplexity,
@@ -27,11 +32,6 @@ from teammed.programs.peers import (
 from teammed.programs.peers._history import estimate_tokens, over_budget
 from teammed.programs.peers._shared import as_letter, distinct_roles, select_examples
 from teammed.programs.peers._votes import anchored_scores, confidence_from_share, plurality
-
-from teammed import usage
-from teammed.adapter import SchemaAdapter
-from teammed.backends import ScriptedCall, ScriptedLM
-from teammed.errors import ConfigError
 
 QUESTION = (
     "A 58-year-old man has crushing chest pain radiating to his left arm. What is the most likely diagnosis?"

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from teammed.cli import main
-from teammed.programs.accounting import expected_calls
 from teammed.config import TeamworkConfig
+from teammed.programs.accounting import expected_calls
 
 ROW_KEYS = {"id", "gold", "prediction", "correct", "confidence", "calls", "prompt_tokens", "completion_tokens",
             "latency_s", "n_agents", "roles", "trust", "config", "transcript", "error"}

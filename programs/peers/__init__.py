@@ -14,13 +14,13 @@ from collections.abc import Callable
 from typing import Any
 
 import dspy
+
+from teammed.errors import ConfigError
 from teammed.programs.peers.baselines import ChainOfThought, FewShot, ZeroShot
 from teammed.programs.peers.consultation import ConsultationTeam
 from teammed.programs.peers.kamac import KnowledgeDrivenTeam
 from teammed.programs.peers.mdagents import AdaptiveComplexity
 from teammed.programs.peers.voting import ConsensusVote, MajorityVote
-
-from teammed.errors import ConfigError
 
 __all__ = [
     "SYSTEMS",

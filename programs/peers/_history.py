@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dspy
+
 from teammed.programs.behaviour import Behaviour
 from teammed.signatures.peer_consultation import CompressMessage
 

@@ -13,10 +13,10 @@ from typing import Any, Self
 
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
-from teammed.programs.behaviour import Behaviour
-from teammed.programs.team import Agent
 
 from teammed.errors import ConfigError
+from teammed.programs.behaviour import Behaviour
+from teammed.programs.team import Agent
 
 __all__ = [
     "CONFIDENCE",

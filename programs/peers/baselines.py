@@ -10,6 +10,7 @@ from typing import Any
 
 import dspy
 from pydantic import Field
+
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.peers._shared import (
     PeerSystem,

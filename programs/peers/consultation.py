@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import dspy
 from pydantic import Field
+
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._history import HistoryKeeper, Message, history_text

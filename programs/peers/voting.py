@@ -14,6 +14,7 @@ from typing import Any
 
 import dspy
 from pydantic import Field
+
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (

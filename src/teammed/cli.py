@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -132,7 +131,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- run
 def _progress(stats: dict[str, Any]) -> None:
-    eta = time.strftime("%M:%S", time.gmtime(stats["eta_s"])) if stats["eta_s"] < 3600 else f"{stats['eta_s']/3600:.1f}h"
+    seconds = stats["eta_s"]
+    eta = time.strftime("%M:%S", time.gmtime(seconds)) if seconds < 3600 else f"{seconds / 3600:.1f}h"
     print(f"  {stats['done']}/{stats['total']} questions | accuracy {stats['accuracy']:.1%} | "
           f"{stats['calls']} calls | {stats['failed']} failed | ETA {eta}", file=sys.stderr, flush=True)
 

@@ -94,7 +94,9 @@ class LocalServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 time.sleep(0.3)
         self.stop()
-        raise BackendError(f"the local model server did not answer within {self.startup_timeout_s:.0f}s:\n{self._tail()}")
+        raise BackendError(
+            f"the local model server did not answer within {self.startup_timeout_s:.0f}s:\n{self._tail()}"
+        )
 
     def _tail(self, lines: int = 15) -> str:
         self._log.seek(0)

@@ -1,0 +1,118 @@
+"""A data set's special set: the configuration a search chose, as one JSON file.
+
+``special_sets/<dataset>.json`` holds the chosen components and parameters (a
+`TeamworkConfig` dump), the dev accuracy ± SE and cost per question, the trial counts,
+the study it came from (storage with any password masked), the Pareto front for two
+objectives, and every evaluated configuration with its score and cost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+from pydantic import BaseModel, ConfigDict
+
+from teammed.config import COMPONENTS, TeamworkConfig
+from teammed.errors import ConfigError, TeammedError
+from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front
+
+__all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "teammed-special-set/1"
+_PUBLIC = ("trial", "state", "components", "config", "accuracy", "se", "n", "tokens_per_question",
+           "cost_per_question", "calls_per_question")
+_DEV = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question", "trial")
+
+
+class SpecialSet(BaseModel):
+    """The outcome of a search: the chosen configuration, its dev score and what was tried."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: str = FORMAT
+    dataset: str | None
+    components: list[str]
+    config: dict[str, Any]
+    dev: dict[str, Any]
+    objectives: list[str]
+    sampler: str
+    seed: int
+    trials: dict[str, int]
+    study: dict[str, str]
+    pareto_front: list[dict[str, Any]] | None
+    evaluated: list[dict[str, Any]]
+    created: str
+
+    @property
+    def teamwork_config(self) -> TeamworkConfig:
+        return TeamworkConfig.build(**self.config)
+
+
+def _public(row: Row) -> dict[str, Any]:
+    return {k: row[k] for k in _PUBLIC}
+
+
+def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectives: str, sampler: str,
+                           seed: int, trials: int, storage: str, space_size: int) -> SpecialSet:
+    """The most accurate configuration evaluated to the end (the cheaper on ties), and the record."""
+    all_trials = study.get_trials(deepcopy=False)
+    rows = evaluated_rows(all_trials)
+    best = best_row(rows)
+    if best is None:
+        raise TeammedError(f"no trial of study {study.study_name!r} ran to completion; see the log for why, "
+                           f"then run the search again to resume it")
+    counts = {state.name.lower(): sum(t.state == state for t in all_trials)
+              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
+    finished = counts["complete"] + counts["pruned"]
+    if len(rows) >= space_size:
+        logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
+    elif finished < trials:
+        logger.warning("study %s holds %d finished trials of the %d requested (other workers may still be "
+                       "running; run the search again to resume)", study.study_name, finished, trials)
+    multi = objectives == "accuracy,tokens"
+    return SpecialSet(
+        dataset=dataset,
+        components=[c for c in COMPONENTS if best["config"].get(c)],
+        config=best["config"],
+        dev={k: best[k] for k in _DEV},
+        objectives=objectives.split(","),
+        sampler=sampler,
+        seed=seed,
+        trials={"requested": trials, **counts, "distinct_configs": len(rows)},
+        study={"storage": storage, "study_name": study.study_name},
+        pareto_front=[_public(r) for r in pareto_front(rows)] if multi else None,
+        evaluated=[_public(r) for r in rows],
+        created=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+def write_special_set(result: SpecialSet | dict[str, Any], path: Path | str) -> Path:
+    """Write a special set as JSON (``special_sets/<dataset>.json``)."""
+    path = Path(path)
+    special = result if isinstance(result, SpecialSet) else SpecialSet(**result)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(special.model_dump(mode="json"), indent=2) + "\n")
+    return path
+
+
+def load_special_set(path: Path | str) -> TeamworkConfig:
+    """The configuration a special-set file chose."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"no special set at {path}; run the search first or check the path") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not a special set (invalid JSON: {exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT or "config" not in data:
+        raise ConfigError(f"{path} is not a special set of format {FORMAT!r}; write it with "
+                          f"write_special_set")
+    return TeamworkConfig.build(**data["config"])
