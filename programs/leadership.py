@@ -34,7 +34,7 @@ class Leader(dspy.Module):
         """Quality per agent in [0, 1]; agents the leader skipped are absent."""
         assert self.grade is not None
         grades = self.grade(question=question, assessments=assessments, agents=agents).grades or []
-        return {g.agent: float(g.quality) for g in grades if getattr(g, "agent", None) in agents}
+        return {agent: min(1.0, max(0.0, float(g))) for agent, g in zip(agents, grades, strict=False)}
 
     def forward(self, **kwargs):  # type: ignore[no-untyped-def]
         raise TypeError("Leader is a set of powers; call its methods")

@@ -4,7 +4,6 @@ from teammed.signatures.assessment import Confidence, InitialAssessment
 from teammed.signatures.closed_loop import Acknowledge, VerifyUnderstanding
 from teammed.signatures.discussion import DiscussionTurn, FinalRanking
 from teammed.signatures.leadership import (
-    AgentQuality,
     AssessmentQuality,
     ConsensusFacts,
     FormalReport,
@@ -24,7 +23,6 @@ __all__ = [
     "ConsensusFacts",
     "FormalReport",
     "AssessmentQuality",
-    "AgentQuality",
     "DiscussionTurn",
     "FinalRanking",
     "Mediation",

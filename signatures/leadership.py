@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import dspy
-from pydantic import BaseModel, Field
+from typing import Annotated
 
-from teammed.schema import Choice
+import dspy
+from pydantic import Field
+
+from teammed.schema import Choice, SameLengthAs
 
 
 class ConsensusFacts(dspy.Signature):
@@ -28,9 +30,7 @@ class FormalReport(dspy.Signature):
     report: str = dspy.OutputField(desc="Under 150 words.")
 
 
-class AgentQuality(BaseModel):
-    agent: str = Field(description="The clinician's id, e.g. 'agent_1'.")
-    quality: float = Field(ge=0.0, le=1.0, description="0 = unreliable reasoning, 1 = excellent.")
+Grade = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class AssessmentQuality(dspy.Signature):
@@ -41,7 +41,9 @@ class AssessmentQuality(dspy.Signature):
     question: str = dspy.InputField()
     assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
     agents: list[str] = dspy.InputField(desc="The ids of the clinicians to grade.")
-    grades: list[AgentQuality] = dspy.OutputField(desc="One grade per clinician.")
+    grades: Annotated[list[Grade], SameLengthAs("agents")] = dspy.OutputField(
+        desc="One grade per clinician, in the order of `agents`: 0 = unreliable reasoning, 1 = excellent."
+    )
 
 
 class Mediation(dspy.Signature):

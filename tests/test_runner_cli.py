@@ -102,3 +102,36 @@ def test_ask_prints_answer_and_transcript(capsys):
 @pytest.mark.parametrize("bad", [["--option", "A"], ["--option", "A="]])
 def test_ask_rejects_malformed_options(bad, capsys):
     assert main(["ask", "q?", *bad, "--model", "scripted"]) == 2
+
+
+def test_search_writes_special_set_that_run_accepts(tmp_path):
+    out = tmp_path / "special_sets"
+    assert main(["search", "--dataset", "demo", "--n", "3", "--trials", "2", "--sampler", "brute",
+                 "--model", "scripted", "--out", str(out)]) == 0
+    special = json.loads((out / "demo.json").read_text())
+    assert special["trials"]["complete"] == 2 and "config" in special
+    assert main(["run", "--dataset", "demo", "--n", "2", "--config", str(out / "demo.json"), "--model", "scripted",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert _rows(tmp_path / "run")[0]["config"] == special["config"]
+
+
+def test_compile_then_run_program_and_refuse_other_config(tmp_path, capsys):
+    program = tmp_path / "prog.json"
+    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "2", "--test",
+                 "2", "--preset", "leadership", "--n-agents", "2", "--model", "scripted", "--out", str(program)]) == 0
+    assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--model", "scripted",
+                 "--out", str(tmp_path / "run")]) == 0
+    assert _rows(tmp_path / "run")[0]["label"] == "leadership"
+    assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--preset", "all",
+                 "--model", "scripted", "--out", str(tmp_path / "run2")]) == 2
+    assert "was compiled for [leadership]" in capsys.readouterr().err
+
+
+def test_report_over_a_grid(tmp_path):
+    grid = tmp_path / "grid"
+    assert main(["run", "--dataset", "demo", "--n", "3", "--seeds", "111,222", "--presets", "base,leadership",
+                 "--n-agents", "2", "--model", "scripted", "--out", str(grid)]) == 0
+    assert main(["report", str(grid), "--baseline", "base", "--out", str(tmp_path / "report")]) == 0
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "±" in text and "McNemar" in text
+    assert (tmp_path / "report" / "ablation.png").exists()

@@ -71,7 +71,7 @@ def test_trust_ema_then_mm_verdict_and_trust_weighted_borda():
 
     def responder(call):
         if call.signature == "AssessmentQuality":
-            return {"grades": [{"agent": "agent_1", "quality": 1.0}, {"agent": "agent_2", "quality": 0.0}]}
+            return {"grades": [1.0, 0.0]}
         if call.signature == "WeakestReasoning":
             return {"agent": "agent_2"}
         if call.signature == "EvaluateResponse":

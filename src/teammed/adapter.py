@@ -13,6 +13,7 @@ back instead of raising; repairs and fallbacks are counted in the current `Usage
 from __future__ import annotations
 
 import contextvars
+import logging
 from typing import Any
 
 import dspy
@@ -21,6 +22,8 @@ from teammed import usage
 from teammed.schema import output_schema, parse_outputs
 
 __all__ = ["SchemaAdapter", "response_format_for", "calling_signature"]
+
+logger = logging.getLogger(__name__)
 
 # The behaviour being called: set by `teammed.programs.Behaviour`, so names survive
 # optimizers that rebuild signatures (``with_instructions`` renames them).
@@ -68,6 +71,8 @@ class SchemaAdapter(dspy.JSONAdapter):
             text = output.get("text") if isinstance(output, dict) else output
             outcome = parse_outputs(signature, text, inputs)
             usage.record_parse(repaired=outcome.repaired and not outcome.failed, failed=outcome.failed)
+            if outcome.repaired:
+                logger.info("%s output needed %s: %.400r", name, "a fallback" if outcome.failed else "repair", text)
             values.append(outcome.values)
         return values
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -62,7 +63,7 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
     if args.components:
         return config_from_components(args.components, **overrides)
     if args.config:
-        from teammed.optimizers.search import load_special_set
+        from teammed.optimizers import load_special_set
 
         base = load_special_set(args.config)
         values = base.model_dump()
@@ -155,6 +156,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         model = "+".join(describe(d.spec) for d in deployments)
         for label_name in labels:
             config = _config_from_args(args, label_name) if args.system == "teamwork" else None
+            if args.program and not (args.preset or args.presets or args.components or args.config):
+                saved = json.loads(Path(args.program).read_text()).get("config")
+                config = TeamworkConfig(**saved) if saved else None
             label = label_name or (config.label() if config else args.system)
             for seed in seeds:
                 sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,

@@ -17,6 +17,7 @@ from dspy.adapters.utils import parse_value
 
 __all__ = [
     "ChoicesFrom",
+    "SameLengthAs",
     "Choice",
     "output_schema",
     "parse_outputs",
@@ -27,6 +28,13 @@ __all__ = [
 
 MAX_STRING_CHARS = 700
 _DSPY_KEYS = ("__dspy_field_type", "desc", "prefix", "format", "parser", "constraints")
+
+
+@dataclass(frozen=True)
+class SameLengthAs:
+    """Marks a list output that must have one item per item of the named input field."""
+
+    source: str
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,9 @@ def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title
                 prop["minItems" if key == "min_length" else "maxItems"] = bound
         if marker and allowed and marker[1]:
             prop["maxItems"] = len(allowed)
+        for meta in field.metadata:
+            if isinstance(meta, SameLengthAs) and isinstance(inputs.get(meta.source), list | tuple | dict):
+                prop["minItems"] = prop["maxItems"] = len(inputs[meta.source])
         desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
         if desc and not str(desc).startswith("${"):
             prop["description"] = desc
