@@ -135,3 +135,13 @@ def test_report_over_a_grid(tmp_path):
     text = (tmp_path / "report" / "report.md").read_text()
     assert "±" in text and "McNemar" in text
     assert (tmp_path / "report" / "ablation.png").exists()
+
+
+def test_few_shot_draws_examples_outside_the_sample(tmp_path):
+    assert main(["run", "--dataset", "demo", "--n", "2", "--system", "zero_shot", "--model", "scripted",
+                 "--out", str(tmp_path / "zero")]) == 0
+    assert main(["run", "--dataset", "demo", "--n", "2", "--system", "few_shot", "--model", "scripted",
+                 "--out", str(tmp_path / "few")]) == 0
+    zero, few = _rows(tmp_path / "zero"), _rows(tmp_path / "few")
+    assert {r["id"] for r in zero} == {r["id"] for r in few}
+    assert all(f["prompt_tokens"] > z["prompt_tokens"] for z, f in zip(zero, few, strict=True))

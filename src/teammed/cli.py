@@ -83,7 +83,9 @@ def _deployments(args: argparse.Namespace):
                             retry=retry, cache=cache, timeout_s=args.timeout, max_tokens=args.max_tokens)
 
 
-def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None):
+def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *, pool: list | None = None,
+                     seed: int = 0):
+    """How to build the system; ``pool`` holds the questions few-shot examples may be drawn from."""
     system = args.system
     if args.program:
         from teammed.optimizers.saved import load_program
@@ -97,6 +99,11 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None):
         return lambda: TeamworkProgram(config)
     from teammed.programs.peers import build_system
 
+    if system in ("few_shot", "mdagents") and pool:
+        key = "trainset" if system == "few_shot" else "examples"
+        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
+                     "context": q.context} for q in pool if q.answer_idx]
+        return lambda: build_system(system, **{key: examples, "seed": seed})
     return lambda: build_system(system)
 
 
@@ -171,7 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                        seed=seed, model=model, resume=args.resume)
                 print(f"{label} | {dataset_name} | seed {seed} | {len(sample)} questions | {model} -> {out}",
                       file=sys.stderr)
-                summary = run_questions(sample, program_factory=_program_factory(args, config),
+                chosen = {q.id for q in sample}  # few-shot examples never include the test questions
+                pool = [q for q in questions if q.id not in chosen]
+                summary = run_questions(sample, program_factory=_program_factory(args, config, pool=pool, seed=seed),
                                         deployments=deployments, settings=settings, progress=_progress,
                                         extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                                                  "shuffle_options": args.shuffle_options},
