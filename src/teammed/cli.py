@@ -296,8 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("LiteLLM").setLevel(logging.ERROR)
+    # litellm logs every request at INFO; keep our own INFO (-v) readable
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING if args.verbose else logging.ERROR)
     try:
         return int(args.func(args) or 0)
     except TeammedError as exc:
