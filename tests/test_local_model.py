@@ -42,3 +42,27 @@ def test_real_deliberation(local_lm, name):
     assert used.calls == expected_calls(config, 2, tie=tie)
     assert used.prompt_tokens > 0 and used.completion_tokens > 0
     assert used.parse_failures == 0
+
+
+def test_sigterm_stops_the_run_and_its_server(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "2", "--no-cache",
+               "--model", "local", "--out", str(tmp_path / "run")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children: list[str] = []
+    deadline = time.time() + 120
+    while time.time() < deadline and not children:  # wait for the server to be started
+        time.sleep(0.5)
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "the local server never started"
+    time.sleep(5)
+    os.kill(process.pid, signal.SIGTERM)
+    process.wait(timeout=60)
+    time.sleep(1)
+    for pid in children:
+        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()

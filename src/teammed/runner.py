@@ -169,6 +169,27 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def _collect(pool, work, todo, results_path, lock, rows, progress, started, total) -> None:  # type: ignore[no-untyped-def]
+    """Submit every question, append each finished row durably, report progress."""
+    with results_path.open("a") as sink:
+        futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
+        for finished, future in enumerate(as_completed(futures), start=1):
+            row = future.result()
+            with lock:
+                sink.write(json.dumps(row, default=str) + "\n")
+                sink.flush()
+                os.fsync(sink.fileno())
+                rows.append(row)
+            if progress is not None:
+                elapsed = time.monotonic() - started
+                progress({
+                    "done": len(rows), "total": total,
+                    "accuracy": sum(r["correct"] for r in rows) / len(rows),
+                    "calls": sum(r.get("calls", 0) for r in rows), "failed": sum(r["failed"] for r in rows),
+                    "eta_s": elapsed / finished * (len(todo) - finished),
+                })
+
+
 def run_questions(
     questions: Sequence[Question],
     *,
@@ -210,24 +231,17 @@ def run_questions(
                                    deployment=deployments[k].spec)
 
     workers = max(1, sum(d.concurrency for d in deployments))
-    with results_path.open("a") as sink, ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
-        for finished, future in enumerate(as_completed(futures), start=1):
-            row = future.result()
-            with lock:
-                sink.write(json.dumps(row, default=str) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
-                rows.append(row)
-            if progress is not None:
-                elapsed = time.monotonic() - started
-                progress({
-                    "done": len(rows), "total": len(questions),
-                    "accuracy": sum(r["correct"] for r in rows) / len(rows),
-                    "calls": sum(r.get("calls", 0) for r in rows), "failed": sum(r["failed"] for r in rows),
-                    "eta_s": elapsed / finished * (len(todo) - finished),
-                })
+    pool = ThreadPoolExecutor(max_workers=workers)
+    try:
+        _collect(pool, work, todo, results_path, lock, rows, progress, started, len(questions))
+    except BaseException:
+        # Ctrl-C, SIGTERM or an error: queued questions are dropped (resume picks them up) and
+        # nothing waits for the ones in flight; closing the backends makes them give up.
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     order = {qid: i for i, qid in enumerate(ids)}
+
     rows.sort(key=lambda r: order[r["id"]])
     summary = {
         **summarize_rows(rows), "system": settings.system, "label": settings.label, "config": settings.config,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from typing import Any
 
 import litellm
@@ -106,6 +105,11 @@ class LiteLLMBackend(MeteredLM):
         self.response_cache = cache
         self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
         self._rng = random.Random()
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Refuse further calls and wake any call waiting to retry (used on shutdown)."""
+        self._closed.set()
 
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)
@@ -128,6 +132,8 @@ class LiteLLMBackend(MeteredLM):
 
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         for attempt in range(self.retry.attempts):
+            if self._closed.is_set():
+                raise BackendError(f"{self.model}: the backend was closed (the run is stopping)")
             try:
                 if self._slots is None:
                     return self._send(messages, params), attempt
@@ -144,7 +150,7 @@ class LiteLLMBackend(MeteredLM):
                 wait = self.retry.delay(attempt, retry_after=_retry_after(exc), rng=self._rng)
                 logger.warning("%s: %s (attempt %d/%d); retrying in %.1fs", self.model, _short(exc), attempt + 1,
                                self.retry.attempts, wait)
-                time.sleep(wait)
+                self._closed.wait(wait)
         raise AssertionError("unreachable")
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):

@@ -79,10 +79,12 @@ def open_deployments(
                                         retry=retry, cache=cache, timeout_s=timeout_s, max_concurrency=1,
                                         max_tokens=max_tokens, api_key="sk-local-no-key",
                                         backend_id=f"local:{server.model_path}")
+                    stack.callback(lm.close)  # runs before the server stops: waiting retries give up
                     deployments.append(Deployment(spec, lm, 1))
                 else:
                     lm = LiteLLMBackend(spec, api_base=api_base, retry=retry, cache=cache, timeout_s=timeout_s,
                                         max_concurrency=concurrency, max_tokens=max_tokens)
+                    stack.callback(lm.close)
                     deployments.append(Deployment(spec, lm, concurrency))
             yield deployments
         finally:
