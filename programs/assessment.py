@@ -8,7 +8,7 @@ from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.ranking import repair_ranking
 from teammed.programs.team import Agent, Assessment
-from teammed.signatures import InitialAssessment
+from teammed.signatures import ImageAssessment, InitialAssessment
 
 __all__ = ["IndependentAssessment", "format_assessments"]
 
@@ -26,18 +26,34 @@ def format_assessments(assessments: list[Assessment], agents: list[Agent]) -> st
     return "\n".join(blocks)
 
 
+def _as_image(source: str) -> dspy.Image:
+    """A local path becomes an embedded image; URLs and data URIs are passed as they are."""
+    if source.startswith(("http://", "https://", "data:")):
+        return dspy.Image(source)
+    return dspy.Image.from_path(source)
+
+
 class IndependentAssessment(dspy.Module):
-    def __init__(self) -> None:
+    """Each clinician's own assessment; with ``vision`` they also see the question's image."""
+
+    def __init__(self, *, vision: bool = False) -> None:
         super().__init__()
         self.assess = Behaviour(InitialAssessment)
+        self.assess_image = Behaviour(ImageAssessment) if vision else None
 
     def forward(self, question: str, options: dict[str, str], agents: list[Agent], shared_context: str,
-                role_briefs: bool) -> list[Assessment]:
+                role_briefs: bool, image: str | None = None) -> list[Assessment]:
         letters = list(options)
+        if image and self.assess_image is None:
+            raise ValueError("this question has an image; build the program with vision=True to show it to agents")
 
         def one(agent: Agent) -> Assessment:
             role = agent.brief() if role_briefs else agent.role
-            out = self.assess(question=question, options=options, role=role, shared_context=shared_context)
+            common = dict(question=question, options=options, role=role, shared_context=shared_context)
+            if image and self.assess_image is not None:
+                out = self.assess_image(**common, image=_as_image(image))
+            else:
+                out = self.assess(**common)
             ranking, repaired = repair_ranking(out.ranking, letters)
             return Assessment(agent.id, ranking, out.justification or "", list(out.facts or [])[:5],
                               out.confidence or "Low", repaired)

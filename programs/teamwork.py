@@ -61,23 +61,24 @@ class _State:
 class TeamworkProgram(dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
-    def __init__(self, config: TeamworkConfig | None = None):
+    def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):
         super().__init__()
         self.config = config or TeamworkConfig()
         c = self.config
         self.recruitment = Recruitment(c)
-        self.assessment = IndependentAssessment()
+        self.assessment = IndependentAssessment(vision=vision)
         self.leader = Leader(c) if c.leadership else None
         self.discussion = Discussion()
         self.monitoring = MutualMonitoring() if c.mutual_monitoring else None
         self.closed_loop = ClosedLoop() if c.closed_loop else None
 
     # ------------------------------------------------------------------ forward
-    def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
+    def forward(self, question: str, options: dict[str, str], context: str | None = None,
+                image: str | None = None) -> dspy.Prediction:
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
         s = _State(text, dict(options))
         self._recruit(s)
-        self._assess(s)
+        self._assess(s, image)
         if self._consensus_reached(s):
             s.early_consensus = True
             s.final = {a.agent: Turn(a.agent, 0, a.justification, a.first, a.ranking, a.confidence) for a in s.r2}
@@ -102,10 +103,10 @@ class TeamworkProgram(dspy.Module):
             s.transcript.add("R1", "recruited", a.brief(), agent=a.id, role=a.role, weight=a.weight)
 
     # ------------------------------------------------------------------ phase 2
-    def _assess(self, s: _State) -> None:
+    def _assess(self, s: _State, image: str | None) -> None:
         c = self.config
         s.r2 = self.assessment(question=s.question, options=s.options, agents=s.agents,
-                               shared_context=s.smm.context(), role_briefs=c.team_orientation)
+                               shared_context=s.smm.context(), role_briefs=c.team_orientation, image=image)
         for a in s.r2:
             s.transcript.add("R2", "assessment", a.justification, agent=a.agent, role=s.role_of[a.agent],
                              ranking=a.ranking, confidence=a.confidence, facts=a.facts)

@@ -1,6 +1,6 @@
 """One DSPy Signature per teamwork behaviour; each docstring is that behaviour's instruction."""
 
-from teammed.signatures.assessment import Confidence, InitialAssessment
+from teammed.signatures.assessment import Confidence, ImageAssessment, InitialAssessment
 from teammed.signatures.closed_loop import Acknowledge, VerifyUnderstanding
 from teammed.signatures.discussion import DiscussionTurn, FinalRanking
 from teammed.signatures.leadership import (
@@ -19,6 +19,7 @@ __all__ = [
     "Specialist",
     "QuestionTricks",
     "InitialAssessment",
+    "ImageAssessment",
     "Confidence",
     "ConsensusFacts",
     "FormalReport",

@@ -24,3 +24,12 @@ class InitialAssessment(dspy.Signature):
     justification: str = dspy.OutputField(desc="At most two sentences.")
     facts: list[str] = dspy.OutputField(desc="Two to five key medical facts.", min_length=2, max_length=5)
     confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class ImageAssessment(InitialAssessment):
+    """Work the question alone, as the clinician described in `role`, looking closely at the
+    image it refers to. Rank every option from most to least likely correct, justify your top
+    choice in at most two sentences citing what you see, list the two to five findings or
+    facts your reasoning rests on, and say how confident you are."""
+
+    image: dspy.Image = dspy.InputField(desc="The image the question refers to.")

@@ -145,3 +145,11 @@ def test_few_shot_draws_examples_outside_the_sample(tmp_path):
     zero, few = _rows(tmp_path / "zero"), _rows(tmp_path / "few")
     assert {r["id"] for r in zero} == {r["id"] for r in few}
     assert all(f["prompt_tokens"] > z["prompt_tokens"] for z, f in zip(zero, few, strict=True))
+
+
+def test_image_questions_need_a_vision_model(tmp_path, capsys):
+    data = tmp_path / "vqa.jsonl"
+    data.write_text(json.dumps({"question": "Is this carcinoma?", "options": {"A": "yes", "B": "no"},
+                                "answer_idx": "A", "image": str(tmp_path / "slide.png")}) + "\n")
+    assert main(["run", "--dataset", str(data), "--model", "scripted", "--out", str(tmp_path / "o")]) == 2
+    assert "text-only model" in capsys.readouterr().err

@@ -175,3 +175,20 @@ def test_only_used_behaviours_are_predictors():
     assert len(base.named_predictors()) == 3
     assert len(full.named_predictors()) == 17
     assert len({name for name, _ in full.named_predictors()}) == 17
+
+
+def test_image_questions_reach_round_two_as_images(tmp_path):
+    import base64
+
+    from teammed.programs.teamwork import TeamworkProgram as Program
+
+    png = tmp_path / "slide.png"
+    png.write_bytes(base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="))
+    out, _, lm = run(Program(TeamworkConfig(n_agents=2), vision=True), options={"A": "yes", "B": "no"},
+                     image=str(png))
+    assessments = [c for c in lm.calls if c.signature == "ImageAssessment"]
+    assert len(assessments) == 2 and out.answer in ("A", "B")
+    assert all("image_url" in str(c.messages) for c in assessments)
+    with pytest.raises(ValueError, match="vision=True"):
+        run(Program(TeamworkConfig(n_agents=2)), image=str(png))

@@ -84,7 +84,7 @@ def _deployments(args: argparse.Namespace):
 
 
 def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *, pool: list | None = None,
-                     seed: int = 0):
+                     seed: int = 0, vision: bool = False):
     """How to build the system; ``pool`` holds the questions few-shot examples may be drawn from."""
     system = args.system
     if args.program:
@@ -96,7 +96,7 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
 
-        return lambda: TeamworkProgram(config)
+        return lambda: TeamworkProgram(config, vision=vision)
     from teammed.programs.peers import build_system
 
     if system in ("few_shot", "mdagents") and pool:
@@ -145,6 +145,25 @@ def _progress(stats: dict[str, Any]) -> None:
           f"{stats['calls']} calls | {stats['failed']} failed | ETA {eta}", file=sys.stderr, flush=True)
 
 
+def _require_vision(questions: list, deployments: list) -> None:
+    """Image questions need a vision model: say so before spending anything."""
+    if not any(q.image for q in questions):
+        return
+    import litellm
+
+    for d in deployments:
+        model = getattr(d.lm, "model", "")
+        try:
+            vision = bool(litellm.supports_vision(model=model)) and not d.spec.startswith(("local", "scripted"))
+        except Exception:  # unknown to litellm's model map
+            vision = False
+        if not vision:
+            raise TeammedError(
+                f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
+                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+            )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.resolve import describe
     from teammed.data import load_dataset, sample_questions
@@ -170,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             for seed in seeds:
                 sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
                                           shuffle_options=args.shuffle_options)
+                _require_vision(sample, deployments)
                 out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{dataset_name}"
                 if grid or not args.out:
                     out = out / f"{label}" / f"seed{seed}"
@@ -180,7 +200,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
                 chosen = {q.id for q in sample}  # few-shot examples never include the test questions
                 pool = [q for q in questions if q.id not in chosen]
-                summary = run_questions(sample, program_factory=_program_factory(args, config, pool=pool, seed=seed),
+                factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
+                summary = run_questions(sample, program_factory=factory,
                                         deployments=deployments, settings=settings, progress=_progress,
                                         extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                                                  "shuffle_options": args.shuffle_options},

@@ -100,11 +100,11 @@ class TeamworkConfig(BaseModel):
         return tuple(name for name in COMPONENTS if getattr(self, name))
 
     def label(self) -> str:
-        """A short human-readable name: the preset's name when it is one, else the components."""
+        """A short name: the preset with the same components (team size and turns aside), else the components."""
         for name, cfg in PRESETS.items():
-            if cfg == self:
+            if cfg.components == self.components:
                 return name
-        return "+".join(self.components) or "base"
+        return "+".join(self.components)
 
 
 def _cfg(*components: str) -> TeamworkConfig:

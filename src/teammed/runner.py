@@ -63,7 +63,10 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
     error = None
     with dspy.context(lm=lm, adapter=SchemaAdapter()), usage_mod.track() as used:
         try:
-            prediction = program(question=question.question, options=dict(question.options), context=question.context)
+            inputs = {"question": question.question, "options": dict(question.options), "context": question.context}
+            if question.image:
+                inputs["image"] = question.image
+            prediction = program(**inputs)
         except Exception as exc:  # recorded, counted as incorrect, never dropped
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("question %s failed: %s", question.id, error)
