@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import dspy
-from pydantic import Field
 
 from teammed.schema import Choice, SameLengthAs
 
@@ -30,9 +29,6 @@ class FormalReport(dspy.Signature):
     report: str = dspy.OutputField(desc="Under 150 words.")
 
 
-Grade = Annotated[float, Field(ge=0.0, le=1.0)]
-
-
 class AssessmentQuality(dspy.Signature):
     """As team leader, grade each independent assessment for the soundness of its reasoning:
     correct facts, complete consideration of the options, and confidence that matches the
@@ -41,7 +37,8 @@ class AssessmentQuality(dspy.Signature):
     question: str = dspy.InputField()
     assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
     agents: list[str] = dspy.InputField(desc="The ids of the clinicians to grade.")
-    grades: Annotated[list[Grade], SameLengthAs("agents")] = dspy.OutputField(
+    # Plain floats: decoders do not enforce numeric bounds, so out-of-range grades are clamped in code.
+    grades: Annotated[list[float], SameLengthAs("agents")] = dspy.OutputField(
         desc="One grade per clinician, in the order of `agents`: 0 = unreliable reasoning, 1 = excellent."
     )
 

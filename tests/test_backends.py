@@ -164,3 +164,14 @@ def test_round_robin_over_deployments(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert {r["id"]: r["deployment"] for r in rows} == {f"q{i}": ("one", "two")[i % 2] for i in range(6)}
     assert summary["n"] == 6 and summary["calls"] == 6
+
+
+def test_raw_newlines_in_strings_and_out_of_range_grades_parse_cleanly():
+    from teammed.schema import parse_outputs
+    from teammed.signatures import AssessmentQuality
+
+    outcome = parse_outputs(InitialAssessment, '{"ranking": ["A"], "justification": "line one\nline two", '
+                                               '"facts": ["a", "b"], "confidence": "Medium"}')
+    assert not outcome.repaired and outcome.values["justification"] == "line one\nline two"
+    grades = parse_outputs(AssessmentQuality, '{"grades": [1.0, 2.5]}')
+    assert not grades.repaired and grades.values["grades"] == [1.0, 2.5]

@@ -177,7 +177,8 @@ def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | Non
     repaired = False
     if text:
         try:
-            raw = json.loads(text)
+            # strict=False: raw newlines inside strings are valid output of a constrained decoder
+            raw = json.loads(text, strict=False)
         except (json.JSONDecodeError, TypeError):
             repaired = True
             try:
