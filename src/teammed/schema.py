@@ -118,8 +118,8 @@ def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title
             bound = next((getattr(m, key) for m in field.metadata if getattr(m, key, None) is not None), None)
             if bound is not None and prop.get("type") == "array":
                 prop["minItems" if key == "min_length" else "maxItems"] = bound
-        if marker and allowed and marker[1]:
-            prop["maxItems"] = len(allowed)
+        if marker and allowed and marker[1]:  # a ranking: every allowed letter, once each (uniqueness is repaired)
+            prop["minItems"] = prop["maxItems"] = len(allowed)
         for meta in field.metadata:
             if isinstance(meta, SameLengthAs) and isinstance(inputs.get(meta.source), list | tuple | dict):
                 prop["minItems"] = prop["maxItems"] = len(inputs[meta.source])
