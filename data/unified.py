@@ -85,7 +85,7 @@ SPEC = DatasetSpec(
 
 DEMO = DatasetSpec(
     name="demo",
-    summary="12 original USMLE-style vignettes shipped with teammed (no download)",
+    summary="20 original USMLE-style vignettes shipped with teammed (no download)",
     schema="unified",
     build=_build,
     splits=("test",),

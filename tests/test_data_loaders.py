@@ -248,8 +248,8 @@ def test_empty_result_is_an_error(tmp_path: Path) -> None:
 
 def test_demo_is_bundled_and_well_formed() -> None:
     questions = load_dataset("demo")
-    assert len(questions) == 12
-    assert len({q.id for q in questions}) == 12
+    assert len(questions) == 20
+    assert [q.id for q in questions] == [f"demo-{i:02d}" for i in range(1, 21)]
     assert all(4 <= len(q.options) <= 5 and q.answer_idx in q.options for q in questions)
     assert len({q.answer_idx for q in questions}) >= 4
     assert {q.meta["meta_info"] for q in questions} == {"step1", "step2&3"}
