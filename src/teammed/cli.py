@@ -51,12 +51,10 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
 
 def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
     overrides: dict[str, Any] = {
-        "n_agents": None if args.n_agents in (None, "auto") else int(args.n_agents),
+        "n_agents": args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents),
         "n_turns": args.n_turns,
         "early_consensus": args.early_consensus,
     }
-    if args.n_agents == "auto":
-        overrides["n_agents"] = "auto"
     chosen = [x for x in (preset_name or args.preset, args.components, args.config) if x]
     if len(chosen) > 1:
         raise TeammedError("give only one of --preset/--presets, --components and --config")
@@ -166,6 +164,7 @@ def _require_vision(questions: list, deployments: list) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.resolve import describe
+    from teammed.cli_optimize import dataset_label
     from teammed.data import load_dataset, sample_questions
     from teammed.runner import RunSettings, run_questions
 
@@ -176,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise TeammedError("--resume needs the --out directory of the run to continue")
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    dataset_name = Path(args.dataset).stem if Path(args.dataset).suffix else args.dataset
+    dataset_name = dataset_label(args.dataset)
     summaries = []
     with _deployments(args) as deployments:
         model = "+".join(describe(d.spec) for d in deployments)

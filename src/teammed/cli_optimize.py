@@ -11,10 +11,11 @@ from typing import Any
 
 from teammed.errors import TeammedError
 
-__all__ = ["compile_command", "search_command"]
+__all__ = ["compile_command", "search_command", "dataset_label"]
 
 
-def _dataset_name(dataset: str) -> str:
+def dataset_label(dataset: str) -> str:
+    """How results name a data set: a file's stem, or the benchmark's name."""
     return Path(dataset).stem if Path(dataset).suffix else dataset
 
 
@@ -50,7 +51,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         after, _ = evaluate(compiled, examples_from_questions(test), lm)
         model = describe(opened[0].spec)
     path = save_program(compiled, args.out, system=args.system, config=config,
-                        meta={"optimizer": args.optimizer, "dataset": _dataset_name(args.dataset), "model": model,
+                        meta={"optimizer": args.optimizer, "dataset": dataset_label(args.dataset), "model": model,
                               "train": len(train), "val": len(val), "test": len(test), "seed": args.seed,
                               "accuracy_before": before, "accuracy_after": after})
     print(f"{args.optimizer}: held-out accuracy {before:.1%} -> {after:.1%} ({len(test)} questions)")
@@ -62,7 +63,7 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     from teammed.data import load_dataset, sample_questions
     from teammed.optimizers import open_study, search_report, search_special_set, write_special_set
 
-    dataset = _dataset_name(args.dataset)
+    dataset = dataset_label(args.dataset)
     questions = sample_questions(load_dataset(args.dataset, data_dir=args.data_dir), n=args.n, seed=args.seed)
     if not questions:
         raise TeammedError(f"{args.dataset} has no questions to search on")

@@ -92,7 +92,7 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
         "confidence": getattr(prediction, "confidence", None) if prediction is not None else None,
         "options": dict(question.options),
         "binary_positive": _binary_positive(question.options),
-        **{k: v for k, v in used.as_dict().items()},
+        **used.as_dict(),
         "latency_s": round(time.perf_counter() - started, 4),
         "lm_latency_s": round(used.latency_s, 4),
         "n_agents": len(agents) or None,

@@ -89,7 +89,8 @@ def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
 def _tighten(node: Any) -> None:
     """Strict-mode shape (every property required, no extras) and bounded strings."""
     if isinstance(node, dict):
-        node.pop("title", None) if "properties" not in node else None
+        if "properties" not in node:
+            node.pop("title", None)
         if node.get("type") == "object" and "properties" in node:
             node["required"] = list(node["properties"])
             node["additionalProperties"] = False

@@ -74,7 +74,7 @@ def open_deployments(
                     delay = float(spec.partition(":")[2] or 0)
                     deployments.append(Deployment(spec, ScriptedLM(delay_s=delay), concurrency))
                 elif spec == "local" or spec.startswith("local:"):
-                    server = stack.enter_context(LocalServer(spec[6:] or None if spec != "local" else None))
+                    server = stack.enter_context(LocalServer(spec.partition(":")[2] or None))
                     lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base, structured_output="json_object_schema",
                                         retry=retry, cache=cache, timeout_s=timeout_s, max_concurrency=1,
                                         max_tokens=max_tokens, api_key="sk-local-no-key",
