@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-__all__ = ["TeammedError", "ConfigError", "BackendError", "DataError", "ProgramMismatchError"]
+__all__ = [
+    "TeammedError",
+    "ConfigError",
+    "BackendError",
+    "FatalBackendError",
+    "TransientBackendError",
+    "DataError",
+    "ProgramMismatchError",
+    "NoAnswerError",
+]
 
 
 class TeammedError(Exception):
@@ -15,6 +24,27 @@ class ConfigError(TeammedError, ValueError):
 
 class BackendError(TeammedError):
     """A language-model backend failed in a way retrying cannot fix."""
+
+
+class FatalBackendError(BackendError):
+    """A backend error no retry can fix: bad credentials, unknown model, refused request, dead server.
+
+    ``kind`` is one of ``authentication``, ``permission``, ``not_found``, ``bad_request``,
+    ``connection`` or ``response_format``; ``fix`` is one sentence naming what to change.
+    """
+
+    def __init__(self, message: str, *, kind: str, fix: str = ""):
+        super().__init__(f"{message} {fix}".strip())
+        self.kind = kind
+        self.fix = fix
+
+
+class TransientBackendError(BackendError):
+    """A backend error that retrying may fix (rate limit, overload, timeout) after retries ran out."""
+
+
+class NoAnswerError(TeammedError):
+    """A system produced no parseable final answer (every final ranking fell back to a default)."""
 
 
 class DataError(TeammedError):
