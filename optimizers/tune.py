@@ -1,0 +1,538 @@
+"""`tune`: prompts and components designed together, and proven on questions tuning never saw.
+
+One resumable pipeline over one Optuna study (see `teammed.optimizers.tune_queue`: every
+unit of work is a trial, so a resumed run or another worker continues where it stopped):
+
+1. **Behaviours.** Each component's preset (the smallest configuration that exercises it,
+   spec §5.2) is compiled with the chosen DSPy optimizer, as is ``base``. Every stage-1
+   configuration is evaluated with these prompts on the first tuning batches, and each
+   component's *influence* is its preset's accuracy minus the same preset without it.
+2. **Components.** A pool of valid configurations is drawn from `SearchSpace`'s conditional
+   space by an Optuna sampler that switches each component on with a probability that grows
+   with its influence (plus the configuration of every positive-influence component). The
+   pool is raced on the tuning questions, paired, batch by batch (`tune_race.race`).
+3. **Winner.** The surviving configuration's whole program is compiled again (workflow level).
+4. **Proof.** The winner, ``base``, ``all`` and the single agent answer the held-out
+   questions; paired McNemar tests and bootstrap CIs compare them.
+
+Every figure is billable (a memo or cache hit costs what the call would have cost); the
+memo's reuse rate is reported on its own. The budget is checked before each unit of work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+import optuna
+
+from teammed import usage
+from teammed.backends.base import MeteredLM
+from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
+from teammed.errors import ConfigError, DataError
+from teammed.optimizers._scoring import score_examples
+from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
+from teammed.optimizers.compile import compile_program, examples_from_questions
+from teammed.optimizers.tune_memo import MemoLM
+from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
+from teammed.optimizers.tune_race import incumbent, race
+from teammed.types import Question
+
+__all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disjoint", "FORMAT"]
+
+logger = logging.getLogger(__name__)
+
+FORMAT = "teammed-special-set/1"
+STAGE1_PRESETS = ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
+_PRESET_OF = dict(zip(COMPONENTS, ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring",
+                                   "closed_loop"), strict=True))
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """What a tune run does; stored on the study so a resume cannot silently change it."""
+
+    dataset: str
+    model: str
+    optimizer: str = "none"
+    seed: int = 0
+    batch_size: int = 10
+    stage1_batches: int = 3
+    pool_size: int = 12
+    alpha: float = 0.05
+    min_rounds: int = 2
+    compile_train: int = 10
+    n_turns: int = 2
+    n_agents: Any = "auto"
+
+    def describe(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TuneOutcome:
+    status: str  # "done" or "budget"
+    stage: str
+    report: dict[str, Any]
+    special_set_path: Path | None = None
+    report_path: Path | None = None
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def check_disjoint(tune_questions: Sequence[Question], eval_questions: Sequence[Question]) -> None:
+    overlap = {q.id for q in tune_questions} & {q.id for q in eval_questions}
+    if overlap:
+        raise DataError(f"{len(overlap)} questions are both tuning and held-out (e.g. {sorted(overlap)[0]!r}); "
+                        f"draw them from teammed.data.splits.partition parts 'tune' and 'eval'")
+
+
+def _digest(questions: Sequence[Question]) -> str:
+    return hashlib.sha256("\n".join(q.id for q in questions).encode()).hexdigest()
+
+
+def open_tune_study(storage: str | None, study_name: str, out_dir: Path) -> tuple[optuna.Study, str]:
+    """The study (created if missing) on ``storage``: None = SQLite in ``out_dir``, ``:memory:``, a journal
+    file or a database URL."""
+    from teammed.optimizers._storage import open_storage
+
+    if storage == ":memory:":
+        backend: Any = optuna.storages.InMemoryStorage()
+        reference = ":memory:"
+    else:
+        backend, reference = open_storage(storage, out_dir)
+    study = optuna.create_study(storage=backend, study_name=study_name, load_if_exists=True,
+                                direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
+    return study, reference
+
+
+def _config_json(components: Sequence[str], s: TuneSettings) -> dict[str, Any]:
+    return config_from_components(list(components), n_turns=s.n_turns, n_agents=s.n_agents).model_dump(mode="json")
+
+
+def _label(config: Mapping[str, Any] | None) -> str:
+    if config is None:
+        return "single"
+    return subset_label([c for c in COMPONENTS if config.get(c)])
+
+
+def _atomic_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(data, handle, indent=2, default=str)
+    os.replace(tmp, path)
+
+
+class _Pipeline:
+    def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
+                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue):
+        self.s, self.queue = settings, queue
+        self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
+        ordered = sorted(tune_questions, key=lambda q: q.id)
+        random.Random(settings.seed).shuffle(ordered)
+        self.tune_q, self.eval_q = ordered, list(eval_questions)
+        b = settings.batch_size
+        self.rounds = [[q.id for q in ordered[i:i + b]] for i in range(0, len(ordered) - b + 1, b)]
+        self.eval_batches = [[q.id for q in self.eval_q[i:i + b]] for i in range(0, len(self.eval_q), b)]
+        self.by_id = {q.id: q for q in [*ordered, *self.eval_q]}
+        self.compiled: dict[str, dict[str, Any]] = {}
+        self.prompts1 = "stage1" if settings.optimizer != "none" else "none"
+        self.prompts3 = "stage3" if settings.optimizer != "none" else self.prompts1
+
+    # ------------------------------------------------------------------ work
+    def _program(self, config: Mapping[str, Any] | None, prompts: str) -> dspy.Module:
+        if config is None:
+            from teammed.programs.peers import build_system
+
+            return build_system("zero_shot")
+        from teammed.programs.teamwork import TeamworkProgram
+
+        program = TeamworkProgram(TeamworkConfig.build(**config))
+        if prompts == "stage1":
+            program.load_state(self._compose(program, config))
+        elif prompts == "stage3":
+            program.load_state(self.compiled["stage3"]["state"])
+        return program
+
+    def _compose(self, program: dspy.Module, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The stage-1 prompts for ``config``: each predictor from the component owning it, else from base."""
+        state = program.dump_state()
+        sources = [self.compiled.get("base", {}).get("state", {})]
+        for c in COMPONENTS:
+            if config.get(c) and c in self.compiled:
+                sources.append({k: v for k, v in self.compiled[c]["state"].items() if k in self.compiled[c]["own"]})
+        for source in sources:
+            state.update({k: v for k, v in source.items() if k in state})
+        return state
+
+    def execute(self, cell: dict[str, Any]) -> dict[str, Any]:
+        before = self.lm.stats() if isinstance(self.lm, MemoLM) else {"requests": 0, "hits": 0}
+        if cell["kind"] == "compile":
+            result = self._compile(cell)
+        else:
+            result = self._evaluate(cell)
+        after = self.lm.stats() if isinstance(self.lm, MemoLM) else before
+        result["memo_requests"] = after["requests"] - before["requests"]
+        result["memo_hits"] = after["hits"] - before["hits"]
+        return result
+
+    def _evaluate(self, cell: dict[str, Any]) -> dict[str, Any]:
+        batches = self.rounds if cell["part"] == "tune" else self.eval_batches
+        ids = batches[cell["batch"]]
+        program = self._program(cell["config"], cell["prompts"])
+        rows = score_examples(program, examples_from_questions([self.by_id[i] for i in ids]), self.lm)
+        correct = [bool(r["correct"]) for r in rows]
+        return {"ids": ids, "correct": correct, "failed": [r["error"] is not None for r in rows],
+                "tokens_each": [r["tokens"] for r in rows], "value": sum(correct) / len(correct),
+                "calls": sum(r["calls"] for r in rows), "tokens": sum(r["tokens"] for r in rows),
+                "cost_usd": sum(r["cost_usd"] for r in rows)}
+
+    def _compile(self, cell: dict[str, Any]) -> dict[str, Any]:
+        from teammed.programs.teamwork import TeamworkProgram
+
+        config = cell["config"]
+        student = TeamworkProgram(TeamworkConfig.build(**config))
+        if cell["start"] == "stage1":
+            student.load_state(self._compose(student, config))
+        n = self.s.compile_train
+        train = examples_from_questions(self.tune_q[:n])
+        val = examples_from_questions(self.tune_q[n:2 * n]) or train
+        with usage.track() as used:
+            compiled = compile_program(student, optimizer=self.s.optimizer, trainset=train, valset=val, lm=self.lm,
+                                       seed=self.s.seed)
+        state = json.loads(json.dumps(compiled.dump_state(), default=str))
+        own = sorted(state)
+        if cell.get("without") is not None:
+            others = {n for n, _ in TeamworkProgram(TeamworkConfig.build(**cell["without"])).named_predictors()}
+            own = [k for k in own if k not in others]
+        return {"state": state, "own": own, "value": 0.0, "calls": used.calls,
+                "tokens": used.prompt_tokens + used.completion_tokens, "cost_usd": used.cost_usd}
+
+    # ------------------------------------------------------------------ stages
+    def stage1_configs(self) -> dict[str, dict[str, Any]]:
+        """Label -> config of base, every component's preset and the preset without the component."""
+        configs = {"base": _config_json((), self.s)}
+        for c in COMPONENTS:
+            comps = PRESETS[_PRESET_OF[c]].components
+            for subset in (comps, tuple(x for x in comps if x != c)):
+                configs[subset_label(subset)] = _config_json(subset, self.s)
+        return configs
+
+    def stage1(self) -> dict[str, float]:
+        if self.s.optimizer != "none":
+            cells = [{"kind": "compile", "stage": 1, "name": "base", "config": _config_json((), self.s),
+                      "start": "none", "without": None}]
+            for c in COMPONENTS:
+                comps = PRESETS[_PRESET_OF[c]].components
+                cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(comps, self.s),
+                              "start": "none", "without": _config_json([x for x in comps if x != c], self.s)})
+            done = self.queue.run(cells, self.execute)
+            for cell in cells:
+                self.compiled[cell["name"]] = done[cell_key(cell)]
+        n1 = min(self.s.stage1_batches, len(self.rounds))
+        configs = self.stage1_configs()
+        cells = [self._eval_cell(cfg, self.prompts1, "tune", b) for cfg in configs.values() for b in range(n1)]
+        done = self.queue.run(cells, self.execute)
+        acc = {}
+        for label, cfg in configs.items():
+            results = [done[cell_key(self._eval_cell(cfg, self.prompts1, "tune", b))] for b in range(n1)]
+            flat = [x for r in results for x in r["correct"]]
+            acc[label] = sum(flat) / len(flat) if flat else 0.0
+        influence = {}
+        for c in COMPONENTS:
+            comps = PRESETS[_PRESET_OF[c]].components
+            influence[c] = round(acc[subset_label(comps)] - acc[subset_label([x for x in comps if x != c])], 6)
+        self.stage1_accuracy = acc
+        return influence
+
+    def _eval_cell(self, config: Mapping[str, Any] | None, prompts: str, part: str, batch: int) -> dict[str, Any]:
+        return {"kind": "eval", "config": dict(config) if config is not None else None, "prompts": prompts,
+                "part": part, "batch": batch}
+
+    def pool(self, influence: Mapping[str, float]) -> list[dict[str, Any]]:
+        return sample_pool(influence, settings=self.s)
+
+    def stage2(self, pool: list[dict[str, Any]]) -> tuple[str, Any]:
+        labels = [_label(c) for c in pool]
+        by_label = dict(zip(labels, pool, strict=True))
+        while True:
+            scores, tokens = self._scores(by_label)
+            state = race(labels, self.rounds, scores, tokens, alpha=self.s.alpha, min_rounds=self.s.min_rounds)
+            if len(state.alive) <= 1 or state.rounds >= len(self.rounds):
+                break
+            cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
+            self.queue.run(cells, self.execute)
+        winner = incumbent(state.alive, scores, tokens, labels)
+        self.race_state = state
+        return winner, by_label
+
+    def _scores(self, by_label: Mapping[str, Mapping[str, Any]]) -> tuple[dict, dict]:
+        done = self.queue.results()
+        scores: dict[str, dict[str, bool]] = {}
+        tokens: dict[str, float] = {}
+        for label, cfg in by_label.items():
+            mine: dict[str, bool] = {}
+            spent: list[int] = []
+            for b in range(len(self.rounds)):
+                result = done.get(cell_key(self._eval_cell(cfg, self.prompts1, "tune", b)))
+                if result is None:
+                    continue
+                mine.update(zip(result["ids"], result["correct"], strict=True))
+                spent.extend(result["tokens_each"])
+            scores[label] = mine
+            tokens[label] = sum(spent) / len(spent) if spent else 0.0
+        return scores, tokens
+
+    def stage3(self, winner_config: Mapping[str, Any]) -> None:
+        if self.s.optimizer == "none":
+            return
+        cell = {"kind": "compile", "stage": 3, "name": "winner", "config": dict(winner_config), "start": "stage1",
+                "without": None}
+        self.compiled["stage3"] = self.queue.run([cell], self.execute)[cell_key(cell)]
+
+    def stage4(self, winner_config: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+        arms = {"winner": (dict(winner_config), self.prompts3), "base": (_config_json((), self.s), "none"),
+                "all": (_config_json(COMPONENTS, self.s), "none"), "single": (None, "none")}
+        cells = [self._eval_cell(cfg, p, "eval", b) for cfg, p in arms.values() for b in range(len(self.eval_batches))]
+        done = self.queue.run(cells, self.execute)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for arm, (cfg, p) in arms.items():
+            rows[arm] = []
+            for b in range(len(self.eval_batches)):
+                r = done[cell_key(self._eval_cell(cfg, p, "eval", b))]
+                rows[arm] += [{"seed": 0, "id": i, "correct": c, "failed": f, "tokens": t}
+                              for i, c, f, t in zip(r["ids"], r["correct"], r["failed"], r["tokens_each"], strict=True)]
+        return rows
+
+
+class _InfluenceSampler(optuna.samplers.RandomSampler):
+    """Switches each component on with probability ``p_on[name]``; other parameters uniformly."""
+
+    def __init__(self, p_on: Mapping[str, float], seed: int):
+        super().__init__(seed=seed)
+        self.p_on, self._rng = dict(p_on), random.Random(seed)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
+        if param_name in self.p_on and isinstance(param_distribution, optuna.distributions.CategoricalDistribution):
+            on = self._rng.random() < self.p_on[param_name]
+            return on if True in param_distribution.choices else param_distribution.choices[0]
+        return super().sample_independent(study, trial, param_name, param_distribution)
+
+
+def on_probabilities(influence: Mapping[str, float]) -> dict[str, float]:
+    """0.5 for no influence, towards 0.9 (0.1) for the most helpful (harmful) component."""
+    scale = max([abs(v) for v in influence.values()] + [0.02])
+    return {c: round(min(0.9, max(0.1, 0.5 + 0.4 * v / scale)), 4) for c, v in influence.items()}
+
+
+def sample_pool(influence: Mapping[str, float], *, settings: TuneSettings) -> list[dict[str, Any]]:
+    """Distinct valid configurations: every positive-influence component together, then draws from
+    `SearchSpace`'s conditional space with on-probabilities from `on_probabilities` (deterministic)."""
+    greedy = [c for c in COMPONENTS if influence.get(c, 0) > 0]
+    if "mutual_monitoring" in greedy and "leadership" not in greedy:
+        greedy.remove("mutual_monitoring")
+    pool = {subset_label(greedy): _config_json(greedy, settings)}
+    space = SearchSpace(base=TeamworkConfig.build(n_turns=settings.n_turns, n_agents=settings.n_agents))
+    size = min(settings.pool_size, len(valid_subsets(min_turns=settings.n_turns)))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=_InfluenceSampler(on_probabilities(influence), settings.seed))
+    for _ in range(50 * size):
+        if len(pool) >= size:
+            break
+        trial = study.ask()
+        config = space.suggest(trial)
+        study.tell(trial, 0.0)
+        pool.setdefault(subset_label(config.components), config.model_dump(mode="json"))
+    return list(pool.values())
+
+
+def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    return {"n": n, "accuracy": round(sum(bool(r["correct"]) for r in rows) / n, 4) if n else None,
+            "tokens_per_question": round(sum(r["tokens"] for r in rows) / n, 2) if n else None}
+
+
+def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    front = [p for p in points if not any(o["accuracy"] >= p["accuracy"] and o["tokens_per_question"] <=
+                                          p["tokens_per_question"] and o is not p and
+                                          (o["accuracy"], -o["tokens_per_question"]) !=
+                                          (p["accuracy"], -p["tokens_per_question"]) for o in points)]
+    return sorted(front, key=lambda p: p["tokens_per_question"])
+
+
+def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
+    """Every configuration evaluated on tuning questions: questions seen, accuracy, billable cost."""
+    table: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, result in queue.results().items():
+        cell = json.loads(key)
+        if cell.get("kind") != "eval" or cell.get("part") != "tune":
+            continue
+        row = table.setdefault((_label(cell["config"]), cell["prompts"]),
+                               {"config": _label(cell["config"]), "prompts": cell["prompts"], "n": 0, "correct": 0,
+                                "calls": 0, "tokens": 0, "cost_usd": 0.0})
+        row["n"] += len(result["ids"])
+        row["correct"] += sum(result["correct"])
+        for k in ("calls", "tokens", "cost_usd"):
+            row[k] += result[k]
+    rows = []
+    for row in table.values():
+        row["accuracy"] = round(row.pop("correct") / row["n"], 4) if row["n"] else None
+        row["tokens_per_question"] = round(row["tokens"] / row["n"], 2) if row["n"] else None
+        rows.append(row)
+    return sorted(rows, key=lambda r: (-r["n"], -(r["accuracy"] or 0)))
+
+
+def _spent(queue: WorkQueue) -> dict[str, Any]:
+    results = queue.results()
+    totals = queue.spent(results)
+    requests = sum(r.get("memo_requests", 0) for r in results.values())
+    hits = sum(r.get("memo_hits", 0) for r in results.values())
+    tuning = queue.spent({k: r for k, r in results.items() if json.loads(k).get("part") != "eval"})
+    return {"calls": int(totals["calls"]), "tokens": int(totals["tokens"]), "cost_usd": round(totals["cost_usd"], 6),
+            "tuning_calls": int(tuning["calls"]), "tuning_tokens": int(tuning["tokens"]),
+            "proof_calls": int(totals["calls"] - tuning["calls"]), "memo_requests": requests, "memo_hits": hits,
+            "reuse_rate": round(hits / requests, 4) if requests else 0.0, "cells": len(results)}
+
+
+def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Question], lm: dspy.BaseLM,
+         settings: TuneSettings, budget: Budget | None, storage: str | None, study_name: str,
+         out_dir: Path | str) -> TuneOutcome:
+    """Run (or resume) the four stages; write the report and, when done, the special set and program."""
+    out_dir = Path(out_dir)
+    check_disjoint(tune_questions, eval_questions)
+    if len(tune_questions) < settings.batch_size * 2:
+        raise ConfigError(f"tune needs at least {2 * settings.batch_size} tuning questions (got "
+                          f"{len(tune_questions)}); use more questions or a smaller --batch-size")
+    if not eval_questions:
+        raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
+    study, reference = open_tune_study(storage, study_name, out_dir)
+    identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
+                "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
+    previous = study.user_attrs.get("tune")
+    if previous is None:
+        study.set_user_attr("tune", identity)
+    elif previous != json.loads(json.dumps(identity, default=str)):
+        raise ConfigError(f"study {study_name!r} tuned with {json.dumps(previous, sort_keys=True, default=str)}, "
+                          f"not this run's settings and questions; repeat them to resume or choose a new --study")
+    queue = WorkQueue(study, budget=budget)
+    p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=settings, queue=queue)
+    report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
+                              "settings": settings.describe(), "budget": budget.describe() if budget else None,
+                              "study": {"storage": reference, "study_name": study_name},
+                              "tuning_ids": [q.id for q in p.tune_q], "held_out_ids": [q.id for q in p.eval_q]}
+    state_path = out_dir / "tune_state.json"
+    stage = "1-behaviours"
+    try:
+        influence = p.stage1()
+        report["influence"] = influence
+        report["stage1_accuracy"] = p.stage1_accuracy
+        stage = "2-components"
+        pool = p.pool(influence)
+        report["pool"] = [_label(c) for c in pool]
+        report["on_probabilities"] = on_probabilities(influence)
+        winner, by_label = p.stage2(pool)
+        report["racing"] = {"rounds": p.race_state.rounds, "survivors": p.race_state.alive,
+                            "history": p.race_state.history, "winner": winner}
+        winner_config = by_label[winner]
+        stage = "3-winner"
+        p.stage3(winner_config)
+        stage = "4-proof"
+        rows = p.stage4(winner_config)
+    except BudgetSpent as exc:
+        report.update(status="budget", stage=stage, message=str(exc), tried=_tried(queue), spent=_spent(queue))
+        _finish(study, state_path, report, out_dir)
+        return TuneOutcome("budget", stage, report, None, out_dir / "tune_report.json", str(exc))
+    from teammed.evals.stats import paired_comparison
+
+    held_out = {arm: _summary(r) for arm, r in rows.items()}
+    compare = {arm: paired_comparison(rows["winner"], rows[arm]) for arm in ("base", "all", "single")}
+    report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
+                  held_out_comparison=compare, tried=_tried(queue), spent=_spent(queue))
+    report["pareto_front"] = _pareto([r for r in report["tried"] if r["accuracy"] is not None])
+    program_path = _save_winner(p, winner_config, out_dir, settings)
+    special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
+               "config": winner_config, "program": str(program_path), "model": settings.model,
+               "tuning_ids": [q.id for q in p.tune_q], "held_out": {"ids": [q.id for q in p.eval_q],
+                                                                     **held_out["winner"],
+                                                                     "vs": compare},
+               "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
+               "study": report["study"]}
+    special_path = out_dir / f"{settings.dataset}.json"
+    _atomic_json(special_path, special)
+    report["special_set"] = str(special_path)
+    _finish(study, state_path, report, out_dir)
+    return TuneOutcome("done", "done", report, special_path, out_dir / "tune_report.json")
+
+
+def _components(config: Mapping[str, Any]) -> list[str]:
+    return [c for c in COMPONENTS if config.get(c)]
+
+
+def _save_winner(p: _Pipeline, config: Mapping[str, Any], out_dir: Path, s: TuneSettings) -> Path:
+    from teammed.optimizers.saved import save_program
+
+    program = p._program(config, p.prompts3)
+    return save_program(program, out_dir / f"{s.dataset}.program.json", system="teamwork",
+                        config=TeamworkConfig.build(**config),
+                        meta={"optimizer": s.optimizer, "dataset": s.dataset, "model": s.model, "tuned_by": "tune",
+                              "tuning_ids": [q.id for q in p.tune_q]})
+
+
+def _finish(study: optuna.Study, state_path: Path, report: dict[str, Any], out_dir: Path) -> None:
+    state = {k: report.get(k) for k in ("status", "stage", "message", "spent", "winner")}
+    try:
+        study.set_user_attr("state", state)
+    except Exception as exc:  # a read-only or vanished storage must not hide the report
+        logger.warning("could not store the tune state on the study: %s", exc)
+    _atomic_json(state_path, state)
+    _atomic_json(out_dir / "tune_report.json", report)
+    (out_dir / "tune_report.md").write_text(render_markdown(report))
+
+
+def render_markdown(report: Mapping[str, Any]) -> str:
+    lines = [f"# tune report: {report.get('dataset')} ({report.get('model')})", "",
+             f"status: {report.get('status')} (stage {report.get('stage')}) {report.get('message', '')}", ""]
+    spent = report.get("spent") or {}
+    lines += [f"spent (billable, as if uncached): {spent.get('calls')} calls, {spent.get('tokens')} tokens, "
+              f"${spent.get('cost_usd')}; memo reuse rate {spent.get('reuse_rate')} "
+              f"({spent.get('memo_hits')} of {spent.get('memo_requests')} requests)", ""]
+    if report.get("influence"):
+        lines += ["## influence (preset accuracy minus the preset without the component)", "",
+                  "| component | influence | P(on) |", "|---|---|---|"]
+        probs = report.get("on_probabilities") or {}
+        lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
+        lines.append("")
+    if report.get("racing"):
+        r = report["racing"]
+        lines += [f"## racing: winner {r['winner']} after {r['rounds']} rounds; survivors {', '.join(r['survivors'])}",
+                  "", "| round | dropped | incumbent | n | wins | losses | p |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | {h['losses']} | "
+                  f"{h['p']:.4f} |" for h in r["history"]]
+        lines.append("")
+    lines += ["## configurations tried (tuning questions)", "",
+              "| config | prompts | n | accuracy | tokens/q | calls | cost |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['config']} | {r['prompts']} | {r['n']} | {r['accuracy']} | {r['tokens_per_question']} | "
+              f"{r['calls']} | {r['cost_usd']:.4f} |" for r in report.get("tried") or []]
+    if report.get("pareto_front"):
+        lines += ["", "## Pareto front (accuracy vs tokens per question)", ""]
+        lines += [f"- {r['config']}: {r['accuracy']} at {r['tokens_per_question']} tokens/q (n={r['n']})"
+                  for r in report["pareto_front"]]
+    if report.get("held_out"):
+        lines += ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
+                  "|---|---|---|---|---|---|"]
+        for arm, s in report["held_out"].items():
+            c = (report.get("held_out_comparison") or {}).get(arm)
+            diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
+            pval = f"{c['p_mcnemar']:.4f}" if c else ""
+            lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
+    return "\n".join(lines) + "\n"

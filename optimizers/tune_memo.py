@@ -1,0 +1,63 @@
+"""A memo of LM responses keyed by the exact request, scoped to one tune run.
+
+Configurations share calls (the same recruitment and assessment prompts in early phases):
+`MemoLM` computes each distinct request once per process. It never makes a figure depend on
+it: every call is counted as billable with its original tokens and cost whether it came from
+the memo or not, and the memo's hits are reported separately as the reuse rate. Only an
+identical request (messages and every request field) is reused, so a deterministic backend
+gives the same answers with or without it.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from typing import Any
+
+from teammed.backends.base import MeteredLM
+
+__all__ = ["MemoLM"]
+
+
+class MemoLM(MeteredLM):
+    """Wraps a `MeteredLM`; ``hits`` and ``requests`` count reuse. A backend cache hit is billed as a call too."""
+
+    def __init__(self, inner: MeteredLM):
+        super().__init__(model=getattr(inner, "model", "memo"), cache=False)
+        self.inner = inner
+        self.kwargs = dict(getattr(inner, "kwargs", {}) or {})
+        self.structured_output = getattr(inner, "structured_output", "json_schema")
+        self._memo: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.requests = 0
+
+    @staticmethod
+    def key(messages: Any, kwargs: dict[str, Any]) -> str:
+        text = json.dumps({"messages": messages, "request": kwargs}, sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        key = self.key(messages, kwargs)
+        with self._lock:
+            self.requests += 1
+            found = self._memo.get(key)
+            if found is not None:
+                self.hits += 1
+        if found is None:
+            response, info = self.inner.complete(messages, **kwargs)
+            info = {k: v for k, v in info.items() if k != "cache_hit"}  # billed as if uncached
+            with self._lock:
+                self._memo.setdefault(key, (copy.deepcopy(response), dict(info)))
+            return response, info
+        response, info = found
+        return copy.deepcopy(response), dict(info)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"requests": self.requests, "hits": self.hits}
+
+    def dump_state(self) -> dict[str, Any]:
+        return {"model": self.model, "memo": True}

@@ -1,0 +1,196 @@
+"""Optuna trials as a work queue: cells are enqueued trials, workers pull them with ``study.ask()``.
+
+A *cell* is one unit of work described by a JSON dict (e.g. "evaluate this configuration on
+tuning batch 3", "compile the leadership prompts", "run this Table 1 cell"). Its key is the
+dict's canonical JSON. `WorkQueue.run(cells, execute)` makes sure every cell has a
+COMPLETE trial holding its result: it enqueues the missing ones (``enqueue_trial`` with the
+cell in the user attributes), pulls WAITING trials with ``ask()`` (the storage hands each to
+exactly one worker), runs them and ``tell``\\ s the result. Several processes on one study
+(journal file, PostgreSQL) share the cells; a resumed process finds the finished ones and runs
+only the rest. A budget, checked before each cell, stops every worker cleanly.
+
+Stale cells: a RUNNING trial whose worker process on this host is gone (kill -9) is failed at
+once; one started on another host is failed after ``stale_s`` seconds. Failed cells are
+enqueued again. Nothing here depends on what a cell means.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from teammed.errors import ConfigError, TeammedError
+
+__all__ = ["WorkQueue", "Budget", "BudgetSpent", "cell_key", "parse_budget", "WORKER"]
+
+logger = logging.getLogger(__name__)
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+_BILLABLE = ("calls", "tokens", "cost_usd")
+
+
+def cell_key(cell: Mapping[str, Any]) -> str:
+    return json.dumps(cell, sort_keys=True, separators=(",", ":"))
+
+
+class BudgetSpent(TeammedError):
+    """The budget ran out before the cells were done; resume with a larger budget."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on what a run may spend (billable, as if nothing came from a cache); None means no limit."""
+
+    calls: int | None = None
+    tokens: float | None = None
+    usd: float | None = None
+
+    def spent(self, used: Mapping[str, float]) -> str | None:
+        """The first limit ``used`` reached, as text, or None."""
+        for name, limit, key in (("calls", self.calls, "calls"), ("tokens", self.tokens, "tokens"),
+                                 ("usd", self.usd, "cost_usd")):
+            if limit is not None and used.get(key, 0) >= limit:
+                return f"{name}={used.get(key, 0):g} of {limit:g}"
+        return None
+
+    def describe(self) -> dict[str, float | None]:
+        return {"calls": self.calls, "tokens": self.tokens, "usd": self.usd}
+
+
+def parse_budget(text: str) -> Budget:
+    """``"calls=2000"``, ``"tokens=2e6"``, ``"usd=5"`` or several joined by commas."""
+    values: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, raw = part.partition("=")
+        name = name.strip().lower()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not sep or name not in ("calls", "tokens", "usd") or value <= 0:
+            raise ConfigError(f"cannot read budget {part!r}; use calls=N, tokens=N or usd=X with a positive "
+                              f"number, e.g. --budget calls=2000")
+        values[name] = value
+    if not values:
+        raise ConfigError("the budget is empty; give e.g. --budget calls=2000, tokens=2e6 or usd=5")
+    return Budget(calls=int(values["calls"]) if "calls" in values else None, tokens=values.get("tokens"),
+                  usd=values.get("usd"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class WorkQueue:
+    """The cells of one study; ``execute(cell) -> result`` (a JSON dict, billable counts included)."""
+
+    def __init__(self, study: optuna.Study, *, budget: Budget | None = None, poll_s: float = 0.5,
+                 stale_s: float = 1800.0):
+        self.study, self.budget, self.poll_s, self.stale_s = study, budget, poll_s, stale_s
+
+    # ----------------------------------------------------------------- reading
+    def results(self) -> dict[str, dict[str, Any]]:
+        """Every finished cell's result by key (the first finisher wins a duplicate)."""
+        done: dict[str, dict[str, Any]] = {}
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            key = t.user_attrs.get("cell_key")
+            if key is not None and key not in done and "result" in t.user_attrs:
+                done[key] = t.user_attrs["result"]
+        return done
+
+    def spent(self, done: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, float]:
+        """Billable calls, tokens and cost of every finished cell."""
+        done = self.results() if done is None else done
+        totals = dict.fromkeys(_BILLABLE, 0.0)
+        for result in done.values():
+            for key in _BILLABLE:
+                totals[key] += float(result.get(key, 0) or 0)
+        return totals
+
+    # ----------------------------------------------------------------- working
+    def _reap(self, running: Sequence[optuna.trial.FrozenTrial]) -> None:
+        host = socket.gethostname()
+        now = time.time()
+        for t in running:
+            worker = str(t.user_attrs.get("worker", ""))
+            name, _, pid = worker.rpartition(":")
+            started = float(t.user_attrs.get("started", now))
+            local_dead = name == host and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid))
+            if local_dead or now - started > self.stale_s:
+                logger.warning("cell of trial %d (worker %s) is stale; failing it so it runs again", t.number,
+                               worker or "?")
+                try:
+                    self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
+                except (RuntimeError, ValueError):  # finished meanwhile
+                    pass
+
+    def run(self, cells: Sequence[Mapping[str, Any]],
+            execute: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Every cell's result by key; runs the missing ones (and any other worker's enqueued cells)."""
+        wanted = {cell_key(c): dict(c) for c in cells}
+        while True:
+            trials = self.study.get_trials(deepcopy=False)
+            done: dict[str, dict[str, Any]] = {}
+            pending: set[str] = set()
+            running = []
+            for t in trials:
+                key = t.user_attrs.get("cell_key")
+                if key is None:
+                    continue
+                if t.state == TrialState.COMPLETE and "result" in t.user_attrs:
+                    done.setdefault(key, t.user_attrs["result"])
+                elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+                    pending.add(key)
+                    if t.state == TrialState.RUNNING:
+                        running.append(t)
+            missing = [k for k in wanted if k not in done]
+            if not missing:
+                return {k: done[k] for k in wanted}
+            if self.budget is not None:
+                reached = self.budget.spent(self.spent(done))
+                if reached:
+                    raise BudgetSpent(f"budget reached ({reached}) with {len(missing)} cells left; "
+                                      f"run again with a larger --budget to continue")
+            for key in missing:
+                if key not in pending:
+                    self.study.enqueue_trial({}, user_attrs={"cell_key": key, "cell": wanted[key]})
+            if not any(t.state == TrialState.WAITING for t in trials) and all(k in pending for k in missing):
+                if running:
+                    self._reap(running)
+                time.sleep(self.poll_s)  # other workers are running the rest
+                continue
+            self._pull(execute)
+
+    def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        trial = self.study.ask()
+        cell = trial.user_attrs.get("cell")
+        if cell is None:  # the queue emptied under us: Optuna made a fresh trial instead
+            self.study.tell(trial, state=TrialState.FAIL)
+            return
+        trial.set_user_attr("worker", WORKER)
+        trial.set_user_attr("started", time.time())
+        try:
+            result = execute(dict(cell))
+        except BaseException:
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            raise
+        try:
+            trial.set_user_attr("result", result)
+            self.study.tell(trial, float(result.get("value", 0.0)), skip_if_finished=True)
+        except (RuntimeError, ValueError) as exc:  # failed as stale by another worker meanwhile
+            logger.warning("trial %d finished after being failed as stale (%s)", trial.number, exc)

@@ -1,0 +1,191 @@
+"""`SimulatedTeamLM`: a fake LM whose team accuracy follows a planted table of component effects.
+
+For proving searches (tests and benchmarks), never a default. It answers every call with a
+schema-valid output, like `ScriptedLM`, and leaves a recognisable trace of each behaviour
+in its answers (an analysis, verified facts, a mediation, a correction, a challenge). When
+asked for an agent's final ranking it reads, *from that request alone*, which components
+shaped the prompt it was given:
+
+* shared mental model: the team context holds "Shared knowledge:";
+* leadership: the team context holds the leader's latest mediation;
+* team orientation: the agent's role carries a "; focus:" brief;
+* trust: the team context holds "Reliability so far";
+* mutual monitoring: the history holds "leader challenged";
+* closed-loop communication: the history holds a closed-loop " clarified: " note.
+
+Every agent then puts the gold letter first when ``u_q < p(config) + noise(q, config)``
+(the same fixed wrong letter otherwise), where ``u_q`` is the question's latent difficulty
+(common to all configurations, so comparisons are paired like a real model's) and
+``p`` comes from the `PlantedTable`. The answer is a pure function of the request and the
+seed: identical requests get identical answers, so a memo or cache cannot change a figure.
+The search only ever sees the resulting accuracies.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from teammed.backends.scripted import ScriptedCall, ScriptedLM
+
+__all__ = ["PlantedTable", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components", "simulated_questions", "answer_key",
+           "all_subsets"]
+
+_ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
+_FINAL = {"FinalRanking"}
+_SINGLE = {"DirectAnswer", "ReasonedAnswer"}
+
+
+def _unit(*parts: object) -> float:
+    """A number in [0, 1) that depends only on ``parts`` (stable across processes and machines)."""
+    digest = hashlib.sha256(json.dumps([str(p) for p in parts]).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class PlantedTable:
+    """Accuracy of a configuration: ``base + sum(main) + sum(interactions whose parts are all on)``.
+
+    ``noise`` is the half-width of the per-(question, configuration) uniform noise added to it.
+    ``single`` is the single-agent baseline's accuracy.
+    """
+
+    base: float = 0.50
+    main: Mapping[str, float] = field(default_factory=lambda: {
+        "shared_mental_model": 0.06, "leadership": 0.05, "team_orientation": 0.0,
+        "trust": -0.10, "mutual_monitoring": 0.06, "closed_loop": -0.05})
+    interactions: Mapping[tuple[str, ...], float] = field(default_factory=lambda: {
+        ("leadership", "team_orientation"): 0.12})
+    noise: float = 0.04
+    single: float = 0.45
+
+    def accuracy(self, components: Iterable[str]) -> float:
+        on = set(components)
+        p = self.base + sum(v for k, v in self.main.items() if k in on)
+        p += sum(v for parts, v in self.interactions.items() if set(parts) <= on)
+        return min(1.0, max(0.0, p))
+
+    def best(self, subsets: Sequence[Sequence[str]]) -> tuple[str, ...]:
+        """The planted best of ``subsets`` (ties: fewer components, then canonical order)."""
+        return tuple(max(subsets, key=lambda s: (round(self.accuracy(s), 9), -len(s), [-_ORDER.index(c) for c in s])))
+
+    def describe(self) -> dict[str, Any]:
+        return {"base": self.base, "main": dict(self.main), "noise": self.noise, "single": self.single,
+                "interactions": {"+".join(k): v for k, v in self.interactions.items()}}
+
+
+DEFAULT_TABLE = PlantedTable()
+
+
+def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
+    """The components that shaped a final-ranking request, read from its inputs only."""
+    context = str(inputs.get("team_context", ""))
+    history = str(inputs.get("history", ""))
+    role = str(inputs.get("role", ""))
+    on = {
+        "shared_mental_model": "Shared knowledge:" in context,
+        "leadership": "Leader's latest mediation" in context,
+        "team_orientation": "; focus:" in role,
+        "trust": "Reliability so far" in context,
+        "mutual_monitoring": "leader challenged" in history,
+        "closed_loop": " clarified: " in history,
+    }
+    return tuple(name for name in _ORDER if on[name])
+
+
+class SimulatedTeamLM(ScriptedLM):
+    """A `ScriptedLM` answering like a team whose accuracy is ``table`` (see the module docstring).
+
+    ``answers`` maps a question's text (as the program sends it) to its gold letter; questions
+    it does not know are answered with a fixed pseudo-random letter. ``seed`` draws the
+    questions' difficulties and the noise. ``seen`` counts final rankings per inferred
+    configuration (for tests; never read by a search).
+    """
+
+    def __init__(self, answers: Mapping[str, str], *, table: PlantedTable = DEFAULT_TABLE, seed: int = 0,
+                 model: str = "simulated"):
+        super().__init__(self._respond, model=model)
+        self.answers = dict(answers)
+        self.table, self.seed = table, seed
+        self.seen: dict[str, int] = {}
+
+    def _gold(self, question: str, letters: list[str]) -> str | None:
+        gold = self.answers.get(question)
+        if gold is None:
+            gold = next((g for text, g in self.answers.items() if text and text in question), None)
+        return gold if gold in letters else None
+
+    def correct(self, question: str, components: Iterable[str], *, p: float | None = None) -> bool:
+        """Whether the team (or a single agent, with ``p``) gets ``question`` right under ``components``."""
+        key = "+".join(sorted(components)) if p is None else "single"
+        p = self.table.accuracy(components) if p is None else p
+        u = _unit(self.seed, "difficulty", question)
+        noise = (2 * _unit(self.seed, "noise", question, key) - 1) * self.table.noise
+        return u < p + noise
+
+    def _ranking(self, question: str, letters: list[str], right: bool) -> list[str]:
+        gold = self._gold(question, letters)
+        if gold is None:
+            first = letters[int(_unit(self.seed, "unknown", question) * len(letters))]
+        elif right:
+            first = gold
+        else:
+            wrong = [x for x in letters if x != gold]
+            first = wrong[int(_unit(self.seed, "wrong", question) * len(wrong))] if wrong else gold
+        return [first] + [x for x in letters if x != first]
+
+    def _respond(self, call: ScriptedCall) -> dict[str, Any] | None:
+        name, inputs = call.signature, call.inputs
+        question = str(inputs.get("question", ""))
+        if name in _FINAL:
+            components = infer_components(inputs)
+            with self._lock:
+                label = "+".join(components) or "base"
+                self.seen[label] = self.seen.get(label, 0) + 1
+            ranking = self._ranking(question, call.choices("ranking"), self.correct(question, components))
+            return {"ranking": ranking, "confidence": "High", "rationale": "Simulated."}
+        if name in _SINGLE:
+            letters = call.choices("answer")
+            right = self.correct(question, (), p=self.table.single)
+            return {"answer": self._ranking(question, letters, right)[0], "confidence": "Medium",
+                    "reasoning": "Simulated."}
+        return _TRACES.get(name)
+
+
+# Answers that leave each behaviour's trace in later prompts (see `infer_components`).
+_TRACES: dict[str, dict[str, Any]] = {
+    "AgentCount": {"n_agents": 3, "reason": "Simulated team of three."},
+    "QuestionTricks": {"analysis": "Simulated analysis of the question."},
+    "ConsensusFacts": {"facts": ["Simulated verified fact."]},
+    "Mediation": {"synthesis": "Simulated synthesis."},
+    "VerifyUnderstanding": {"confirmed": False, "correction": "Simulated correction."},
+    "Acknowledge": {"restatement": "Simulated restatement.", "agrees": True},
+    "InitialAssessment": {"facts": ["Simulated fact one.", "Simulated fact two."], "justification": "Simulated."},
+}
+
+
+def all_subsets() -> list[tuple[str, ...]]:
+    """Every subset of the six components (valid or not), for tests."""
+    return [tuple(c for c, on in zip(_ORDER, flags, strict=True) if on)
+            for flags in itertools.product((False, True), repeat=len(_ORDER))]
+
+
+def simulated_questions(n: int, *, seed: int = 0, prefix: str = "sim") -> list[Any]:
+    """``n`` labelled four-option questions for the simulated team (ids ``<prefix>-<seed>-<i>``)."""
+    from teammed.types import Question
+
+    questions = []
+    for i in range(n):
+        gold = "ABCD"[int(_unit(seed, "gold", prefix, i) * 4)]
+        questions.append(Question(id=f"{prefix}-{seed}-{i}", question=f"Simulated case {prefix}-{seed}-{i}: what next?",
+                                  options={x: f"Option {x} of case {i}" for x in "ABCD"}, answer_idx=gold))
+    return questions
+
+
+def answer_key(questions: Iterable[Any]) -> dict[str, str]:
+    """The gold letters by question text as programs send it (context included)."""
+    return {q.full_text(): q.answer_idx for q in questions if q.answer_idx}
