@@ -107,11 +107,20 @@ class SimulatedTeamLM(ScriptedLM):
     """
 
     def __init__(self, answers: Mapping[str, str], *, table: PlantedTable = DEFAULT_TABLE, seed: int = 0,
-                 model: str = "simulated"):
+                 model: str = "simulated", keep_calls: bool = False):
         super().__init__(self._respond, model=model)
         self.answers = dict(answers)
-        self.table, self.seed = table, seed
+        self.table, self.seed, self.keep_calls = table, seed, keep_calls
         self.seen: dict[str, int] = {}
+        self.n_calls = 0
+
+    def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+        response = super().complete(messages, **kwargs)
+        with self._lock:
+            self.n_calls += 1
+            if not self.keep_calls:
+                self.calls.clear()  # a benchmark makes tens of thousands of calls
+        return response
 
     def _gold(self, question: str, letters: list[str]) -> str | None:
         gold = self.answers.get(question)

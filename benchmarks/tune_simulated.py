@@ -1,0 +1,111 @@
+"""Does `tune` find the planted best configuration of the simulated team, and at what cost?
+
+For each seed: fresh simulated tuning and held-out questions, `tune` (stages 1-4, no prompt
+optimizer: the simulated team ignores prompts) and today's `search` (TPE with median
+pruning, the same tuning questions) on the same planted table. Reported per seed and in
+total: whether each found the planted best, and the LM calls it spent on tuning questions
+(`tune`'s held-out proof is counted apart), against the calls evaluating every valid subset on
+the same tuning questions takes (each subset's calls per question, measured on the first
+``--probe`` questions and checked constant, times the number of tuning questions).
+
+    python benchmarks/tune_simulated.py --seeds 10 --n-tune 150 --n-eval 100 --search-trials 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from teammed.backends.simulated import DEFAULT_TABLE, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
+from teammed.config import config_from_components  # noqa: E402
+from teammed.optimizers._scoring import score_examples  # noqa: E402
+from teammed.optimizers._space import subset_label, valid_subsets  # noqa: E402
+from teammed.optimizers.compile import examples_from_questions  # noqa: E402
+from teammed.optimizers.tune import TuneSettings, tune  # noqa: E402
+from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
+
+
+def exhaustive_calls(questions, lm, probe: int) -> tuple[int, dict[str, float]]:
+    """Calls to evaluate every valid subset on ``questions``: measured calls/question times len(questions)."""
+    per_config = {}
+    examples = examples_from_questions(questions[:probe])
+    for subset in valid_subsets(min_turns=2):
+        rows = score_examples(TeamworkProgram(config_from_components(list(subset))), examples, lm)
+        calls = [r["calls"] for r in rows]
+        if len(set(calls)) != 1:
+            print(f"warning: {subset_label(subset)} calls vary per question: {calls}", file=sys.stderr)
+        per_config[subset_label(subset)] = sum(calls) / len(calls)
+    return round(sum(per_config.values()) * len(questions)), per_config
+
+
+def run_search(tq, lm, trials: int, seed: int, work: Path) -> dict:
+    from teammed.optimizers.search import search_special_set
+
+    before = lm.n_calls
+    result = search_special_set(questions=tq, lm=lm, trials=trials, study_name=f"search-{seed}", out_dir=work,
+                                seed=seed, batch_size=10)
+    return {"found": subset_label(result.components), "calls": lm.n_calls - before}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--n-tune", type=int, default=150)
+    ap.add_argument("--n-eval", type=int, default=100)
+    ap.add_argument("--probe", type=int, default=5)
+    ap.add_argument("--search-trials", type=int, default=12, help="0 skips today's search")
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/tune_simulated.json"))
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    planted = subset_label(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
+    per_seed = []
+    for seed in range(args.seeds):
+        started = time.perf_counter()
+        tq = simulated_questions(args.n_tune, seed=seed, prefix="tune")
+        eq = simulated_questions(args.n_eval, seed=seed, prefix="heldout")
+        lm = SimulatedTeamLM(answer_key(tq + eq), seed=seed)
+        full, _ = exhaustive_calls(tq, lm, args.probe)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = tune(tune_questions=tq, eval_questions=eq, lm=lm,
+                       settings=TuneSettings(dataset="simulated", model="simulated", seed=seed), budget=None,
+                       storage=":memory:", study_name=f"tune-{seed}", out_dir=tmp)
+            search = run_search(tq, lm, args.search_trials, seed, Path(tmp)) if args.search_trials else None
+        r = out.report
+        row = {"seed": seed, "planted": planted, "tune_found": r["winner"], "tune_ok": r["winner"] == planted,
+               "tune_tuning_calls": r["spent"]["tuning_calls"], "tune_proof_calls": r["spent"]["proof_calls"],
+               "exhaustive_calls": full, "tune_share": round(r["spent"]["tuning_calls"] / full, 4),
+               "reuse_rate": r["spent"]["reuse_rate"], "rounds": r["racing"]["rounds"],
+               "held_out": {k: v["accuracy"] for k, v in r["held_out"].items()},
+               "p_vs_base": r["held_out_comparison"]["base"]["p_mcnemar"],
+               "seconds": round(time.perf_counter() - started, 1)}
+        if search:
+            row.update(search_found=search["found"], search_ok=search["found"] == planted,
+                       search_calls=search["calls"], search_share=round(search["calls"] / full, 4))
+        per_seed.append(row)
+        print(json.dumps(row), flush=True)
+    summary = {"planted": planted, "table": DEFAULT_TABLE.describe(), "seeds": args.seeds, "n_tune": args.n_tune,
+               "n_eval": args.n_eval, "tune_found": sum(r["tune_ok"] for r in per_seed),
+               "tune_share_max": max(r["tune_share"] for r in per_seed),
+               "tune_share_mean": round(sum(r["tune_share"] for r in per_seed) / len(per_seed), 4)}
+    if args.search_trials:
+        summary.update(search_trials=args.search_trials, search_found=sum(r["search_ok"] for r in per_seed),
+                       search_share_mean=round(sum(r["search_share"] for r in per_seed) / len(per_seed), 4))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"summary": summary, "per_seed": per_seed}, indent=2) + "\n")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
