@@ -470,6 +470,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     special_path = out_dir / f"{settings.dataset}.json"
     _atomic_json(special_path, special)
     report["special_set"] = str(special_path)
+    report["program"] = str(program_path)
     _finish(study, state_path, report, out_dir)
     return TuneOutcome("done", "done", report, special_path, out_dir / "tune_report.json")
 

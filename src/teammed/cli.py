@@ -309,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--out", type=Path, default=Path("special_sets"), help="directory of <dataset>.json")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
+    from teammed.cli_tune import add_parsers as add_tune_parsers  # tune, reproduce
+
+    add_tune_parsers(sub, model_flags=_add_model_flags, deployments=_deployments)
     return parser
 
 

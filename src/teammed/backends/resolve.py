@@ -70,7 +70,11 @@ def open_deployments(
         try:
             deployments = []
             for spec in specs or ["local"]:
-                if spec == "scripted" or spec.startswith("scripted:"):
+                if spec == "simulated" or spec.startswith("simulated:"):  # tests and benchmarks only
+                    from teammed.backends.simulated import SimulatedTeamLM
+
+                    deployments.append(Deployment(spec, SimulatedTeamLM({}, seed=int(spec[10:] or 0)), concurrency))
+                elif spec == "scripted" or spec.startswith("scripted:"):
                     delay = float(spec.partition(":")[2] or 0)
                     deployments.append(Deployment(spec, ScriptedLM(delay_s=delay), concurrency))
                 elif spec == "local" or spec.startswith("local:"):

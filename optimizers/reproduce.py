@@ -1,0 +1,259 @@
+"""`reproduce 001-table1`: the TeamMedAgents paper's Table 1 protocol, with its numbers beside ours.
+
+The grid is (data set x row x seed): 50 questions per cell drawn with seeds 111, 222, 333
+from the data set's held-out part (`teammed.data.splits.partition(part="eval")`), rows are the
+single-agent baselines, each component's preset, all components and the *tuned* special set
+(`teammed.optimizers.tune.tune` on the same data set's tuning part, never the cells' questions).
+Every cell is one Optuna trial of one study (`tune_queue.WorkQueue`), so the command resumes
+where it stopped and several machines pointing at the same storage share the cells.
+
+The table gives per row and data set the measured mean ± SE over seeds, the published mean
+± SE, their difference, a two-sided z-test of that difference (normal approximation with
+both SEs) and the exact McNemar test of the row against Zero-Shot on the same questions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dspy
+
+from teammed.config import preset
+from teammed.errors import ConfigError, TeammedError
+from teammed.optimizers._scoring import score_examples
+from teammed.optimizers.compile import examples_from_questions
+from teammed.optimizers.tune_queue import Budget, WorkQueue, cell_key
+from teammed.types import Question
+
+__all__ = ["PROTOCOLS", "TABLE1_001", "DATASETS_001", "ROWS_001", "reproduce_table1", "ReproduceSettings"]
+
+logger = logging.getLogger(__name__)
+
+# Published Table 1 of 001 (GPT-4o, 3 runs, mean ± SE); rows x data-set codes.
+_PUBLISHED_TEXT = """
+Zero-Shot 86.7 1.2 69.3 7.0 66.0 4.0 82.0 6.0 68.0 7.2 77.3 3.1 72.0 3.5 47.3 3.1
+Few-Shot 90.0 1.2 67.3 6.4 66.7 5.0 81.3 2.3 68.0 3.5 81.3 3.1 73.3 1.2 41.3 1.2
+CoT 77.3 3.1 72.0 8.0 62.0 7.2 77.3 3.1 66.0 8.0 66.0 6.0 74.7 2.3 52.0 2.0
+Leadership 89.0 5.0 71.7 1.1 79.3 3.3 83.7 2.3 72.3 2.7 76.0 2.8 69.3 0.9 45.3 3.8
+Mut.Monitor. 89.0 5.0 73.3 2.8 83.0 1.5 81.0 2.0 74.0 2.4 81.0 5.7 73.3 2.5 54.0 1.6
+SharedModel 86.3 3.6 72.7 4.4 84.0 2.0 83.7 2.7 68.7 1.4 79.0 2.8 76.0 1.6 56.7 2.5
+TeamOrient. 88.3 2.1 71.0 2.2 81.0 3.0 85.0 2.7 72.0 2.5 76.7 2.1 68.0 2.8 56.7 3.4
+Mut.Trust 90.0 4.0 72.7 1.8 82.0 2.0 80.3 2.9 70.7 2.3 81.7 2.1 72.0 1.6 52.7 3.4
+AllCompon. 91.3 3.0 69.3 1.7 82.0 2.7 82.3 1.5 72.3 2.6 77.7 2.1 74.7 2.5 43.3 3.8
+MDAgents 88.7 4.0 75.0 1.0 80.7 2.0 80.8 1.1 80.8 1.7 77.9 2.1 65.3 3.9 56.4 4.5
+TeamMed 92.7 2.7 76.7 3.4 84.0 4.0 85.0 2.0 74.0 2.0 78.0 5.3 76.0 4.1 56.7 4.1
+"""
+DATASETS_001 = {"MQA": "medqa", "PQA": "pubmedqa", "MML": "mmlu_pro", "MMC": "medmcqa", "MBL": "medbullets",
+                "DDX": "ddxplus", "PVQ": "pathvqa", "PMC": "pmc_vqa"}
+
+
+def _published() -> dict[str, dict[str, tuple[float, float]]]:
+    table = {}
+    for line in filter(None, _PUBLISHED_TEXT.strip().splitlines()):
+        name, *numbers = line.split()
+        values = [float(x) for x in numbers]
+        table[name] = {code: (values[2 * i], values[2 * i + 1]) for i, code in enumerate(DATASETS_001)}
+    return table
+
+
+TABLE1_001 = _published()
+
+# Row -> (published row name, what runs it): a peer system, a preset, or the tuned special set.
+ROWS_001: dict[str, tuple[str, str, str]] = {
+    "Zero-Shot": ("Zero-Shot", "system", "zero_shot"),
+    "CoT": ("CoT", "system", "cot"),
+    "Leadership": ("Leadership", "preset", "leadership"),
+    "Mut. Monitor.": ("Mut.Monitor.", "preset", "mutual_monitoring"),
+    "Shared Model": ("SharedModel", "preset", "smm"),
+    "Team Orient.": ("TeamOrient.", "preset", "team_orientation"),
+    "Mut. Trust": ("Mut.Trust", "preset", "trust"),
+    "All Compon.": ("AllCompon.", "preset", "all"),
+    "TeamMed (tuned)": ("TeamMed", "special", ""),
+}
+PROTOCOLS = ("001-table1",)
+
+
+@dataclass(frozen=True)
+class ReproduceSettings:
+    model: str
+    seeds: tuple[int, ...] = (111, 222, 333)
+    n: int = 50
+    rows: tuple[str, ...] = tuple(ROWS_001)
+    tune_budget: str = "calls=20000"
+
+
+@dataclass
+class Table1Result:
+    rows: list[dict[str, Any]]
+    unavailable: dict[str, str]
+    special_sets: dict[str, Any] = field(default_factory=dict)
+    markdown: str = ""
+
+
+def _z_p(diff: float, se: float) -> float | None:
+    if se <= 0:
+        return None
+    return math.erfc(abs(diff / se) / math.sqrt(2))
+
+
+def _mcnemar(ours: Mapping[str, bool], theirs: Mapping[str, bool]) -> dict[str, Any] | None:
+    from teammed.evals.stats import mcnemar
+
+    keys = sorted(ours.keys() & theirs.keys())
+    if not keys:
+        return None
+    b = sum(ours[k] and not theirs[k] for k in keys)
+    c = sum(theirs[k] and not ours[k] for k in keys)
+    return {"b": b, "c": c, "n": len(keys), "p": round(mcnemar(b, c), 6)}
+
+
+def reproduce_table1(
+    *,
+    datasets: Mapping[str, Sequence[Question] | str],
+    lm: dspy.BaseLM,
+    settings: ReproduceSettings,
+    storage: str | None,
+    study_name: str,
+    out_dir: Path,
+    tune_special: Callable[[str, Sequence[Question], Sequence[Question]], Mapping[str, Any]] | None = None,
+) -> Table1Result:
+    """Run (or resume) the grid; ``datasets`` maps a code to its questions, or to why it is unavailable."""
+    from teammed.data.sampling import sample_questions
+    from teammed.data.splits import partition
+    from teammed.optimizers.tune import open_tune_study
+
+    unknown = [r for r in settings.rows if r not in ROWS_001]
+    if unknown:
+        raise ConfigError(f"unknown Table 1 rows {unknown}; choose from {', '.join(ROWS_001)}")
+    study, _ = open_tune_study(storage, study_name, out_dir)
+    previous = study.user_attrs.get("reproduce")
+    identity = {"protocol": "001-table1", "model": settings.model, "seeds": list(settings.seeds), "n": settings.n}
+    if previous is None:
+        study.set_user_attr("reproduce", identity)
+    elif previous != identity:
+        raise ConfigError(f"study {study_name!r} reproduces {previous}, not {identity}; repeat its flags or choose "
+                          f"another --study")
+    queue = WorkQueue(study)
+    unavailable = {code: q for code, q in datasets.items() if isinstance(q, str)}
+    available = {code: list(q) for code, q in datasets.items() if not isinstance(q, str)}
+    cell_questions: dict[tuple[str, int], list[Question]] = {}
+    special: dict[str, Any] = {}
+    for code, questions in available.items():
+        held_out = partition(questions, part="eval")
+        for seed in settings.seeds:
+            cell_questions[(code, seed)] = sample_questions(held_out, n=settings.n, seed=seed)
+        if "TeamMed (tuned)" in settings.rows:
+            if tune_special is None:
+                raise ConfigError("the tuned row needs a tuner; pass tune_special= or leave the row out")
+            tuning = partition(questions, part="tune")
+            used = {q.id for qs in (cell_questions[(code, s)] for s in settings.seeds) for q in qs}
+            special[code] = dict(tune_special(code, tuning, [q for q in held_out if q.id not in used] or held_out))
+    by_id = {(code, seed): {q.id: q for q in qs} for (code, seed), qs in cell_questions.items()}
+
+    def program_for(row: str, code: str) -> dspy.Module:
+        _, kind, what = ROWS_001[row]
+        if kind == "system":
+            from teammed.programs.peers import build_system
+
+            return build_system(what)
+        from teammed.programs.teamwork import TeamworkProgram
+
+        if kind == "preset":
+            return TeamworkProgram(preset(what))
+        from teammed.optimizers.saved import load_program
+
+        program, _ = load_program(special[code]["program"], system="teamwork")
+        return program
+
+    def execute(cell: dict[str, Any]) -> dict[str, Any]:
+        questions = list(by_id[(cell["dataset"], cell["seed"])].values())
+        rows = score_examples(program_for(cell["row"], cell["dataset"]), examples_from_questions(questions), lm)
+        correct = [bool(r["correct"]) for r in rows]
+        return {"ids": [r["id"] for r in rows], "correct": correct, "failed": [r["error"] is not None for r in rows],
+                "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r["calls"] for r in rows),
+                "tokens": sum(r["tokens"] for r in rows), "cost_usd": sum(r["cost_usd"] for r in rows)}
+
+    cells = [{"kind": "table1", "dataset": code, "row": row, "seed": seed,
+              "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None}
+             for code in available for row in settings.rows for seed in settings.seeds]
+    done = queue.run(cells, execute)
+    table = _table(cells, done, settings)
+    result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
+    result.markdown = _markdown(table, unavailable, settings)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "table1.json").write_text(json.dumps({"rows": table, "unavailable": unavailable,
+                                                     "special_sets": special, "settings": settings.__dict__},
+                                                    indent=2, default=str) + "\n")
+    (out_dir / "table1.md").write_text(result.markdown)
+    return result
+
+
+def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]],
+           settings: ReproduceSettings) -> list[dict[str, Any]]:
+    per: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
+    for cell in cells:
+        per.setdefault((cell["row"], cell["dataset"]), {})[cell["seed"]] = done[cell_key(cell)]
+    out = []
+    for (row, code), by_seed in per.items():
+        accs = [100 * r["value"] for r in by_seed.values()]
+        mean = statistics.fmean(accs)
+        se = statistics.stdev(accs) / math.sqrt(len(accs)) if len(accs) > 1 else 0.0
+        pub_mean, pub_se = TABLE1_001[ROWS_001[row][0]].get(code, (None, None))
+        diff = mean - pub_mean if pub_mean is not None else None
+        correct = {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
+        baseline = per.get(("Zero-Shot", code))
+        vs_zero = None
+        if baseline is not None and row != "Zero-Shot":
+            theirs = {f"{s}:{i}": c for s, r in baseline.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
+            vs_zero = _mcnemar(correct, theirs)
+        out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
+                    "published": pub_mean, "published_se": pub_se,
+                    "difference": round(diff, 2) if diff is not None else None,
+                    "p_vs_published": _z_p(diff, math.hypot(se, pub_se)) if diff is not None else None, "vs_zero_shot": vs_zero,
+                    "n_per_seed": [len(r["ids"]) for r in by_seed.values()],
+                    "failed": sum(sum(r["failed"]) for r in by_seed.values()),
+                    "calls": sum(r["calls"] for r in by_seed.values())})
+    return out
+
+
+def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str], s: ReproduceSettings) -> str:
+    lines = [f"# 001 Table 1 reproduced with {s.model} (seeds {', '.join(map(str, s.seeds))}, n={s.n} per seed)", "",
+             "measured mean ± SE (over seeds) | published mean ± SE | difference (p, z-test) | McNemar vs Zero-Shot",
+             "", "| row | data set | measured | published | difference | p | vs Zero-Shot (b/c, p) | failed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in table:
+        p = f"{r['p_vs_published']:.3f}" if r["p_vs_published"] is not None else "n/a"
+        z = r["vs_zero_shot"]
+        vs = f"{z['b']}/{z['c']}, p={z['p']:.3f}" if z else ""
+        pub = f"{r['published']:.1f} ± {r['published_se']:.1f}" if r["published"] is not None else "not in paper"
+        diff = f"{r['difference']:+.1f}" if r["difference"] is not None else ""
+        lines.append(f"| {r['row']} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f} | {pub} | {diff} | "
+                     f"{p} | {vs} | {r['failed']} |")
+    if unavailable:
+        lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
+    return "\n".join(lines) + "\n"
+
+
+def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None) -> dict[str, Sequence[Question] | str]:
+    """Each code's questions (a code, a registry name or a file), or the reason it cannot be loaded."""
+    from teammed.data import load_dataset
+
+    found: dict[str, Sequence[Question] | str] = {}
+    for code in codes:
+        name = DATASETS_001.get(code.upper(), code)
+        label = code.upper() if code.upper() in DATASETS_001 else code
+        try:
+            found[label] = load_dataset(name, data_dir=data_dir)
+        except (TeammedError, OSError) as exc:
+            found[label] = f"{type(exc).__name__}: {exc}"
+    return found
+
+
+__all__ += ["load_paper_datasets", "Table1Result", "Budget"]

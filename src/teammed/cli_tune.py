@@ -1,0 +1,165 @@
+"""The ``tune`` and ``reproduce`` commands: thin glue between the CLI and `teammed.optimizers.tune`/`reproduce`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from teammed.errors import ConfigError
+
+__all__ = ["add_parsers"]
+
+_OPTIMIZERS = ["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"]
+
+
+def _teach(lm: Any, questions: Sequence[Any]) -> None:
+    """The simulated team needs the gold letters of the questions it will be asked (its planted world)."""
+    from teammed.backends.simulated import SimulatedTeamLM, answer_key
+
+    if isinstance(lm, SimulatedTeamLM):
+        lm.answers.update(answer_key(questions))
+
+
+def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+    from teammed.data import load_dataset, sample_questions
+    from teammed.data.splits import partition
+
+    if args.tune_split:  # the source's own train/dev split for tuning, its default split held out
+        tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split)
+        eval_pool = load_dataset(args.dataset, data_dir=args.data_dir)
+    else:
+        pool = load_dataset(args.dataset, data_dir=args.data_dir)
+        tune_pool, eval_pool = partition(pool, part="tune"), partition(pool, part="eval")
+    tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
+    eval_q = sample_questions(eval_pool, n=args.n_eval, seed=args.seed)
+    return tune_q, eval_q
+
+
+def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
+    from teammed.optimizers.tune import TuneSettings
+
+    return TuneSettings(dataset=dataset, model=model, optimizer=args.optimizer, seed=args.seed,
+                        batch_size=args.batch_size, stage1_batches=args.stage1_batches, pool_size=args.pool_size,
+                        alpha=args.alpha)
+
+
+def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
+    from teammed.backends.resolve import describe
+    from teammed.cli_optimize import dataset_label
+    from teammed.optimizers.tune import tune
+    from teammed.optimizers.tune_queue import parse_budget
+
+    budget = parse_budget(args.budget)
+    dataset = dataset_label(args.dataset)
+    tune_q, eval_q = _questions(args)
+    out = args.out or Path("special_sets") / f"{dataset}_tune"
+    with deployments(args) as opened:
+        lm = opened[0].lm
+        _teach(lm, [*tune_q, *eval_q])
+        outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
+                       settings=_settings(args, dataset, describe(opened[0].spec)), budget=budget,
+                       storage=args.storage, study_name=args.study or f"tune-{dataset}", out_dir=out)
+    spent = outcome.report.get("spent", {})
+    if outcome.status != "done":
+        print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
+        print(f"report: {outcome.report_path}")
+        return 0
+    print(json.dumps({"special_set": outcome.report["winner"], "held_out": outcome.report["held_out"],
+                      "spent": spent}, indent=2))
+    print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)")
+    return 0
+
+
+def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
+    from teammed.backends.resolve import describe
+    from teammed.optimizers.reproduce import (
+        DATASETS_001,
+        PROTOCOLS,
+        ROWS_001,
+        ReproduceSettings,
+        load_paper_datasets,
+        reproduce_table1,
+    )
+    from teammed.optimizers.tune import TuneSettings, tune
+    from teammed.optimizers.tune_queue import parse_budget
+
+    if args.protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {args.protocol!r}; available: {', '.join(PROTOCOLS)}")
+    codes = [c.strip() for c in (args.datasets or ",".join(DATASETS_001)).split(",") if c.strip()]
+    rows = tuple(r.strip() for r in args.rows.split(";")) if args.rows else tuple(ROWS_001)
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    datasets = load_paper_datasets(codes, data_dir=args.data_dir)
+    for code, why in datasets.items():
+        if isinstance(why, str):
+            print(f"reproduce: {code} not available locally ({why}); its cells are skipped", file=sys.stderr)
+    if all(isinstance(q, str) for q in datasets.values()):
+        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
+    out = args.out or Path("reproduce") / args.protocol
+    study = args.study or f"reproduce-{args.protocol}"
+    with deployments(args) as opened:
+        lm = opened[0].lm
+        model = describe(opened[0].spec)
+        _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
+        settings = ReproduceSettings(model=model, seeds=seeds, n=args.n, rows=rows, tune_budget=args.tune_budget)
+
+        def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
+            outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
+                           settings=TuneSettings(dataset=code, model=model, optimizer=args.optimizer,
+                                                 batch_size=args.batch_size, seed=0),
+                           budget=parse_budget(args.tune_budget), storage=args.storage,
+                           study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}")
+            if outcome.status != "done":
+                raise ConfigError(f"tuning the special set for {code} stopped: {outcome.message} "
+                                  f"(raise --tune-budget)")
+            return {"config": outcome.report["winner_config"], "program": outcome.report["program"], "special_set": outcome.report["special_set"]}
+
+        result = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=args.storage,
+                                  study_name=study, out_dir=out, tune_special=tune_special)
+    print(result.markdown)
+    print(f"table: {out / 'table1.md'} and {out / 'table1.json'}")
+    return 0
+
+
+def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], None],
+                deployments: Callable[[argparse.Namespace], Any]) -> None:
+    """Register ``tune`` and ``reproduce`` on the CLI's subparsers."""
+    t = sub.add_parser("tune", help="design prompts and components together; prove the result on held-out questions")
+    t.add_argument("--dataset", required=True, help="a benchmark name or a JSONL/CSV file")
+    t.add_argument("--data-dir", type=Path)
+    t.add_argument("--tune-split", help="tune on this split of the source (e.g. train); default: the 'tune' part "
+                   "of teammed.data.splits")
+    t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
+    t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
+    t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
+    t.add_argument("--study", help="study name (default: tune-<dataset>)")
+    t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
+    t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
+    t.add_argument("--seed", type=int, default=111)
+    t.add_argument("--batch-size", type=int, default=10, help="questions per racing round")
+    t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
+    t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
+    t.add_argument("--alpha", type=float, default=0.05, help="one-sided sign-test level for dropping a configuration")
+    t.add_argument("--out", type=Path, help="output directory (default: special_sets/<dataset>_tune)")
+    model_flags(t)
+    t.set_defaults(func=lambda args: tune_command(args, deployments=deployments))
+
+    r = sub.add_parser("reproduce", help="a paper's table, measured, with the published numbers beside")
+    r.add_argument("protocol", help="001-table1 (TeamMedAgents, Table 1)")
+    r.add_argument("--data-dir", type=Path)
+    r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
+                   "default: all eight")
+    r.add_argument("--rows", help="semicolon-separated rows (default: all rows; see the report)")
+    r.add_argument("--seeds", default="111,222,333")
+    r.add_argument("--n", type=int, default=50, help="questions per cell")
+    r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
+    r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
+    r.add_argument("--tune-budget", default="calls=20000", help="budget of the special set's tune per data set")
+    r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer")
+    r.add_argument("--batch-size", type=int, default=10)
+    r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
+    model_flags(r)
+    r.set_defaults(func=lambda args: reproduce_command(args, deployments=deployments))
