@@ -176,6 +176,14 @@ class WorkQueue:
                 continue
             self._pull(execute)
 
+    def _twin(self, number: int, key: str | None) -> int | None:
+        """A finished trial of the same cell, or a running one with a smaller number."""
+        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+            if t.number != number and t.user_attrs.get("cell_key") == key:
+                if t.state == TrialState.COMPLETE or t.number < number:
+                    return t.number
+        return None
+
     def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         trial = self.study.ask()
         cell = trial.user_attrs.get("cell")
@@ -184,6 +192,11 @@ class WorkQueue:
             return
         trial.set_user_attr("worker", WORKER)
         trial.set_user_attr("started", time.time())
+        twin = self._twin(trial.number, trial.user_attrs.get("cell_key"))
+        if twin is not None:  # two workers enqueued the same cell: the earlier trial does it
+            trial.set_user_attr("duplicate_of", twin)
+            self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            return
         try:
             result = execute(dict(cell))
         except BaseException:

@@ -1,0 +1,297 @@
+"""`tune`, its work queue, racing, memo and the simulated team."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from teammed import usage
+from teammed.backends.scripted import ScriptedLM
+from teammed.backends.simulated import (
+    DEFAULT_TABLE,
+    PlantedTable,
+    SimulatedTeamLM,
+    answer_key,
+    infer_components,
+    simulated_questions,
+)
+from teammed.config import config_from_components
+from teammed.errors import ConfigError, DataError
+from teammed.optimizers._scoring import score_examples
+from teammed.optimizers._space import subset_label, valid_subsets
+from teammed.optimizers.compile import examples_from_questions
+from teammed.optimizers.tune import TuneSettings, check_disjoint, tune
+from teammed.optimizers.tune_memo import MemoLM
+from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, parse_budget
+from teammed.optimizers.tune_race import one_sided_sign_p, race
+from teammed.programs.teamwork import TeamworkProgram
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANTED = subset_label(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
+
+
+def _world(seed: int, n_tune: int = 100, n_eval: int = 20):
+    tq = simulated_questions(n_tune, seed=seed, prefix="t")
+    eq = simulated_questions(n_eval, seed=seed, prefix="e")
+    return tq, eq, SimulatedTeamLM(answer_key(tq + eq), seed=seed)
+
+
+# ---------------------------------------------------------------- simulated team
+def test_simulated_team_infers_every_valid_configuration_from_its_prompts():
+    tq, _, lm = _world(0, n_tune=2)
+    for subset in valid_subsets(min_turns=2):
+        lm.seen.clear()
+        score_examples(TeamworkProgram(config_from_components(list(subset))), examples_from_questions(tq[:1]), lm)
+        assert set(lm.seen) == {subset_label(subset)}, subset
+
+
+def test_simulated_team_accuracy_follows_the_planted_table_and_is_request_pure():
+    tq, _, lm = _world(3, n_tune=60)
+    examples = examples_from_questions(tq)
+    best = list(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
+    for comps in ([], ["trust"], best):
+        rows = score_examples(TeamworkProgram(config_from_components(comps)), examples, lm)
+        expected = [lm.correct(q.full_text(), comps) for q in tq]
+        assert [r["correct"] for r in rows] == expected  # the team's answer is the planted coin, nothing else
+    again = SimulatedTeamLM(answer_key(tq), seed=3)
+    rows2 = score_examples(TeamworkProgram(config_from_components(best)), examples, again)
+    assert [r["correct"] for r in rows2] == [lm.correct(q.full_text(), best) for q in tq]
+
+
+def test_planted_table_has_a_harmful_component_and_an_interaction():
+    t = PlantedTable()
+    assert t.accuracy(["trust"]) < t.accuracy([])
+    assert t.accuracy(["team_orientation"]) == t.accuracy([])
+    assert t.accuracy(["leadership", "team_orientation"]) > t.accuracy(["leadership"]) + 0.05
+    assert infer_components({"team_context": "Reliability so far: a", "history": "", "role": "x"}) == ("trust",)
+
+
+def test_tune_code_never_reads_the_planted_table():
+    for path in (ROOT / "optimizers").glob("tune*.py"):
+        text = path.read_text()
+        assert "simulated" not in text.lower() and "PlantedTable" not in text, path
+
+
+# ---------------------------------------------------------------- racing, budget, memo
+def test_one_sided_sign_test():
+    assert one_sided_sign_p(0, 5) == pytest.approx(1 / 32)
+    assert one_sided_sign_p(5, 0) == 1.0
+    assert one_sided_sign_p(0, 0) == 1.0
+    assert one_sided_sign_p(2, 2) == pytest.approx(11 / 16)
+
+
+def test_race_drops_a_configuration_significantly_worse_on_shared_questions():
+    ids = [f"q{i}" for i in range(20)]
+    rounds = [ids[:10], ids[10:]]
+    scores = {"good": {q: True for q in ids}, "bad": {q: i % 4 == 0 for i, q in enumerate(ids)},
+              "close": {q: i != 3 for i, q in enumerate(ids)}}
+    state = race(["good", "bad", "close"], rounds, scores, {}, alpha=0.05, min_rounds=1)
+    assert "bad" not in state.alive and "good" in state.alive and "close" in state.alive
+    assert state.history[0]["dropped"] == "bad" and state.history[0]["incumbent"] == "good"
+    partial = race(["good", "bad"], rounds, {"good": scores["good"], "bad": {}}, {}, alpha=0.05)
+    assert partial.rounds == 0 and partial.alive == ["good", "bad"]  # unfinished round: nothing decided
+
+
+def test_parse_budget_and_careless_values():
+    assert parse_budget("calls=2000") == Budget(calls=2000)
+    assert parse_budget("tokens=2e6,usd=5") == Budget(tokens=2e6, usd=5.0)
+    for bad in ("", "calls", "calls=-1", "dollars=5", "usd=abc"):
+        with pytest.raises(ConfigError):
+            parse_budget(bad)
+    assert Budget(calls=10).spent({"calls": 10}) == "calls=10 of 10"
+    assert Budget(usd=1.0).spent({"cost_usd": 0.5}) is None
+
+
+def test_memo_counts_every_call_as_billable_and_reports_reuse_separately():
+    inner = ScriptedLM()
+    memo = MemoLM(inner)
+    with usage.track() as used:
+        first = memo.forward(messages=[{"role": "user", "content": "same"}])
+        second = memo.forward(messages=[{"role": "user", "content": "same"}])
+        memo.forward(messages=[{"role": "user", "content": "other"}])
+    assert len(inner.calls) == 2  # computed once
+    assert used.calls == 3 and used.cache_hits == 0
+    assert used.prompt_tokens == 3 * first.usage.prompt_tokens  # billed as if uncached
+    assert first.choices[0].message.content == second.choices[0].message.content
+    assert memo.stats() == {"requests": 3, "hits": 1}
+
+
+# ---------------------------------------------------------------- work queue
+def _study(tmp_path: Path, name: str = "q") -> optuna.Study:
+    storage = optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(tmp_path / "q.log")))
+    return optuna.create_study(storage=storage, study_name=name, load_if_exists=True)
+
+
+def test_queue_runs_each_cell_once_and_resumes_without_rerunning(tmp_path):
+    ran = []
+    cells = [{"kind": "x", "i": i} for i in range(5)]
+
+    def execute(cell):
+        ran.append(cell["i"])
+        return {"value": cell["i"], "calls": 1}
+
+    done = WorkQueue(_study(tmp_path)).run(cells, execute)
+    assert sorted(ran) == list(range(5)) and len(done) == 5
+    WorkQueue(_study(tmp_path)).run(cells, execute)
+    assert len(ran) == 5  # resumed: nothing ran twice
+    with pytest.raises(BudgetSpent, match="larger --budget"):
+        WorkQueue(_study(tmp_path), budget=Budget(calls=5)).run([*cells, {"kind": "x", "i": 9}], execute)
+
+
+def test_queue_reruns_the_cell_of_a_killed_worker(tmp_path):
+    study = _study(tmp_path)
+    cell = {"kind": "x", "i": 1}
+    key = json.dumps(cell, sort_keys=True, separators=(",", ":"))
+    study.enqueue_trial({}, user_attrs={"cell_key": key, "cell": cell})
+    trial = study.ask()  # a worker took it, then died (pid that cannot exist)
+    trial.set_user_attr("worker", f"{socket.gethostname()}:99999999")
+    trial.set_user_attr("started", 0.0)
+    done = WorkQueue(study, poll_s=0.01).run([cell], lambda c: {"value": 1.0})
+    assert done[key]["value"] == 1.0
+    assert study.get_trials(states=(TrialState.FAIL,))[0].number == trial.number
+
+
+_QUEUE_WORKER = """
+import sys, os, time
+sys.path.insert(0, {root!r})
+import optuna
+from teammed.optimizers.tune_queue import WorkQueue
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+storage = {storage}
+study = optuna.create_study(storage=storage, study_name={name!r}, load_if_exists=True)
+def execute(cell):
+    time.sleep(0.05)
+    return {{"value": cell["i"], "worker": os.getpid()}}
+WorkQueue(study, poll_s=0.05).run([{{"kind": "x", "i": i}} for i in range(16)], execute)
+"""
+
+
+def _two_workers(tmp_path: Path, storage: str, name: str) -> list[optuna.trial.FrozenTrial]:
+    script = _QUEUE_WORKER.format(root=str(ROOT / "src"), storage=storage, name=name)
+    procs = [subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errs
+    return []
+
+
+def test_two_processes_share_one_journal_queue(tmp_path):
+    storage = (f"optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend("
+               f"{str(tmp_path / 'shared.log')!r}))")
+    _two_workers(tmp_path, storage, "shared")
+    study = optuna.load_study(study_name="shared", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(tmp_path / "shared.log"))))
+    done = study.get_trials(states=(TrialState.COMPLETE,))
+    keys = [t.user_attrs["cell_key"] for t in done if "result" in t.user_attrs]
+    assert len(set(keys)) == 16 and len(keys) == 16  # every cell done exactly once
+    assert len({t.user_attrs["result"]["worker"] for t in done}) == 2  # both processes worked
+
+
+@pytest.mark.postgres
+def test_two_processes_share_one_postgres_queue(tmp_path):
+    url = os.environ.get("TEAMMED_PG_URL")
+    if not url:
+        pytest.skip("set TEAMMED_PG_URL to a PostgreSQL database to run this test")
+    from teammed.optimizers._storage import open_storage
+
+    name = f"teammed-queue-{uuid.uuid4().hex[:10]}"
+    storage = f"__import__('teammed.optimizers._storage', fromlist=['x']).open_storage({url!r}, None)[0]"
+    _two_workers(tmp_path, storage, name)
+    backend = open_storage(url, tmp_path)[0]
+    try:
+        done = optuna.load_study(study_name=name, storage=backend).get_trials(states=(TrialState.COMPLETE,))
+        assert len({t.user_attrs["cell_key"] for t in done}) == 16
+        assert len({t.user_attrs["result"]["worker"] for t in done}) == 2
+    finally:
+        optuna.delete_study(study_name=name, storage=backend)
+
+
+# ---------------------------------------------------------------- the pipeline
+def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_path):
+    tq, eq, lm = _world(0, n_tune=150, n_eval=60)
+    out = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=TuneSettings(dataset="sim", model="sim"),
+               budget=None, storage=None, study_name="s", out_dir=tmp_path)
+    r = out.report
+    assert out.status == "done" and r["winner"] == PLANTED
+    assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
+    assert not set(r["tuning_ids"]) & set(r["held_out_ids"])
+    special = json.loads(out.special_set_path.read_text())
+    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 60
+    from teammed.optimizers import load_special_set
+
+    assert load_special_set(out.special_set_path).components == tuple(DEFAULT_TABLE.best(valid_subsets()))
+    assert r["spent"]["calls"] == r["spent"]["tuning_calls"] + r["spent"]["proof_calls"]
+    assert 0 < r["spent"]["reuse_rate"] < 1
+    assert r["held_out"]["winner"]["accuracy"] > r["held_out"]["base"]["accuracy"]
+    assert (tmp_path / "tune_report.md").read_text().count("| base |") >= 1
+
+
+def test_tune_refuses_overlapping_questions():
+    tq, eq, _ = _world(0, n_tune=30, n_eval=5)
+    with pytest.raises(DataError, match="both tuning and held-out"):
+        check_disjoint(tq, [*eq, tq[0]])
+
+
+def test_budget_stops_cleanly_and_a_resume_matches_an_uninterrupted_run(tmp_path):
+    settings = TuneSettings(dataset="sim", model="sim", pool_size=6)
+    tq, eq, lm = _world(1, n_tune=60, n_eval=20)
+    whole = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=settings, budget=None, storage=":memory:",
+                 study_name="w", out_dir=tmp_path / "whole")
+    store = f"sqlite:///{tmp_path / 'parts.db'}"
+    stopped = tune(tune_questions=tq, eval_questions=eq, lm=SimulatedTeamLM(answer_key(tq + eq), seed=1),
+                   settings=settings, budget=Budget(calls=1500), storage=store, study_name="p",
+                   out_dir=tmp_path / "parts")
+    assert stopped.status == "budget" and stopped.special_set_path is None
+    state = json.loads((tmp_path / "parts" / "tune_state.json").read_text())
+    assert state["status"] == "budget" and state["spent"]["calls"] >= 1500
+    fresh = SimulatedTeamLM(answer_key(tq + eq), seed=1)
+    resumed = tune(tune_questions=tq, eval_questions=eq, lm=fresh, settings=settings, budget=Budget(calls=10**7),
+                   storage=store, study_name="p", out_dir=tmp_path / "parts")
+    assert resumed.status == "done" and resumed.report["winner"] == whole.report["winner"]
+    assert fresh.n_calls < whole.report["spent"]["calls"]  # the resume did not redo the finished cells
+    assert resumed.report["spent"]["calls"] == whole.report["spent"]["calls"]  # same figures, run order aside
+    with pytest.raises(ConfigError, match="repeat them to resume"):
+        tune(tune_questions=tq, eval_questions=eq, lm=fresh, settings=TuneSettings(dataset="sim", model="sim"),
+             budget=None, storage=store, study_name="p", out_dir=tmp_path / "parts")
+
+
+def test_tune_with_a_prompt_optimizer_compiles_stage1_and_the_winner(tmp_path):
+    tq, eq, lm = _world(2, n_tune=24, n_eval=6)
+    out = tune(tune_questions=tq, eval_questions=eq, lm=lm,
+               settings=TuneSettings(dataset="sim", model="sim", optimizer="labeled", batch_size=6,
+                                     stage1_batches=1, pool_size=3, compile_train=4),
+               budget=None, storage=":memory:", study_name="c", out_dir=tmp_path)
+    assert out.status == "done"
+    prompts = {row["prompts"] for row in out.report["tried"]}
+    assert prompts == {"stage1"}
+    program = json.loads(Path(out.report["program"]).read_text())
+    demos = [len(v["demos"]) for v in program["state"].values()]
+    assert max(demos) > 0  # the compiled winner carries its demos
+
+
+def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
+    from teammed.cli import main
+
+    data = tmp_path / "sim.jsonl"
+    qs = simulated_questions(120, seed=5, prefix="cli")
+    data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
+                                        "answer_idx": q.answer_idx}) + "\n" for q in qs))
+    out = tmp_path / "out"
+    assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", "simulated:5", "--optimizer",
+                 "none", "--n-eval", "20", "--out", str(out), "--no-cache", "--pool-size", "4"]) == 0
+    special = json.loads((out / "sim.json").read_text())
+    from teammed.data.splits import part_of
+
+    assert all(part_of(i) == "tune" for i in special["tuning_ids"])
+    assert all(part_of(i) == "eval" for i in special["held_out"]["ids"])
+    assert main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"]) == 2
+    assert "calls=N" in capsys.readouterr().err
