@@ -67,7 +67,7 @@ class TuneSettings:
     seed: int = 0
     batch_size: int = 10
     stage1_batches: int = 3
-    pool_size: int = 12
+    pool_size: int = 8
     alpha: float = 0.05
     min_rounds: int = 2
     compile_train: int = 10
@@ -263,18 +263,28 @@ class _Pipeline:
         return sample_pool(influence, settings=self.s)
 
     def stage2(self, pool: list[dict[str, Any]]) -> tuple[str, Any]:
-        labels = [_label(c) for c in pool]
-        by_label = dict(zip(labels, pool, strict=True))
+        """Race the pool; then race the winner against its unraced one-change neighbours until it holds."""
+        by_label = {_label(c): c for c in pool}
+        entrants = list(by_label)
+        self.races: list[dict[str, Any]] = []
         while True:
-            scores, tokens = self._scores(by_label)
+            winner, state = self._race(entrants, by_label)
+            self.races.append({"entrants": entrants, "winner": winner, "rounds": state.rounds,
+                               "survivors": state.alive, "history": state.history})
+            fresh = [n for n in neighbours(by_label[winner], self.s) if _label(n) not in by_label]
+            if not fresh or (len(self.races) > 1 and winner == entrants[0]):
+                return winner, by_label
+            by_label.update({_label(n): n for n in fresh})
+            entrants = [winner, *(_label(n) for n in fresh)]
+
+    def _race(self, labels: list[str], by_label: Mapping[str, Any]) -> tuple[str, Any]:
+        while True:
+            scores, tokens = self._scores({c: by_label[c] for c in labels})
             state = race(labels, self.rounds, scores, tokens, alpha=self.s.alpha, min_rounds=self.s.min_rounds)
             if len(state.alive) <= 1 or state.rounds >= len(self.rounds):
-                break
+                return incumbent(state.alive, scores, tokens, labels), state
             cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
             self.queue.run(cells, self.execute)
-        winner = incumbent(state.alive, scores, tokens, labels)
-        self.race_state = state
-        return winner, by_label
 
     def _scores(self, by_label: Mapping[str, Mapping[str, Any]]) -> tuple[dict, dict]:
         done = self.queue.results()
@@ -333,6 +343,24 @@ def on_probabilities(influence: Mapping[str, float]) -> dict[str, float]:
     """0.5 for no influence, towards 0.9 (0.1) for the most helpful (harmful) component."""
     scale = max([abs(v) for v in influence.values()] + [0.02])
     return {c: round(min(0.9, max(0.1, 0.5 + 0.4 * v / scale)), 4) for c, v in influence.items()}
+
+
+def neighbours(config: Mapping[str, Any], settings: TuneSettings) -> list[dict[str, Any]]:
+    """Valid configurations one component away from ``config`` (switching leadership off takes mutual
+    monitoring with it; switching monitoring on brings leadership)."""
+    on = {c for c in COMPONENTS if config.get(c)}
+    found = []
+    for c in COMPONENTS:
+        other = on ^ {c}
+        if c == "leadership" and c not in other:
+            other.discard("mutual_monitoring")
+        if c == "mutual_monitoring" and c in other:
+            other.add("leadership")
+        try:
+            found.append(_config_json([x for x in COMPONENTS if x in other], settings))
+        except ConfigError:  # not valid with these settings (e.g. one turn)
+            continue
+    return found
 
 
 def sample_pool(influence: Mapping[str, float], *, settings: TuneSettings) -> list[dict[str, Any]]:
@@ -441,8 +469,9 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         report["pool"] = [_label(c) for c in pool]
         report["on_probabilities"] = on_probabilities(influence)
         winner, by_label = p.stage2(pool)
-        report["racing"] = {"rounds": p.race_state.rounds, "survivors": p.race_state.alive,
-                            "history": p.race_state.history, "winner": winner}
+        report["racing"] = {"winner": winner, "races": p.races,
+                            "rounds": sum(r["rounds"] for r in p.races),
+                            "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}
         winner_config = by_label[winner]
         stage = "3-winner"
         p.stage3(winner_config)
@@ -515,10 +544,12 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines.append("")
     if report.get("racing"):
         r = report["racing"]
-        lines += [f"## racing: winner {r['winner']} after {r['rounds']} rounds; survivors {', '.join(r['survivors'])}",
-                  "", "| round | dropped | incumbent | n | wins | losses | p |", "|---|---|---|---|---|---|---|"]
-        lines += [f"| {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | {h['losses']} | "
-                  f"{h['p']:.4f} |" for h in r["history"]]
+        lines += [f"## racing: winner {r['winner']} after {len(r['races'])} races", ""]
+        lines += [f"- race {i + 1}: {len(x['entrants'])} entrants, {x['rounds']} rounds, winner {x['winner']}, "
+                  f"survivors {', '.join(x['survivors'])}" for i, x in enumerate(r["races"])]
+        lines += ["", "| race | round | dropped | incumbent | n | wins | losses | p |", "|---|---|---|---|---|---|---|---|"]
+        lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
+                  f"{h['losses']} | {h['p']:.4f} |" for h in r["history"]]
         lines.append("")
     lines += ["## configurations tried (tuning questions)", "",
               "| config | prompts | n | accuracy | tokens/q | calls | cost |", "|---|---|---|---|---|---|---|"]
