@@ -547,7 +547,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"## racing: winner {r['winner']} after {len(r['races'])} races", ""]
         lines += [f"- race {i + 1}: {len(x['entrants'])} entrants, {x['rounds']} rounds, winner {x['winner']}, "
                   f"survivors {', '.join(x['survivors'])}" for i, x in enumerate(r["races"])]
-        lines += ["", "| race | round | dropped | incumbent | n | wins | losses | p |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| race | round | dropped | incumbent | n | wins | losses | p |",
+                  "|---|---|---|---|---|---|---|---|"]
         lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
                   f"{h['losses']} | {h['p']:.4f} |" for h in r["history"]]
         lines.append("")

@@ -21,6 +21,7 @@ import logging
 import os
 import socket
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -185,7 +186,9 @@ class WorkQueue:
         return None
 
     def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        trial = self.study.ask()
+        with warnings.catch_warnings():  # RDB storages have heartbeats, which only Study.optimize sends
+            warnings.simplefilter("ignore", UserWarning)
+            trial = self.study.ask()
         cell = trial.user_attrs.get("cell")
         if cell is None:  # the queue emptied under us: Optuna made a fresh trial instead
             self.study.tell(trial, state=TrialState.FAIL)

@@ -7,7 +7,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import uuid
 from pathlib import Path
 
@@ -217,7 +216,8 @@ def test_two_processes_share_one_postgres_queue(tmp_path):
 
 # ---------------------------------------------------------------- the pipeline
 def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_path):
-    tq, eq, lm = _world(0, n_tune=150, n_eval=60)
+    tq, eq, _ = _world(0, n_tune=80, n_eval=40)
+    lm = SimulatedTeamLM(answer_key(tq + eq), seed=0, table=PlantedTable(noise=0.01))
     out = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=TuneSettings(dataset="sim", model="sim"),
                budget=None, storage=None, study_name="s", out_dir=tmp_path)
     r = out.report
@@ -225,7 +225,7 @@ def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_pat
     assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
     assert not set(r["tuning_ids"]) & set(r["held_out_ids"])
     special = json.loads(out.special_set_path.read_text())
-    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 60
+    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 40
     from teammed.optimizers import load_special_set
 
     assert load_special_set(out.special_set_path).components == tuple(DEFAULT_TABLE.best(valid_subsets()))

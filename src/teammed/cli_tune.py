@@ -115,7 +115,9 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
             if outcome.status != "done":
                 raise ConfigError(f"tuning the special set for {code} stopped: {outcome.message} "
                                   f"(raise --tune-budget)")
-            return {"config": outcome.report["winner_config"], "program": outcome.report["program"], "special_set": outcome.report["special_set"]}
+            report = outcome.report
+            return {"config": report["winner_config"], "program": report["program"],
+                    "special_set": report["special_set"]}
 
         result = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=args.storage,
                                   study_name=study, out_dir=out, tune_special=tune_special)
