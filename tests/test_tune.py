@@ -216,7 +216,7 @@ def test_two_processes_share_one_postgres_queue(tmp_path):
 
 # ---------------------------------------------------------------- the pipeline
 def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_path):
-    tq, eq, _ = _world(0, n_tune=80, n_eval=40)
+    tq, eq, _ = _world(0, n_tune=80, n_eval=20)
     lm = SimulatedTeamLM(answer_key(tq + eq), seed=0, table=PlantedTable(noise=0.01))
     out = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=TuneSettings(dataset="sim", model="sim"),
                budget=None, storage=None, study_name="s", out_dir=tmp_path)
@@ -225,7 +225,7 @@ def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_pat
     assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
     assert not set(r["tuning_ids"]) & set(r["held_out_ids"])
     special = json.loads(out.special_set_path.read_text())
-    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 40
+    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 20
     from teammed.optimizers import load_special_set
 
     assert load_special_set(out.special_set_path).components == tuple(DEFAULT_TABLE.best(valid_subsets()))
@@ -242,17 +242,17 @@ def test_tune_refuses_overlapping_questions():
 
 
 def test_budget_stops_cleanly_and_a_resume_matches_an_uninterrupted_run(tmp_path):
-    settings = TuneSettings(dataset="sim", model="sim", pool_size=6)
-    tq, eq, lm = _world(1, n_tune=60, n_eval=20)
+    settings = TuneSettings(dataset="sim", model="sim", pool_size=3, batch_size=5, stage1_batches=2)
+    tq, eq, lm = _world(1, n_tune=30, n_eval=5)
     whole = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=settings, budget=None, storage=":memory:",
                  study_name="w", out_dir=tmp_path / "whole")
     store = f"sqlite:///{tmp_path / 'parts.db'}"
     stopped = tune(tune_questions=tq, eval_questions=eq, lm=SimulatedTeamLM(answer_key(tq + eq), seed=1),
-                   settings=settings, budget=Budget(calls=1500), storage=store, study_name="p",
+                   settings=settings, budget=Budget(calls=800), storage=store, study_name="p",
                    out_dir=tmp_path / "parts")
     assert stopped.status == "budget" and stopped.special_set_path is None
     state = json.loads((tmp_path / "parts" / "tune_state.json").read_text())
-    assert state["status"] == "budget" and state["spent"]["calls"] >= 1500
+    assert state["status"] == "budget" and state["spent"]["calls"] >= 800
     fresh = SimulatedTeamLM(answer_key(tq + eq), seed=1)
     resumed = tune(tune_questions=tq, eval_questions=eq, lm=fresh, settings=settings, budget=Budget(calls=10**7),
                    storage=store, study_name="p", out_dir=tmp_path / "parts")
@@ -282,12 +282,13 @@ def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
     from teammed.cli import main
 
     data = tmp_path / "sim.jsonl"
-    qs = simulated_questions(120, seed=5, prefix="cli")
+    qs = simulated_questions(70, seed=5, prefix="cli")
     data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
                                         "answer_idx": q.answer_idx}) + "\n" for q in qs))
     out = tmp_path / "out"
     assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", "simulated:5", "--optimizer",
-                 "none", "--n-eval", "20", "--out", str(out), "--no-cache", "--pool-size", "4"]) == 0
+                 "none", "--n-eval", "6", "--out", str(out), "--no-cache", "--pool-size", "2", "--batch-size", "5",
+                 "--stage1-batches", "1"]) == 0
     special = json.loads((out / "sim.json").read_text())
     from teammed.data.splits import part_of
 
