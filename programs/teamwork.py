@@ -19,6 +19,7 @@ from teammed.programs.closed_loop import ClosedLoop
 from teammed.programs.discussion import Discussion, format_history
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
+from teammed.programs.options import validated_options
 from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.recruitment import Recruitment
 from teammed.programs.smm import SharedMentalModel, intersect_facts
@@ -76,7 +77,7 @@ class TeamworkProgram(dspy.Module):
     def forward(self, question: str, options: dict[str, str], context: str | None = None,
                 image: str | None = None) -> dspy.Prediction:
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
-        s = _State(text, dict(options))
+        s = _State(text, validated_options(options))
         self._recruit(s)
         self._assess(s, image)
         if self._consensus_reached(s):
