@@ -20,6 +20,7 @@ from teammed.programs.discussion import Discussion, format_history
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
 from teammed.programs.options import validated_options
+from teammed.programs.persist import SavesConfig
 from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.recruitment import Recruitment
 from teammed.programs.smm import SharedMentalModel, intersect_facts
@@ -59,7 +60,7 @@ class _State:
         self.trust_history.append({"stage": stage, "scores": dict(self.trust)})
 
 
-class TeamworkProgram(dspy.Module):
+class TeamworkProgram(SavesConfig, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
     def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):

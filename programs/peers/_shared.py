@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from teammed.errors import ConfigError
 from teammed.programs.behaviour import Behaviour, showing_image
 from teammed.programs.options import validated_options
+from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
 
 __all__ = [
@@ -55,7 +56,7 @@ class Settings(BaseModel):
             raise ConfigError(f"{system}: {problems}; pass a value within the stated bounds") from None
 
 
-class PeerSystem(dspy.Module):
+class PeerSystem(SavesConfig, dspy.Module):
     """Base of the peer systems: the same forward contract as `TeamworkProgram`.
 
     Calling a system validates the options (`validated_options`) and, given ``image=`` (a

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -70,6 +69,13 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
     return preset(preset_name or args.preset or "base", **overrides)
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
+    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
+    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _deployments(args: argparse.Namespace):
     from teammed.backends.cache import ResponseCache
     from teammed.backends.resolve import open_deployments
@@ -88,8 +94,9 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if args.program:
         from teammed.optimizers.saved import load_program
 
-        explicit = config if (args.preset or args.components or args.config or args.n_agents or args.n_turns) else None
-        program, _ = load_program(args.program, system=system, config=explicit)
+        explicit = config if (args.preset or args.components or args.config) else None
+        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
+                                  vision=vision)
         return lambda: program
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
@@ -182,8 +189,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label_name in labels:
             config = _config_from_args(args, label_name) if args.system == "teamwork" else None
             if args.program and not (args.preset or args.presets or args.components or args.config):
-                saved = json.loads(Path(args.program).read_text()).get("config")
-                config = TeamworkConfig(**saved) if saved else None
+                from teammed.optimizers.saved import saved_config
+
+                config = saved_config(args.program, overrides=_overrides(args))
             label = label_name or (config.label() if config else args.system)
             for seed in seeds:
                 sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
