@@ -167,3 +167,13 @@ def test_run_refuses_a_program_of_another_system(tmp_path, capsys):
     code, _ = _run(tmp_path, "--program", str(tmp_path / "cot.json"))
     assert code == 2
     assert "--system cot" in capsys.readouterr().err
+
+
+def test_a_program_compiled_without_images_runs_image_questions(tmp_path):
+    program = _touch(TeamworkProgram(CONFIG), "text")
+    program.save(tmp_path / "p.json")
+    loaded, _ = load_program(tmp_path / "p.json", vision=True)
+    assert loaded.assessment.assess_image is not None
+    assert loaded.assessment.assess.predict.signature.instructions == "text: assessment.assess.predict"
+    with pytest.raises(ProgramMismatchError):  # the image behaviour is optional only when asked for
+        TeamworkProgram(CONFIG, vision=True).load(tmp_path / "p.json")

@@ -165,7 +165,8 @@ def _require_vision(questions: list, deployments: list) -> None:
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
+                f"in round 2)"
             )
 
 
