@@ -176,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.data import load_dataset, sample_questions
     from teammed.runner import RunSettings, run_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split, revision=args.revision)
     seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
     labels = [p.strip() for p in args.presets.split(",")] if args.presets else [None]
     grid = len(seeds) > 1 or len(labels) > 1
@@ -266,9 +266,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
+                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     run.add_argument("--split", help="data split (default: the benchmark's test split)")
+    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     run.add_argument("--n", type=int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (papers: 111, 222, 333)")
     run.add_argument("--seeds", help="comma-separated seeds: run each (a grid with --presets)")
@@ -289,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
     comp.add_argument("--dataset", required=True)
     comp.add_argument("--data-dir", type=Path)
+    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"])
     comp.add_argument("--train", type=int, default=20)
     comp.add_argument("--val", type=int, default=10)
