@@ -12,6 +12,7 @@ from typing import Any
 import dspy
 
 from teammed.config import TeamworkConfig
+from teammed.errors import ConfigError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
 from teammed.programs.assessment import IndependentAssessment, format_assessments
 from teammed.programs.behaviour import Behaviour
@@ -77,6 +78,9 @@ class TeamworkProgram(SavesConfig, dspy.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, question: str, options: dict[str, str], context: str | None = None,
                 image: str | None = None) -> dspy.Prediction:
+        if image and self.assessment.assess_image is None:  # before any call is spent
+            raise ConfigError("this question has an image; build the program with TeamworkProgram(config, "
+                              "vision=True) and run it on a vision model")
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
         s = _State(text, validated_options(options))
         self._recruit(s)

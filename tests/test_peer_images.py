@@ -105,3 +105,15 @@ def test_a_text_only_backend_is_refused_before_any_call(tmp_path, slide, capsys,
     assert code == 2
     assert "text-only model" in capsys.readouterr().err
     assert not (out / "results.jsonl").exists()
+
+
+def test_teamwork_without_vision_refuses_an_image_before_any_call(slide):
+    from teammed.errors import ConfigError
+    from teammed.programs import TeamworkProgram
+
+    server_logic = VisionServer()
+    with FakeOpenAI(server_logic) as server:
+        lm = dspy.LM("openai/fake-vision", api_base=server.api_base, api_key="x", cache=False)
+        with dspy.context(lm=lm), pytest.raises(ConfigError, match="vision=True"):
+            TeamworkProgram()(question="Key: A", options=OPTIONS, image=str(slide))
+    assert server_logic.saw_image == []
