@@ -10,6 +10,7 @@ from typing import Any
 import dspy
 
 from teammed.adapter import calling_signature
+from teammed.lm_usage import counted_calls
 
 __all__ = ["Behaviour", "showing_image", "as_image"]
 
@@ -94,9 +95,12 @@ class Behaviour(dspy.Module):
                 "image", dspy.InputField(desc="The image the question refers to."), type_=dspy.Image)
         adapter = _default_adapter()
         try:
-            if adapter is None:
-                return self.predict(**inputs)
-            with dspy.context(adapter=adapter):
+            with contextlib.ExitStack() as stack:
+                if adapter is not None:
+                    stack.enter_context(dspy.context(adapter=adapter))
+                counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
+                if counting is not None:  # a plain LM under someone else's adapter
+                    stack.enter_context(counting)
                 return self.predict(**inputs)
         finally:
             calling_signature.reset(token)

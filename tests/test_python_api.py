@@ -156,3 +156,19 @@ def test_options_are_validated_by_every_system(options, fragment):
     for program in (TeamworkProgram(), ChainOfThought()):
         with pytest.raises(ConfigError, match=fragment):
             program(question="Q?", options=options)
+
+
+def test_usage_is_tracked_under_the_users_own_adapter():
+    from teammed.programs import ZeroShot
+
+    def plain_json(n, request):
+        return 200, {}, completion('{"answer": "B", "confidence": "High"}', prompt_tokens=50 + n)
+
+    with FakeOpenAI(plain_json) as server:
+        lm = dspy.LM("openai/fake-model", api_base=server.api_base, api_key="x", cache=False)
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), usage.track() as used:
+            prediction = ZeroShot()(question="Q?", options=OPTIONS)
+        requests = len(server.requests)
+    assert prediction.answer == "B"
+    assert used.calls == requests >= 1 and used.calls_by_signature == {"DirectAnswer": requests}
+    assert used.prompt_tokens == sum(50 + n for n in range(1, requests + 1)) and used.completion_tokens == 7 * requests
