@@ -187,10 +187,35 @@ def read_program(path: Path | str) -> dict[str, Any]:
         raise ConfigError(f"{path} is not a saved program (found {found}); give the JSON file written by "
                           f"`teammed compile`, teammed's program.save() or dspy's Module.save()")
     envelope = document.get(ENVELOPE)
-    if isinstance(envelope, dict) and envelope.get("format") not in (None, FORMAT):
+    if envelope is not None:
+        _check_envelope(path, envelope)
+    _check_predictors(path, document)
+    return document
+
+
+def _check_predictors(path: Path, document: Mapping[str, Any]) -> None:
+    entries = [document] if "demos" in document and "signature" in document else [
+        v for k, v in document.items() if k not in _NOT_PREDICTORS]
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("demos", []), list) or not isinstance(
+                entry.get("signature", {}), dict):
+            raise ConfigError(f"{path}: a predictor's saved state is damaged (demos must be a list, signature an "
+                              f"object); recompile the program or save it again with program.save()")
+
+
+def _check_envelope(path: Path, envelope: Any) -> None:
+    expected = {"system": str, "config": dict, "settings": dict, "behaviours": list, "meta": dict}
+    problems = [f"{key} should be a {kind.__name__}" for key, kind in expected.items()
+                if isinstance(envelope, dict) and envelope.get(key) is not None
+                and not isinstance(envelope[key], kind)]
+    if not isinstance(envelope, dict):
+        problems = ["it should be an object"]
+    if problems:
+        raise ConfigError(f"{path}: the {ENVELOPE!r} entry is damaged ({'; '.join(problems)}); recompile the "
+                          f"program or save it again with program.save()")
+    if envelope.get("format") not in (None, FORMAT):
         raise ConfigError(f"{path} has program format {envelope.get('format')!r}; this teammed reads {FORMAT!r}; "
                           f"recompile it")
-    return document
 
 
 def _envelope(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -331,5 +356,11 @@ def load_program(
     if optional:
         own = program.dump_state()
         state.update({name: own[name] for name in optional if name not in state})
-    program.load_state(state)
+    try:
+        program.load_state(state)
+    except ProgramMismatchError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{path}: the saved state cannot be loaded ({type(exc).__name__}: {exc}); recompile the "
+                          f"program or save it again with program.save()") from None
     return program, dict(envelope.get("meta") or {})

@@ -177,3 +177,23 @@ def test_a_program_compiled_without_images_runs_image_questions(tmp_path):
     assert loaded.assessment.assess.predict.signature.instructions == "text: assessment.assess.predict"
     with pytest.raises(ProgramMismatchError):  # the image behaviour is optional only when asked for
         TeamworkProgram(CONFIG, vision=True).load(tmp_path / "p.json")
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d["teammed"].update(config=[1, 2]),
+    lambda d: d["teammed"].update(settings="n_experts=3"),
+    lambda d: d.update(teammed=[]),
+    lambda d: d["teammed"].update(config={"n_turns": 99}),
+    lambda d: d[next(k for k in d if k not in ("teammed", "metadata"))].update(demos="not a list"),
+])
+def test_a_damaged_file_is_one_clear_error(tmp_path, damage):
+    path = tmp_path / "p.json"
+    TeamworkProgram(CONFIG).save(path)
+    document = json.loads(path.read_text())
+    damage(document)
+    path.write_text(json.dumps(document))
+    with pytest.raises(ConfigError):
+        load_program(path)
+    code = main(["run", "--dataset", "demo", "--n", "1", "--model", "scripted", "--program", str(path),
+                 "--out", str(tmp_path / "run")])
+    assert code == 2
