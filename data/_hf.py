@@ -9,7 +9,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,15 +58,28 @@ def _pick_split(tables: Any, split: str, where: str) -> Any:
     raise DataError(f"{where} has no split {split!r} (splits: {', '.join(names)}); pass --split with one of them")
 
 
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """datasets logs its own ERROR line before raising; the DataError we raise says it once."""
+    log = logging.getLogger("datasets")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
 def hf_directory_rows(path: Path, split: str) -> list[Row]:
     """The rows of ``split`` in a local Hugging Face directory (saved with save_to_disk, or a hub copy)."""
     import datasets
 
     try:
-        if _is_saved(path):
-            loaded = datasets.load_from_disk(str(path))
-        else:
-            loaded = datasets.load_dataset(str(path))
+        with _quiet_datasets():
+            if _is_saved(path):
+                loaded = datasets.load_from_disk(str(path))
+            else:
+                loaded = datasets.load_dataset(str(path))
     except DataError:
         raise
     except Exception as exc:  # datasets raises many unrelated types for a bad directory

@@ -92,7 +92,8 @@ def load_dataset(
     of the unified one. ``revision`` pins a hub download (a tag, branch or commit).
     """
     path = Path(name_or_path).expanduser()
-    if path.is_file() or is_hf_directory(path):
+    bare_name = _key(str(name_or_path)) in _ALIASES and os.sep not in str(name_or_path)
+    if path.is_file() or (not bare_name and is_hf_directory(path)):  # ./medqa/ is the registry's medqa
         if revision is not None:
             raise DataError(f"revision= pins a download from the Hugging Face hub, but {path} is local data; "
                             f"drop --revision")
@@ -156,7 +157,9 @@ def _load_named(
 ) -> list[Question]:
     _check_options(spec, options)
     if spec.bundled is not None:
-        _no_revision(revision, spec.name, f"teammed.data/{spec.bundled}")
+        if revision is not None:
+            raise DataError(f"{spec.name} ships with teammed (teammed.data/{spec.bundled}); it has no hub revision, "
+                            f"drop --revision")
         origin = Origin(split=split, dataset=spec.name)
         return _build(spec, _bundled_rows(spec.bundled), origin, options, f"teammed.data/{spec.bundled}")
     paths = spec.find_local(data_dir, split) if data_dir is not None else []
@@ -244,7 +247,7 @@ def _did_you_mean(name: str, choices: list[str]) -> str:
 
 
 def _unknown_name(name: str, path: Path) -> str:
-    if path.suffix.lower() in EXTENSIONS or os.sep in name:
+    if path.suffix.lower() in EXTENSIONS or os.sep in name or path.is_dir():
         if path.is_dir():
             return (f"{name!r} is a directory without data files datasets can read (no save_to_disk files, no "
                     f"{', '.join(('.parquet', '.arrow', '.jsonl', '.json', '.csv'))}); for a registry data set "

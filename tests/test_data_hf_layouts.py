@@ -207,3 +207,12 @@ def test_run_reads_a_save_to_disk_directory(tmp_path: Path) -> None:
                  "--out", str(out)]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and rows[0]["dataset"] == "medqa_disk"
+
+
+def test_a_registry_name_wins_over_a_folder_of_that_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "medqa").mkdir()
+    (tmp_path / "medqa" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in MEDQA_ROWS))
+    monkeypatch.chdir(tmp_path)
+    questions = load_dataset("medqa", data_dir=tmp_path)
+    assert len(questions) == 3 and questions[0].meta["dataset"] == "medqa"  # the registry's schema
+    assert len(load_dataset("./medqa")) == 3  # a path is read as local data
