@@ -11,23 +11,21 @@ from teammed.types import LETTERS
 
 __all__ = ["validated_options"]
 
-_EMPTY = {"", "none", "null", "nan", "n/a"}
-
-
 def _is_empty(text: Any) -> bool:
+    """None, NaN (an empty table cell) or blank text. The text "None" is a legitimate option."""
     if text is None:
         return True
     if isinstance(text, float) and math.isnan(text):
         return True
-    return str(text).strip().lower() in _EMPTY
+    return not str(text).strip()
 
 
 def validated_options(options: Any) -> dict[str, str]:
     """``options`` as a plain dict, or `ConfigError` naming the offending option and the fix.
 
     Options must be keyed by the letters A, B, C, ... in order (2 to 10 of them) and every
-    text must be non-empty: ``{"E": None}`` (a missing option read from a table) is refused
-    rather than ranked and scored.
+    text must be non-empty: ``{"E": None}``, NaN (a missing option read from a table) or blank
+    text is refused rather than ranked and scored.
     """
     if not isinstance(options, Mapping):
         raise ConfigError(f"options must be a mapping of letters to texts, e.g. {{'A': 'Aspirin', 'B': 'Heparin'}} "

@@ -144,7 +144,7 @@ def test_spans_name_the_behaviour_not_behaviour_forward():
 @pytest.mark.parametrize("options, fragment", [
     ({"A": "x", "B": "y", "C": None}, "option C is empty"),
     ({"A": "x", "B": "y", "C": "  "}, "option C is empty"),
-    ({"A": "x", "B": "nan"}, "option B is empty"),
+    ({"A": "x", "B": float("nan")}, "option B is empty"),
     ({"A": "x"}, "at least two options"),
     ({}, "at least two options"),
     ({"A": "x", "C": "y"}, "lettered A, B in order"),
@@ -172,3 +172,9 @@ def test_usage_is_tracked_under_the_users_own_adapter():
     assert prediction.answer == "B"
     assert used.calls == requests >= 1 and used.calls_by_signature == {"DirectAnswer": requests}
     assert used.prompt_tokens == sum(50 + n for n in range(1, requests + 1)) and used.completion_tokens == 7 * requests
+
+
+def test_the_text_none_is_a_valid_option():
+    from teammed.programs import validated_options
+
+    assert validated_options({"A": "Surgery", "B": " None "}) == {"A": "Surgery", "B": "None"}
