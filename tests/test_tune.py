@@ -273,9 +273,10 @@ def test_tune_with_a_prompt_optimizer_compiles_stage1_and_the_winner(tmp_path):
     assert out.status == "done"
     prompts = {row["prompts"] for row in out.report["tried"]}
     assert prompts == {"stage1"}
-    program = json.loads(Path(out.report["program"]).read_text())
-    demos = [len(v["demos"]) for v in program["state"].values()]
-    assert max(demos) > 0  # the compiled winner carries its demos
+    from teammed.optimizers.saved import load_program
+
+    program, _ = load_program(out.report["program"], system="teamwork")
+    assert max(len(p.demos) for _, p in program.named_predictors()) > 0  # the compiled winner carries its demos
 
 
 def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
