@@ -216,7 +216,7 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
         out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
                     "published": pub_mean, "published_se": pub_se,
                     "difference": round(diff, 2) if diff is not None else None,
-                    "p_vs_published": _z_p(diff, math.hypot(se, pub_se)) if diff is not None else None,
+                    "p_vs_published": _z_p(diff, math.hypot(se, pub_se or 0.0)) if diff is not None else None,
                     "vs_zero_shot": vs_zero,
                     "n_per_seed": [len(r["ids"]) for r in by_seed.values()],
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),

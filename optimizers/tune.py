@@ -230,8 +230,8 @@ class _Pipeline:
 
     def stage1(self) -> dict[str, float]:
         if self.s.optimizer != "none":
-            cells = [{"kind": "compile", "stage": 1, "name": "base", "config": _config_json((), self.s),
-                      "start": "none", "without": None}]
+            cells: list[dict[str, Any]] = [{"kind": "compile", "stage": 1, "name": "base",
+                                            "config": _config_json((), self.s), "start": "none", "without": None}]
             for c in COMPONENTS:
                 comps = PRESETS[_PRESET_OF[c]].components
                 cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(comps, self.s),
@@ -330,11 +330,11 @@ class _InfluenceSampler(optuna.samplers.RandomSampler):
 
     def __init__(self, p_on: Mapping[str, float], seed: int):
         super().__init__(seed=seed)
-        self.p_on, self._rng = dict(p_on), random.Random(seed)
+        self.p_on, self._draws = dict(p_on), random.Random(seed)
 
     def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
         if param_name in self.p_on and isinstance(param_distribution, optuna.distributions.CategoricalDistribution):
-            on = self._rng.random() < self.p_on[param_name]
+            on = self._draws.random() < self.p_on[param_name]
             return on if True in param_distribution.choices else param_distribution.choices[0]
         return super().sample_independent(study, trial, param_name, param_distribution)
 
