@@ -71,10 +71,10 @@ class PlantedTable:
 
     def best(self, subsets: Sequence[Sequence[str]]) -> tuple[str, ...]:
         """The planted best of ``subsets`` (ties: fewer components, then canonical order)."""
-        def rank(s: Sequence[str]) -> tuple[float, int, list[int]]:
+        def rank(s: tuple[str, ...]) -> tuple[float, int, list[int]]:
             return round(self.accuracy(s), 9), -len(s), [-_ORDER.index(c) for c in s]
 
-        return tuple(max(subsets, key=rank))
+        return max((tuple(s) for s in subsets), key=rank)
 
     def describe(self) -> dict[str, Any]:
         return {"base": self.base, "main": dict(self.main), "noise": self.noise, "single": self.single,
