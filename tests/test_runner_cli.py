@@ -121,7 +121,8 @@ def test_compile_then_run_program_and_refuse_other_config(tmp_path, capsys):
                  "2", "--preset", "leadership", "--n-agents", "2", "--model", "scripted", "--out", str(program)]) == 0
     assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--model", "scripted",
                  "--out", str(tmp_path / "run")]) == 0
-    assert _rows(tmp_path / "run")[0]["label"] == "leadership"
+    label = _rows(tmp_path / "run")[0]["label"]  # compiled runs never merge with uncompiled ones
+    assert label.startswith("leadership+compiled-") and label != "leadership"
     assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--preset", "all",
                  "--model", "scripted", "--out", str(tmp_path / "run2")]) == 2
     assert "was compiled for [leadership]" in capsys.readouterr().err
