@@ -108,16 +108,17 @@ def test_search_writes_special_set_that_run_accepts(tmp_path):
     out = tmp_path / "special_sets"
     assert main(["search", "--dataset", "demo", "--n", "3", "--trials", "2", "--sampler", "brute",
                  "--model", "scripted", "--out", str(out)]) == 0
-    special = json.loads((out / "demo.json").read_text())
+    (path,) = out.glob("demo-*.json")  # named by data set name + content hash
+    special = json.loads(path.read_text())
     assert special["trials"]["complete"] == 2 and "config" in special
-    assert main(["run", "--dataset", "demo", "--n", "2", "--config", str(out / "demo.json"), "--model", "scripted",
+    assert main(["run", "--dataset", "demo", "--n", "2", "--config", str(path), "--model", "scripted",
                  "--out", str(tmp_path / "run")]) == 0
     assert _rows(tmp_path / "run")[0]["config"] == special["config"]
 
 
 def test_compile_then_run_program_and_refuse_other_config(tmp_path, capsys):
     program = tmp_path / "prog.json"
-    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "2", "--test",
+    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "1", "--test",
                  "2", "--preset", "leadership", "--n-agents", "2", "--model", "scripted", "--out", str(program)]) == 0
     assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--model", "scripted",
                  "--out", str(tmp_path / "run")]) == 0
