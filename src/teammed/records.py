@@ -171,7 +171,7 @@ def load_row(data: Any, *, where: str = "row") -> ResultRow:
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A row written before schema versions: an unlabeled question was scored wrong then."""
     row = {k: v for k, v in data.items() if v is not None or k in ("gold", "prediction", "error")}
-    labeled = data.get("gold") is not None
+    labeled = "gold" not in data or data["gold"] is not None
     row["labeled"] = labeled
     row["correct"] = bool(data.get("correct")) if labeled else None
     row["schema_version"] = SCHEMA_VERSION
