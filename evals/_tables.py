@@ -150,8 +150,11 @@ def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None
 def efficiency_table(groups: Sequence[Stats]) -> str | None:
     """Per-question cost of each (configuration, data set); None when no run reported usage.
 
-    Tokens and cost are billable (independent of the cache); "Spent" is what was actually paid."""
-    return _metric_table(groups, _EFFICIENCY)
+    Tokens and cost are billable (independent of the cache); "Spent" is what was actually paid,
+    shown when some run reports it."""
+    columns = [c for c in _EFFICIENCY
+               if not c[0].startswith("Spent") or any(c[1](g) != _DASH for g in groups)]
+    return _metric_table(groups, columns)
 
 
 def teamwork_table(groups: Sequence[Stats]) -> str | None:
