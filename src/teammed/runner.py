@@ -498,13 +498,25 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
     stopping = threading.Event()
     program = program_factory() if todo else None
 
+    stop: list[RunStopped] = []
+
     def work(index: int, question: Question) -> tuple[ResultRow, BaseException | None] | None:
         k = index % len(deployments)  # round-robin over deployments
         with slots[k]:
             if stopping.is_set():
-                return None
-            return _answer(program, question, deployments[k].lm, identity=settings.identity,
-                           deployment=deployments[k].spec)
+                return None  # not attempted: the run is stopping
+            row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
+                                   deployment=deployments[k].spec)
+        with lock:  # decided here, before this worker takes the next question
+            if not stop and streak.add(failure):
+                stopping.set()
+                fatal = streak.last
+                fix = "" if getattr(fatal, "fix", "") else " Fix the backend."  # str(fatal) ends with its fix
+                stop.append(RunStopped(
+                    f"stopped after {streak.count} consecutive questions failed with the same "
+                    f"{type(fatal).__name__} ({getattr(fatal, 'kind', '?')}): {fatal}{fix} The questions not "
+                    f"attempted remain: run again with --resume --retry-failed to continue"))
+        return row, failure
 
     workers = max(1, sum(d.concurrency for d in deployments))
     pool = ThreadPoolExecutor(max_workers=workers)
@@ -518,22 +530,16 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                 result = future.result()
                 if result is None:
                     continue
-                row, failure = result
+                row, _ = result
                 with lock:
                     sink.write(row.to_json() + "\n")
                     sink.flush()
                     os.fsync(sink.fileno())
                     rows.append(row)
-                if stopped is None and streak.add(failure):
-                    fatal = streak.last
-                    stopping.set()
+                if stop and stopped is None:
+                    stopped = stop[0]
                     for other in futures:
                         other.cancel()
-                    fix = getattr(fatal, "fix", "") or "fix the backend and run again with --resume"
-                    stopped = RunStopped(
-                        f"stopped after {streak.count} consecutive questions failed with the same "
-                        f"{type(fatal).__name__} ({getattr(fatal, 'kind', '?')}): {fatal}. {fix} "
-                        f"({len(rows)} of {total} questions written; --resume --retry-failed continues)")
                 if progress is not None:
                     labeled = [r for r in rows if r.correct is not None]
                     elapsed = time.monotonic() - started
@@ -550,4 +556,4 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True, cancel_futures=True)
-    return rows, stopped
+    return rows, stopped or (stop[0] if stop else None)
