@@ -98,6 +98,7 @@ class _Objective:
                 continue
             trial.report(accuracy_of(rows), len(rows))
             if len(rows) < len(self.examples) and trial.should_prune():
+                _check_failures(trial, rows, finished=True)  # all failed so far: FAILED, not pruned at 0%
                 stats = _record(trial, rows)
                 logger.info("trial %d (%s) pruned at %d questions, accuracy %.3f", trial.number,
                             config.label(), len(rows), stats["accuracy"])

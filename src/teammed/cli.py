@@ -19,7 +19,8 @@ log = logging.getLogger("teammed")
 
 SPLIT_HELP_EVAL = ("questions to evaluate on: a source split name (test, validation, ...), or `eval`/`tune` for a "
                    "part of the default split (default: the default split where the source has its own "
-                   "train/validation split for tuning, else its `eval` part, disjoint from what search/compile tune on)")
+                   "train/validation split for tuning, else its `eval` part, disjoint from what search/compile "
+                   "tune on)")
 SPLIT_HELP_TUNE = ("questions to tune on: a source split name, or `tune`/`eval` (default: the source's validation, "
                    "else train split; else the `tune` part of the default split, disjoint from what run evaluates)")
 

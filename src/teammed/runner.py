@@ -43,7 +43,7 @@ from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError
-from teammed.records import RunIdentity, ResultRow, identity_differences, load_row, write_atomic
+from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, write_atomic
 from teammed.types import Question
 
 __all__ = [
@@ -287,7 +287,7 @@ def _git_commit() -> str | None:
 
 def environment() -> dict[str, Any]:
     """Package versions, Python and git commit: what a run must record to be reproduced."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in ("teammed", "dspy", "litellm", "pydantic", "optuna", "datasets", "llama_cpp_python"):
         try:
             versions[name] = metadata.version(name)
@@ -370,7 +370,9 @@ class _Streak:
     """Consecutive questions failing with the same fatal backend error (in completion order)."""
 
     def __init__(self, limit: int):
-        self.limit, self.key, self.count, self.last = limit, None, 0, None
+        self.limit, self.count = limit, 0
+        self.key: tuple[str, str] | None = None
+        self.last: FatalBackendError | None = None
 
     def add(self, failure: BaseException | None) -> bool:
         fatal = _fatal_in(failure)
