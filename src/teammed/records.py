@@ -79,8 +79,17 @@ def _show(value: Any) -> str:
 
 def identity_differences(old: RunIdentity, new: RunIdentity) -> list[str]:
     """``field: old -> new`` for every compared field that differs (empty when the same run)."""
-    return [f"{name}: {_show(getattr(old, name))} (run) vs {_show(getattr(new, name))} (now)"
-            for name in _COMPARED if getattr(old, name) != getattr(new, name)]
+    out = []
+    for name in _COMPARED:
+        before, after = getattr(old, name), getattr(new, name)
+        if before == after:
+            continue
+        if isinstance(before, dict) and isinstance(after, dict):  # name the keys that differ
+            out += [f"{name}.{key}: {_show(before.get(key))} (run) vs {_show(after.get(key))} (now)"
+                    for key in sorted(set(before) | set(after), key=str) if before.get(key) != after.get(key)]
+        else:
+            out.append(f"{name}: {_show(before)} (run) vs {_show(after)} (now)")
+    return out
 
 
 class ResultRow(BaseModel):
