@@ -157,7 +157,12 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
     fatal = _fatal_in(failure)
     spent = usage_mod_fields(used)
     labeled = question.answer_idx is not None
-    row = ResultRow(
+    counted = {  # the larger of what the backend/adapter counted and what the record counted
+        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
+        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
+    }
+    spent.pop("latency_s", None)
+    row = ResultRow(**{**spent, **counted}, **dict(
         id=question.id,
         dataset=identity.dataset,
         dataset_sha256=identity.dataset_sha256,
@@ -178,9 +183,6 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
         confidence=getattr(prediction, "confidence", None) if error is None else None,
         options=dict(question.options),
         binary_positive=_binary_positive(question.options),
-        **spent,
-        ranking_repairs=max(int(getattr(used, "ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
-        fallbacks=_count(record, "fallbacks"),
         latency_s=round(time.perf_counter() - started, 4),
         lm_latency_s=round(used.latency_s, 4),
         n_agents=len(agents) or None,
@@ -191,16 +193,13 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
         record=record,
         transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
         meta=question.meta,
-    )
+    ))
     return row, failure
 
 
 def usage_mod_fields(used: usage_mod.Usage) -> dict[str, Any]:
     """The usage counters a row carries: billable tokens/cost, spent (if the backend reports it)."""
-    data = dict(used.as_dict())
-    data.pop("latency_s", None)
-    data.pop("ranking_repairs", None)
-    return data
+    return dict(used.as_dict())
 
 
 def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, settings: RunSettings,
