@@ -65,9 +65,9 @@ def _check_failures(trial: optuna.Trial, rows: Sequence[dict[str, Any]], *, fini
     trial.set_user_attr("error", str(rows[0]["error"])[:500])
     kinds = {r.get("error_kind") for r in rows}
     if len(kinds) == 1 and None not in kinds:
-        fix = rows[0].get("fix") or "fix the backend and run the search again (it resumes the study)"
         raise SearchAborted(f"trial {trial.number}: all {len(rows)} questions failed with the same fatal "
-                            f"backend error ({rows[0]['error_kind']}): {rows[0]['error']}. {fix}")
+                            f"backend error ({rows[0]['error_kind']}): {rows[0]['error']} (no Special Set was "
+                            f"written; the search resumes its study once this is fixed)")
     if finished:
         raise TrialFailed(f"trial {trial.number}: all {len(rows)} questions failed (first: {rows[0]['error']})")
 

@@ -226,16 +226,36 @@ def _fake_args(server: FakeOpenAI, *extra: str) -> list[str]:
             "--retry-base", "0.01", "--retry-cap", "0.02", "--timeout", "5", *extra]
 
 
+def _server_error(n: int, body: dict) -> tuple[int, dict, dict]:
+    return 500, {}, {"error": {"message": "internal error", "type": "server_error"}}
+
+
 def test_search_writes_no_special_set_when_every_trial_fails(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     out = tmp_path / "special_sets"
-    with FakeOpenAI(_unauthorized) as server:
+    with FakeOpenAI(_server_error) as server:  # transient errors until retries run out: trials FAIL, not 0%
         code = main(["search", "--dataset", "demo", "--n", "3", "--trials", "2", "--sampler", "brute",
                      "--out", str(out), *_fake_args(server)])
     assert code == 1
     assert not list(out.glob("*.json"))
     err = capsys.readouterr().err
     assert "no Special Set was written" in err and "2 failed" in err
+    import optuna
+
+    (db,) = out.glob("*_study/study.db")
+    storage = f"sqlite:///{db}"
+    study = optuna.load_study(study_name=optuna.get_all_study_names(storage)[0], storage=storage)
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
+
+
+def test_search_against_a_401_server_writes_no_special_set(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    out = tmp_path / "special_sets"
+    with FakeOpenAI(_unauthorized) as server:
+        code = main(["search", "--dataset", "demo", "--n", "3", "--trials", "2", "--sampler", "brute",
+                     "--out", str(out), *_fake_args(server)])
+    assert code == 1 and not list(out.glob("*.json"))
+    assert "no Special Set was written" in capsys.readouterr().err
 
 
 def test_compile_saves_nothing_when_its_evaluation_failed(tmp_path, monkeypatch):

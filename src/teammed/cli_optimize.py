@@ -30,9 +30,8 @@ def _labeled(questions: list, what: str) -> list:
 
 def _all_failed(rows: list[dict[str, Any]]) -> str | None:
     """The first error when every row failed (an evaluation that measured nothing), else None."""
-    if rows and all(r["error"] is not None for r in rows):
-        fix = next((r.get("fix") for r in rows if r.get("fix")), "")
-        return f"all {len(rows)} questions failed (first: {rows[0]['error']}) {fix}".strip()
+    if rows and all(r["error"] is not None for r in rows):  # a fatal error's message ends with its fix
+        return f"all {len(rows)} questions failed (first: {rows[0]['error']})"
     return None
 
 

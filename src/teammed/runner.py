@@ -144,6 +144,8 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
                 inputs["image"] = question.image
             prediction = program(**inputs)
         except Exception as exc:  # recorded as a failed row, never turned into an answer
+            if type(exc).__name__ == "BackendClosedError":  # the run is stopping: unfinished, not failed
+                raise
             failure = exc
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("question %s failed: %s", question.id, error)
