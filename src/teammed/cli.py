@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.cli_data import load_for, tuned_ids
     from teammed.data import sample_questions
     from teammed.evals import summarize
-    from teammed.records import RunIdentity
+    from teammed.records import RunIdentity, redacted_argv
     from teammed.runner import RunSettings, RunStopped, run_questions
 
     choice = load_for(args, purpose="eval")
@@ -246,7 +246,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     max_consecutive_failures=args.max_consecutive_failures,
                     extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                              "shuffle_options": args.shuffle_options},
-                                "split": choice.split, "overlap": overlap, "command": sys.argv},
+                                "split": choice.split, "overlap": overlap,
+                                "command": redacted_argv(sys.argv)},
                 )
                 print(f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
                       f"{model} -> {out}", file=sys.stderr)

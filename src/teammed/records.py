@@ -37,6 +37,7 @@ __all__ = [
     "dataset_digest",
     "file_digest",
     "write_atomic",
+    "redacted_argv",
 ]
 
 SCHEMA_VERSION = 2
@@ -189,6 +190,19 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         if key in row and not isinstance(row[key], int):
             row[key] = None
     return row
+
+
+def redacted_argv(argv: Sequence[str]) -> list[str]:
+    """The command line with credentials masked (URL passwords, key parameters, sk- keys)."""
+    try:
+        from teammed.redact import redact  # issue 10's full redaction, when present
+    except ImportError:
+        import re
+
+        def redact(text: object) -> str:
+            value = re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", r"\1:***@", str(text))
+            return re.sub(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}\b", "sk-***", value)
+    return [redact(a) for a in argv]
 
 
 def dataset_digest(questions: Sequence[Question]) -> str:

@@ -43,7 +43,7 @@ from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError
-from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, write_atomic
+from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
 from teammed.types import Question
 
 __all__ = [
@@ -269,7 +269,7 @@ def run_lock(out_dir: Path) -> Iterator[None]:
                             f"or choose another --out") from None
         handle.seek(0)
         handle.truncate()
-        command = " ".join(sys.argv)[:300]
+        command = " ".join(redacted_argv(sys.argv))[:300]
         handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command})\n")
         handle.flush()
         yield
