@@ -51,7 +51,8 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
     from teammed.records import dataset_digest
 
     plan = plan_split(args.dataset, purpose=purpose, split=getattr(args, "split", None))  # type: ignore[arg-type]
-    source = load_dataset(args.dataset, data_dir=getattr(args, "data_dir", None), split=plan.source_split)
+    pinned = {"revision": args.revision} if getattr(args, "revision", None) else {}  # hub revision, if given
+    source = load_dataset(args.dataset, data_dir=getattr(args, "data_dir", None), split=plan.source_split, **pinned)
     return DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
                          sha256=dataset_digest(source), split=plan.name, questions=apply_plan(source, plan),
                          source=source)
