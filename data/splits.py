@@ -78,10 +78,13 @@ def plan_split(dataset: str, *, purpose: Purpose, split: str | None = None) -> S
     train split, where the registry knows one besides the default split; otherwise the *tune*
     part of the default split (or of the file). Evaluation (`run`) reads the default split
     whole when tuning has its own split, else its *eval* part. ``--split tune``/``--split eval``
-    pick a part of the default split; any other value names a source split, used whole.
+    pick a part of the default split, ``--split all`` the default split (or file) whole; any other
+    value names a source split, used whole.
     """
     known = _registry_splits(dataset)
     base = "file" if known is None else known[0]
+    if split == "all":  # the default split (or the file) whole: tuning and evaluation may then overlap
+        return SplitPlan(None, None, base)
     if split in ("tune", "eval"):
         return SplitPlan(None, split, f"{base}/{split}")  # type: ignore[arg-type]
     if split is not None:

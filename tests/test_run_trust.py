@@ -326,7 +326,9 @@ def test_compile_records_its_tuning_questions_and_run_leaves_them_out(tmp_path):
     program = tmp_path / "prog.json"
     assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "1", "--test",
                  "2", "--preset", "leadership", *SCRIPTED, "--out", str(program)]) == 0
-    tuned = set(json.loads(program.read_text())["meta"]["tuned_on"]["question_ids"])
+    document = json.loads(program.read_text())
+    meta = (document.get("teammed") or document)["meta"]  # program format 2 keeps it in the envelope
+    tuned = set(meta["tuned_on"]["question_ids"])
     assert len(tuned) == 4
     assert main(["run", "--dataset", "demo", "--split", "test", "--program", str(program), *SCRIPTED[:2],
                  "--out", str(tmp_path / "run")]) == 0
@@ -489,3 +491,16 @@ def test_a_garbage_server_fails_every_question(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["n_failed"] == summary["n"] == 4
     assert all(r["error_type"] == "NoAnswerError" and r["prediction"] is None for r in _rows(tmp_path / "run"))
+
+
+def test_a_file_whose_eval_part_is_empty_is_refused_naming_split_all(tmp_path, capsys):
+    from teammed.data.splits import part_of
+
+    qid = next(f"t{i}" for i in range(1000) if part_of(f"t{i}") == "tune")
+    data = _write_data(tmp_path / "one.jsonl", [Question(id=qid, question="Q?", options={"A": "a", "B": "b"},
+                                                         answer_idx="A")])
+    args = ["run", "--dataset", str(data), "--system", "zero_shot", "--model", "scripted"]
+    assert main([*args, "--out", str(tmp_path / "r1")]) == 2
+    assert "--split all" in capsys.readouterr().err
+    assert main([*args, "--split", "all", "--out", str(tmp_path / "r2")]) == 0
+    assert [r["id"] for r in _rows(tmp_path / "r2")] == [qid]

@@ -153,5 +153,6 @@ def test_image_questions_need_a_vision_model(tmp_path, capsys):
     data = tmp_path / "vqa.jsonl"
     data.write_text(json.dumps({"question": "Is this carcinoma?", "options": {"A": "yes", "B": "no"},
                                 "answer_idx": "A", "image": str(tmp_path / "slide.png")}) + "\n")
-    assert main(["run", "--dataset", str(data), "--model", "scripted", "--out", str(tmp_path / "o")]) == 2
+    assert main(["run", "--dataset", str(data), "--split", "all", "--model", "scripted",
+                 "--out", str(tmp_path / "o")]) == 2
     assert "text-only model" in capsys.readouterr().err

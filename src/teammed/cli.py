@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import time
@@ -17,12 +16,13 @@ __all__ = ["main", "build_parser"]
 
 log = logging.getLogger("teammed")
 
-SPLIT_HELP_EVAL = ("questions to evaluate on: a source split name (test, validation, ...), or `eval`/`tune` for a "
-                   "part of the default split (default: the default split where the source has its own "
-                   "train/validation split for tuning, else its `eval` part, disjoint from what search/compile "
-                   "tune on)")
-SPLIT_HELP_TUNE = ("questions to tune on: a source split name, or `tune`/`eval` (default: the source's validation, "
-                   "else train split; else the `tune` part of the default split, disjoint from what run evaluates)")
+SPLIT_HELP_EVAL = ("questions to evaluate on: a source split name (test, validation, ...), `all` for the "
+                   "default split (or file) whole, or `eval`/`tune` for a part of it (default: the default split "
+                   "where the source has its own train/validation split for tuning, else its `eval` part, "
+                   "disjoint from what search/compile tune on)")
+SPLIT_HELP_TUNE = ("questions to tune on: a source split name, `all`, or `tune`/`eval` (default: the source's "
+                   "validation, else train split; else the `tune` part of the default split, disjoint from what "
+                   "run evaluates)")
 
 
 # ---------------------------------------------------------------- shared flags
@@ -77,6 +77,13 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
     return preset(preset_name or args.preset or "base", **overrides)
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
+    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
+    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _deployments(args: argparse.Namespace):
     from teammed.backends.cache import ResponseCache
     from teammed.backends.resolve import open_deployments
@@ -95,8 +102,9 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if args.program:
         from teammed.optimizers.saved import load_program
 
-        explicit = config if (args.preset or args.components or args.config or args.n_agents or args.n_turns) else None
-        program, _ = load_program(args.program, system=system, config=explicit)
+        explicit = config if (args.preset or args.components or args.config) else None
+        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
+                                  vision=vision)
         return lambda: program
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
@@ -165,7 +173,8 @@ def _require_vision(questions: list, deployments: list) -> None:
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
+                f"in round 2)"
             )
 
 
@@ -173,13 +182,12 @@ def _program_identity(args: argparse.Namespace) -> dict[str, Any]:
     """A compiled program's part of the run identity: path, content hash and saved config."""
     if not args.program:
         return {}
+    from teammed.optimizers.saved import saved_config
     from teammed.records import file_digest
 
-    try:
-        saved = json.loads(Path(args.program).read_text()).get("config")
-    except (OSError, json.JSONDecodeError) as exc:
-        raise TeammedError(f"cannot read the compiled program {args.program}: {exc}") from None
-    return {"program": str(args.program), "program_sha256": file_digest(args.program), "program_config": saved}
+    saved = saved_config(args.program)  # as compiled (no overrides): one clear error for a damaged file
+    return {"program": str(args.program), "program_sha256": file_digest(args.program),
+            "program_config": saved.model_dump(mode="json") if saved is not None else None}
 
 
 def _without_overlap(sample: list, tuned: set[str], source: str | None, *, allow: bool) -> tuple[list, dict]:
@@ -221,8 +229,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label_name in labels:
             config = _config_from_args(args, label_name) if args.system == "teamwork" else None
             if args.program and not (args.preset or args.presets or args.components or args.config):
-                saved = program.get("program_config")
-                config = TeamworkConfig(**saved) if saved else None
+                from teammed.optimizers.saved import saved_config
+
+                config = saved_config(args.program, overrides=_overrides(args))
             label = label_name or (config.label() if config else args.system)
             if program:  # a compiled program never merges with the uncompiled configuration
                 label = f"{label}+compiled-{program['program_sha256'][:8]}"
@@ -321,11 +330,13 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
+                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     run.add_argument("--dataset-name", help="the name results and reports give this data set (default: the "
                      "registry name or the file's stem; its content hash is recorded too)")
     run.add_argument("--split", help=SPLIT_HELP_EVAL)
+    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     run.add_argument("--n", type=int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (papers: 111, 222, 333)")
     run.add_argument("--seeds", help="comma-separated seeds: run each (a grid with --presets)")
@@ -356,6 +367,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--dataset-name", help="the name this data set is recorded under (default: registry name or "
                         "file stem; its content hash is recorded too)")
     comp.add_argument("--split", help=SPLIT_HELP_TUNE)
+    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"])
     comp.add_argument("--train", type=int, default=20)
     comp.add_argument("--val", type=int, default=10)

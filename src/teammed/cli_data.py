@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teammed.errors import ConfigError
+from teammed.errors import ConfigError, DataError
 from teammed.types import Question
 
 __all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_ids"]
@@ -38,10 +38,12 @@ class DatasetChoice:
 
 
 def dataset_name(dataset: str, given: str | None = None) -> str:
-    """The name results carry: ``--dataset-name``, else a file's stem, else the registry name."""
+    """The name results carry: ``--dataset-name``, else a file's stem or a directory's name, else the
+    registry name."""
     if given:
         return given
-    return Path(dataset).stem if Path(dataset).suffix else dataset
+    path = Path(dataset)
+    return path.stem if path.suffix or path.is_dir() else dataset
 
 
 def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
@@ -53,9 +55,14 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
     plan = plan_split(args.dataset, purpose=purpose, split=getattr(args, "split", None))  # type: ignore[arg-type]
     pinned = {"revision": args.revision} if getattr(args, "revision", None) else {}  # hub revision, if given
     source = load_dataset(args.dataset, data_dir=getattr(args, "data_dir", None), split=plan.source_split, **pinned)
+    questions = apply_plan(source, plan)
+    if not questions:
+        raise DataError(f"the {plan.part} part of {args.dataset} is empty ({len(source)} questions, all in the "
+                        f"other part of the tune/eval partition); pass --split all to use every question "
+                        f"(tuning and evaluation may then overlap; run leaves out what a Special Set or "
+                        f"program was tuned on)")
     return DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
-                         sha256=dataset_digest(source), split=plan.name, questions=apply_plan(source, plan),
-                         source=source)
+                         sha256=dataset_digest(source), split=plan.name, questions=questions, source=source)
 
 
 def tuning_record(choice: DatasetChoice, ids: list[str]) -> dict[str, Any]:
@@ -75,7 +82,10 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(document, dict):
         return set(), None
-    record = document.get("tuning") or (document.get("meta") or {}).get("tuned_on")
+    from teammed.optimizers.saved import ENVELOPE
+
+    envelope = document.get(ENVELOPE) if isinstance(document.get(ENVELOPE), dict) else document  # format 2 / 1
+    record = document.get("tuning") or (envelope.get("meta") or {}).get("tuned_on")
     if not isinstance(record, dict):
         return set(), None
     return {str(i) for i in record.get("question_ids") or []}, str(path)
