@@ -84,7 +84,9 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
         return set(), None
     from teammed.optimizers.saved import ENVELOPE
 
-    envelope = document.get(ENVELOPE) if isinstance(document.get(ENVELOPE), dict) else document  # format 2 / 1
+    envelope = document.get(ENVELOPE)
+    if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
+        envelope = document
     record = document.get("tuning") or (envelope.get("meta") or {}).get("tuned_on")
     if not isinstance(record, dict):
         return set(), None

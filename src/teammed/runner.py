@@ -164,7 +164,7 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
         "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
     }
     spent.pop("latency_s", None)
-    row = ResultRow(**{**spent, **counted}, **dict(
+    fields: dict[str, Any] = dict(
         id=question.id,
         dataset=identity.dataset,
         dataset_sha256=identity.dataset_sha256,
@@ -195,7 +195,8 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
         record=record,
         transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
         meta=question.meta,
-    ))
+    )
+    row = ResultRow.model_validate({**spent, **counted, **fields})
     return row, failure
 
 
