@@ -1,4 +1,4 @@
-"""What the team leader does: distil facts, write the case report, judge work, mediate, break ties."""
+"""What the team leader does: distil facts, write the case report, judge work, mediate, break ties, correct."""
 
 from __future__ import annotations
 
@@ -65,3 +65,20 @@ class TieResolution(dspy.Signature):
     shared_context: str = dspy.InputField(desc="Verified facts, debated points, reliability notes.")
     answer: Choice("tied_options") = dspy.OutputField()  # type: ignore[valid-type]
     reason: str = dspy.OutputField(desc="One or two sentences.")
+
+
+class CorrectionAuthority(dspy.Signature):
+    """As team leader you hold correction authority over the team's decision. The vote chose
+    `team_answer`. Check the reasoning behind it in the final rankings: if it rests on a clear
+    error (a wrong fact, a misread finding, an ignored key detail), set `flawed`, state the flaw
+    in one sentence and give the option the evidence supports. Otherwise uphold the team's
+    answer: overriding is for a clear error, not for a different opinion."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    team_answer: str = dspy.InputField(desc="The option the team's vote chose.")
+    rankings: str = dspy.InputField(desc="Each clinician's final ranking and reason.")
+    shared_context: str = dspy.InputField(desc="Verified facts, debated points, reliability notes.")
+    flawed: bool = dspy.OutputField()
+    flaw: str = dspy.OutputField(desc="One sentence; empty when the reasoning holds.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]

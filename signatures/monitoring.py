@@ -13,7 +13,6 @@ class WeakestReasoning(dspy.Signature):
     """As team leader, read this turn and pick the one clinician whose reasoning is weakest:
     a factual error, an unsupported leap, or an ignored key finding."""
 
-    question: str = dspy.InputField()
     turn_messages: str = dspy.InputField(desc="What each clinician said this turn, by id.")
     agents: list[str] = dspy.InputField(desc="The ids to choose from.")
     agent: Choice("agents") = dspy.OutputField()  # type: ignore[valid-type]
@@ -25,8 +24,7 @@ class RaiseConcern(dspy.Signature):
     and say how much it matters for the patient."""
 
     question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    agent_message: str = dspy.InputField(desc="The reasoning being challenged.")
+    agent_message: str = dspy.InputField(desc="The reasoning being challenged and the option it favours.")
     concern: str = dspy.OutputField(desc="One or two sentences, phrased as a question.")
     severity: Literal["high", "medium", "low"] = dspy.OutputField(default="medium")
 

@@ -21,13 +21,37 @@ import dspy
 from teammed import usage
 from teammed.schema import output_schema, parse_outputs
 
-__all__ = ["SchemaAdapter", "response_format_for", "calling_signature"]
+__all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text"]
 
 logger = logging.getLogger(__name__)
 
 # The behaviour being called: set by `teammed.programs.Behaviour`, so names survive
 # optimizers that rebuild signatures (``with_instructions`` renames them).
 calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed_signature", default="?")
+
+
+def compact_system_text(signature: type[dspy.Signature]) -> str:
+    """The instruction and a one-line description of each input: the system text under an enforced schema."""
+    lines = [" ".join(signature.instructions.split())]
+    described = []
+    for name, field in signature.input_fields.items():
+        desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
+        if desc and not str(desc).startswith("${"):
+            described.append(f"`{name}`: {desc}")
+    if described:
+        lines.append("Inputs: " + "; ".join(described))
+    lines.append("Reply with the JSON object the response schema defines.")
+    return "\n".join(lines)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
+    from dspy.adapters.base import _expand_legacy_custom_type_markers_in_chat_message
+
+    return _expand_legacy_custom_type_markers_in_chat_message(message)
 
 
 def response_format_for(dialect: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -60,7 +84,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         fmt = response_format_for(getattr(lm, "structured_output", "json_schema"), schema)
         if fmt is not None:
             request["response_format"] = fmt
-        messages = self.format(signature, demos, inputs)
+        messages = self.format(signature, demos, inputs, compact=fmt is not None)
         token = calling_signature.set(name)
         try:
             outputs = lm(messages=messages, **request)
@@ -78,3 +102,41 @@ class SchemaAdapter(dspy.JSONAdapter):
 
     async def acall(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
         return self(lm, lm_kwargs, signature, demos, inputs)
+
+    # ------------------------------------------------------------------ prompt formatting
+    def format(  # type: ignore[override]
+        self,
+        signature: type[dspy.Signature],
+        demos: list[dict[str, Any]],
+        inputs: dict[str, Any],
+        *,
+        compact: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The call's messages. ``compact`` when the backend enforces the output schema.
+
+        Compact messages keep what the model needs to read: the instruction, what each
+        input is, and the inputs (empty ones left out). They drop DSPy's field lists, type
+        notes and JSON template, which only repeat what the enforced schema already says.
+        Without a schema the full JSON-adapter format stays, since the prompt alone must
+        then ask for the JSON.
+        """
+        if not compact:
+            return super().format(signature, demos, inputs)
+        messages = [{"role": "system", "content": compact_system_text(signature)}]
+        for demo in demos:
+            if all(k in demo for k in signature.input_fields) and all(k in demo for k in signature.output_fields):
+                messages.append({"role": "user", "content": self._compact_user(signature, demo)})
+                messages.append({"role": "assistant", "content": self.format_assistant_message_content(
+                    signature, demo)})
+        messages.append({"role": "user", "content": self._compact_user(signature, inputs)})
+        return messages
+
+    def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
+        # DSPy's own formatting keeps images and other custom types (split into content parts)
+        kept = {k: v for k, v in inputs.items() if k in signature.input_fields and not _empty(v)}
+        pruned = signature
+        for name in signature.input_fields:
+            if name not in kept:
+                pruned = pruned.delete(name)
+        message = {"role": "user", "content": self.format_user_message_content(pruned, kept)}
+        return _expand_custom_types(message)["content"]

@@ -50,7 +50,10 @@ class TeamworkConfig(BaseModel):
       * mutual monitoring requires leadership: the leader raises and judges challenges;
       * mutual monitoring and closed-loop communication act between discussion turns,
         so they require ``n_turns >= 2``;
-      * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off.
+      * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off;
+      * ``leader_correction`` (the leader's authority to override the aggregated answer when
+        the reasoning behind it is flawed, spec §3.2) requires leadership; left unset it is
+        on exactly when leadership is on.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +67,14 @@ class TeamworkConfig(BaseModel):
     n_agents: Literal["auto", 2, 3, 4] = "auto"
     n_turns: int = Field(default=2, ge=1, le=5)
     early_consensus: float | None = None
+    leader_correction: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _correction_follows_leadership(cls, values: object) -> object:
+        if isinstance(values, dict) and values.get("leader_correction") is None:
+            return {**values, "leader_correction": bool(values.get("leadership", False))}
+        return values
 
     @model_validator(mode="after")
     def _check_rules(self) -> TeamworkConfig:
@@ -71,6 +82,11 @@ class TeamworkConfig(BaseModel):
             raise ValueError(
                 "mutual_monitoring requires leadership (got leadership=False); "
                 "enable leadership or disable mutual_monitoring"
+            )
+        if self.leader_correction and not self.leadership:
+            raise ValueError(
+                "leader_correction requires leadership (got leadership=False); "
+                "enable leadership or set leader_correction=False"
             )
         for name in ("mutual_monitoring", "closed_loop"):
             if getattr(self, name) and self.n_turns < 2:

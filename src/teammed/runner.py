@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from pydantic import BaseModel
 
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
@@ -74,7 +75,8 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
     if answer not in question.options:
         answer = None
         error = error or "the system returned no valid option"
-    record = getattr(prediction, "record", None) or {}
+    record = getattr(prediction, "record", None)
+    record = record.model_dump(mode="json") if isinstance(record, BaseModel) else dict(record or {})
     agents = record.get("agents") or []
     trust = record.get("trust")
     return {
