@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import threading
@@ -51,10 +52,22 @@ _ENC = _encoding()
 _WORDS = ("patient presents with findings consistent with the diagnosis because the history and "
           "laboratory results support it while the alternative explanations fail to account for the "
           "timing severity and distribution of symptoms so the most likely mechanism remains").split()
-# Realistic output lengths in words, by output field name (what the signatures ask for).
-_LENGTH = {"message": 70, "justification": 35, "rationale": 30, "report": 110, "synthesis": 80,
-           "concern": 30, "response": 55, "restatement": 22, "correction": 18, "reason": 20,
-           "analysis": 30, "flaw": 25, "expertise": 5, "role": 2}
+# Output lengths in words: what the field's description asks for ("Under 60 words" -> 45,
+# sentences at 18 words each), else a typical length for the field name.
+_LENGTH = {"justification": 36, "rationale": 30, "concern": 30, "restatement": 18, "correction": 18,
+           "reason": 20, "analysis": 30, "flaw": 20, "expertise": 5, "role": 2}
+_SENTENCES = {"one sentence": 1, "one or two sentences": 2, "at most two sentences": 2}
+
+
+def _words(name: str, schema: dict[str, Any]) -> int:
+    desc = str(schema.get("description", "")).lower()
+    under = re.search(r"under (\d+) words", desc)
+    if under:
+        return int(int(under.group(1)) * 0.75)
+    for phrase, n in _SENTENCES.items():
+        if phrase in desc:
+            return 18 * n
+    return _LENGTH.get(name, 20)
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -73,13 +86,13 @@ def _value(name: str, schema: dict[str, Any], rng: random.Random) -> Any:
             letters = list(item["enum"])
             rng.shuffle(letters)
             return letters
-        low, high = schema.get("minItems", 1), schema.get("maxItems", 3)
-        n = rng.randint(low, max(low, min(high, 3)))
+        low, high = schema.get("minItems", 1), schema.get("maxItems", 5)
+        n = rng.randint((low + high) // 2, max(low, high))  # lists fill the upper half of their bounds
         if name == "facts":
             return [_text(rng, 12) for _ in range(n)]
         return [_value(name, item, rng) for _ in range(n)]
     if kind == "string":
-        return _text(rng, _LENGTH.get(name, 20))
+        return _text(rng, _words(name, schema))
     if kind == "integer":
         return rng.choice([2, 3, 4]) if name == "n_agents" else int(schema.get("minimum", 1))
     if kind == "number":

@@ -34,7 +34,7 @@ def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, 
         between = turns - 1
         phase3 = n * turns + lead * turns
         phase3 += 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
-    phase4 = lead * int(tie) + int(c.leader_correction)
+    phase4 = lead * int(tie) + int(c.corrects)
     return phase1 + phase2 + phase3 + phase4
 
 

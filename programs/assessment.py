@@ -11,10 +11,11 @@ from teammed.programs.record import Assessment
 from teammed.programs.team import Agent
 from teammed.signatures import ImageAssessment, InitialAssessment
 
-__all__ = ["IndependentAssessment", "format_assessments"]
+__all__ = ["IndependentAssessment", "format_assessments", "format_facts"]
 
 
-def format_assessments(assessments: list[Assessment], agents: list[Agent], *, facts: bool = True) -> str:
+def format_assessments(assessments: list[Assessment], agents: list[Agent], *, facts: bool = True,
+                       options: dict[str, str] | None = None) -> str:
     """Round-2 results as text for the leader and the discussion (weights never shown).
 
     A ranking that fell back (no valid letter from the model) is shown as no ranking.
@@ -23,11 +24,18 @@ def format_assessments(assessments: list[Assessment], agents: list[Agent], *, fa
     blocks = []
     for a in assessments:
         ranking = "no valid ranking" if a.fell_back else f"ranking {'>'.join(a.ranking)}"
+        if options and not a.fell_back:
+            ranking += f" (top: {options[a.first]})"
         line = f"{a.agent} ({roles.get(a.agent, '?')}): {ranking}, {a.confidence}. {a.justification}"
         if facts and a.facts:
             line += " Facts: " + "; ".join(a.facts)
         blocks.append(line.strip())
     return "\n".join(blocks)
+
+
+def format_facts(assessments: list[Assessment]) -> str:
+    """Each clinician's round-2 facts: what the leader distils the verified facts from."""
+    return "\n".join(f"{a.agent}: " + "; ".join(a.facts) for a in assessments if a.facts)
 
 
 def _as_image(source: str) -> dspy.Image:

@@ -13,9 +13,10 @@ from teammed.signatures import DiscussionTurn, FinalRanking
 __all__ = ["Discussion", "format_history", "format_turn"]
 
 
-def format_turn(t: Turn, role: str) -> str:
-    """One history entry: who, when, what they favour, what they said."""
-    return f"[t{t.turn}] {t.agent} ({role}) favours {t.choice}: {t.message}"
+def format_turn(t: Turn, role: str | None = None) -> str:
+    """One history entry: when, who (and their role when given), what they favour, what they said."""
+    who = f"{t.agent} ({role})" if role else t.agent
+    return f"[t{t.turn}] {who} favours {t.choice}: {t.message}"
 
 
 def format_history(turns: list[Turn], agents: list[Agent], notes: list[str]) -> str:

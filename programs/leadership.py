@@ -30,27 +30,27 @@ class Leader(dspy.Module):
         self.grade = Behaviour(AssessmentQuality) if config.trust else None
         self.mediate = Behaviour(Mediation)
         self.resolve_tie = Behaviour(TieResolution)
-        self.correct = Behaviour(CorrectionAuthority) if config.leader_correction else None
+        self.correct = Behaviour(CorrectionAuthority) if config.corrects else None
 
-    def extract_facts(self, question: str, assessments: str) -> list[str]:
+    def extract_facts(self, assessments: str) -> list[str]:
         assert self.facts is not None
-        return [f for f in (self.facts(question=question, assessments=assessments).facts or []) if f.strip()]
+        return [f for f in (self.facts(assessments=assessments).facts or []) if str(f).strip()]
 
-    def write_report(self, question: str, options: dict[str, str], assessments: str, shared: str) -> str:
+    def write_report(self, assessments: str, shared: str) -> str:
         assert self.report is not None
-        return self.report(question=question, options=options, assessments=assessments,
+        return self.report(assessments=assessments,
                            shared_context=shared).report or ""
 
-    def grade_assessments(self, question: str, assessments: str, agents: list[str]) -> dict[str, float]:
+    def grade_assessments(self, assessments: str, agents: list[str]) -> dict[str, float]:
         """Quality per agent in [0, 1]; agents the leader skipped are absent."""
         assert self.grade is not None
-        grades = self.grade(question=question, assessments=assessments, agents=agents).grades or []
+        grades = self.grade(assessments=assessments, agents=agents).grades or []
         return {agent: min(1.0, max(0.0, float(g))) for agent, g in zip(agents, grades, strict=False)}
 
-    def break_tie(self, *, question: str, options: dict[str, str], tied: list[str], rankings: str,
+    def break_tie(self, *, options: dict[str, str], tied: list[str], rankings: str,
                   shared: str, rule_answer: str) -> TieBreak:
         """The leader's pick among ``tied``; a pick outside the tie leaves the rule's answer, recorded as such."""
-        out = self.resolve_tie(question=question, tied_options={k: options[k] for k in tied}, rankings=rankings,
+        out = self.resolve_tie(tied_options={k: options[k] for k in tied}, rankings=rankings,
                                shared_context=shared)
         pick = read_choice(out.answer, tied, default=rule_answer)
         if not pick.fell_back:
@@ -61,14 +61,14 @@ class Leader(dspy.Module):
                         reason=f"the leader's pick {said!r} was not one of the tied options {tied}, so the rule "
                                "decided: first-place votes, then round-2 Borda, then letter")
 
-    def review(self, *, question: str, options: dict[str, str], team_answer: str, rankings: str,
+    def review(self, *, options: dict[str, str], team_answer: str, rankings: str,
                shared: str) -> LeaderOverride:
         """Correction authority: uphold ``team_answer`` or override it, naming the flaw."""
         assert self.correct is not None
-        out = self.correct(question=question, options=options, team_answer=team_answer, rankings=rankings,
+        out = self.correct(options=options, team_answer=team_answer, rankings=rankings,
                            shared_context=shared)
         flaw = (out.flaw or "").strip()
-        if not out.flawed:
+        if out.decision != "override":
             return LeaderOverride(original=team_answer, answer=team_answer, flaw="", overridden=False)
         pick = read_choice(out.answer, list(options), default=team_answer)
         overridden = not pick.fell_back and pick.first != team_answer and bool(flaw)

@@ -22,7 +22,7 @@ from teammed import usage
 from teammed.config import TeamworkConfig
 from teammed.errors import NoAnswerError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
-from teammed.programs.assessment import IndependentAssessment, format_assessments
+from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.closed_loop import ClosedLoop, receiver_of
 from teammed.programs.context import History, first_context, format_trust, later_context
@@ -101,16 +101,18 @@ class TeamworkProgram(dspy.Module):
         smm = SharedMentalModel(question_analysis=team.question_analysis)
         assessments = self.assessment(question=question, options=options, agents=team.agents,
                                       shared_context=smm.context(), role_briefs=c.team_orientation, image=image)
-        summary = format_assessments(assessments, team.agents)
+        summary = format_assessments(assessments, team.agents, options=options)
         leader = self.leader
         # The leader's facts, report and grades read round 2 only: they run side by side.
         facts_f = report_f = grades_f = None
         if leader is not None and c.shared_mental_model:
-            facts_f = bg.start(leader.extract_facts, question, summary)
+            facts_f = bg.start(leader.extract_facts, format_facts(assessments))
         if leader is not None and c.team_orientation:
-            report_f = bg.start(leader.write_report, question, options, summary, smm.context())
+            # the report reads the justifications; the facts are distilled beside it (SMM)
+            report_f = bg.start(leader.write_report, format_assessments(assessments, team.agents, facts=False,
+                                                                        options=options), smm.context())
         if leader is not None and c.trust:
-            grades_f = bg.start(leader.grade_assessments, question, summary, team.ids)
+            grades_f = bg.start(leader.grade_assessments, summary, team.ids)
         facts: list[str] = []
         if c.shared_mental_model:
             facts = facts_f.result() if facts_f is not None else intersect_facts([a.facts for a in assessments])
@@ -144,12 +146,15 @@ class TeamworkProgram(dspy.Module):
         trust = dict(trust)
         history = _trust_start(team, trust, on=c.trust)
         smm = SharedMentalModel(question_analysis=team.question_analysis, verified_facts=list(r2.verified_facts))
-        first = first_context(
-            assessments=format_assessments(r2.assessments, team.agents,
-                                           facts=not (c.shared_mental_model and r2.verified_facts)),
-            shared=smm.context() if c.shared_mental_model else "",
-            trust=format_trust(trust) if c.trust else "", report=r2.report)
-        said = History(roles=team.role_of)
+
+        def first(me: str) -> str:
+            # round-2 views of whoever has not spoken yet: a teammate's later words are in the history
+            unspoken = [a for a in r2.assessments if a.agent == me or not said.spoken(a.agent)]
+            return first_context(assessments=format_assessments(unspoken, team.agents, facts=False),
+                                 shared=smm.context() if c.shared_mental_model else "",
+                                 trust=format_trust(trust) if c.trust else "", report=r2.report)
+
+        said = History()
         last_choice = {a.agent: a.first for a in r2.assessments}
         turns: list[Turn] = []
         mediations: list[str] = []
@@ -165,7 +170,7 @@ class TeamworkProgram(dspy.Module):
                     context = later_context(mediation=mediations[-1] if mediations else "",
                                             trust=format_trust(trust) if c.trust else "")
                 else:
-                    context = first
+                    context = first(agent.id)
                 out = self.discussion.speak(agent=agent, turn=turn, final=final, question=question, options=options,
                                             role=agent.brief() if c.team_orientation else agent.role,
                                             team_context=context, history=said.since(agent.id),
@@ -179,14 +184,14 @@ class TeamworkProgram(dspy.Module):
             turns.extend(spoken)
             mediation_f = None
             if self.leader is not None:
-                messages = "\n".join(f"{t.agent} favours {t.choice}: {t.message}" for t in spoken)
-                mediation_f = bg.start(self._mediate, question, options, messages, smm.context())
+                messages = "\n".join(f"{t.agent} favours {t.choice} ({options[t.choice]}): {t.message}" for t in spoken)
+                mediation_f = bg.start(self._mediate, messages, smm.context())
             if final:
                 pending = mediation_f
                 break
             challenge_f = None
             if self.monitoring is not None:
-                challenge_f = bg.start(self.monitoring, turn=turn, question=question, options=options, turns=spoken,
+                challenge_f = bg.start(self.monitoring, turn=turn, options=options, turns=spoken,
                                        agents=team.agents, role_of=team.role_of)
             for loop in (f.result() for f in loop_fs):
                 loops.append(loop)
@@ -206,8 +211,8 @@ class TeamworkProgram(dspy.Module):
                                                "response": ch.response, "outcome": ch.verdict})
                 challenges.append(ch)
                 last_choice[ch.agent] = ch.choice_after
-                said.note(f"[t{turn}] leader challenged {ch.agent}: {ch.concern} Reply: {ch.response} "
-                          f"(judged {ch.verdict}; now favours {ch.choice_after})")
+                said.note(f"[t{turn}] leader challenged {ch.agent}: {ch.concern} (reply judged {ch.verdict}; "
+                          f"{ch.agent} now favours {ch.choice_after})", reply=(ch.agent, ch.response))
         final_turns = [t for t in turns if t.turn == c.n_turns]
         log = DiscussionLog(
             turns=turns, mediations=mediations, loops=loops, challenges=challenges,
@@ -216,9 +221,9 @@ class TeamworkProgram(dspy.Module):
                              rationale=t.message, fell_back=t.fell_back) for t in final_turns])
         return log, trust, pending
 
-    def _mediate(self, question: str, options: dict[str, str], messages: str, shared: str) -> str:
+    def _mediate(self, messages: str, shared: str) -> str:
         assert self.leader is not None
-        return self.leader.mediate(question=question, options=options, turn_messages=messages,
+        return self.leader.mediate(turn_messages=messages,
                                    shared_context=shared).synthesis or ""
 
     # ------------------------------------------------------------------ phase 4
@@ -251,7 +256,7 @@ class TeamworkProgram(dspy.Module):
             initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
             rule = rule_tie_break(top, counted, initial, letters)
             if self.leader is not None:
-                tie = self.leader.break_tie(question=question, options=options, tied=top, rankings=votes,
+                tie = self.leader.break_tie(options=options, tied=top, rankings=votes,
                                             shared=shared, rule_answer=rule)
             else:
                 tie = TieBreak(tied=top, resolved_by="rule", answer=rule,
@@ -259,7 +264,7 @@ class TeamworkProgram(dspy.Module):
             answer = tie.answer
         aggregated, override = answer, None
         if self.leader is not None and self.leader.correct is not None:
-            override = self.leader.review(question=question, options=options, team_answer=aggregated,
+            override = self.leader.review(options=options, team_answer=aggregated,
                                           rankings=votes, shared=shared)
             answer = override.answer
         backers = [v.confidence for v in talk.final if v.first == answer and not v.fell_back]

@@ -35,10 +35,10 @@ class SpecialtyRecruitment(dspy.Signature):
 
 
 class QuestionTricks(dspy.Signature):
-    """Read the question like an exam writer. In one or two sentences, name what could trip a
+    """Read the question like an exam writer. In one sentence, name what could trip a
     careful clinician up: a negation (EXCEPT, NOT), a time course, a 'most likely' versus
     'next best step' distinction, a distractor finding. Do not answer the question."""
 
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    analysis: str = dspy.OutputField(desc="One or two sentences.")
+    analysis: str = dspy.OutputField(desc="One sentence.")

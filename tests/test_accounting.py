@@ -44,7 +44,7 @@ def test_formula_matches_calls_for_every_subset(n_agents, n_turns):
         prediction, usage, lm = run(TeamworkProgram(config))  # unanimous rankings: no tie
         assert prediction.json_record["tie"] is None
         assert usage.calls == len(lm.calls) == expected_calls(config, n_agents), values
-        assert sum(c.signature == "CorrectionAuthority" for c in lm.calls) == int(config.leader_correction)
+        assert sum(c.signature == "CorrectionAuthority" for c in lm.calls) == int(config.corrects)
 
 
 def test_auto_count_adds_one_call_and_sets_team_size():

@@ -31,21 +31,27 @@ calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed
 
 
 def compact_system_text(signature: type[dspy.Signature]) -> str:
-    """The instruction and a one-line description of each input: the system text under an enforced schema."""
+    """The system text under an enforced schema: the instruction and what the less obvious inputs are.
+
+    No field list, type notes or reply template: the enforced schema says what to return.
+    """
     lines = [" ".join(signature.instructions.split())]
-    described = []
     for name, field in signature.input_fields.items():
         desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
-        if desc and not str(desc).startswith("${"):
-            described.append(f"`{name}`: {desc}")
-    if described:
-        lines.append("Inputs: " + "; ".join(described))
-    lines.append("Reply with the JSON object the response schema defines.")
+        if desc and not str(desc).startswith("${") and name not in _SELF_EVIDENT:
+            lines.append(f"{name}: {desc}")
     return "\n".join(lines)
 
 
-def _empty(value: Any) -> bool:
-    return value is None or (isinstance(value, str | list | dict) and not value)
+# Inputs whose name says what they are: no description in the compact system text.
+_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history"})
+
+
+def _compact_value(value: Any) -> Any:
+    """Letter-keyed text (answer options) as one ``A. text`` line each: fewer tokens than JSON."""
+    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return "\n".join(f"{k}. {v}" for k, v in value.items())
+    return value
 
 
 def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
@@ -114,8 +120,8 @@ class SchemaAdapter(dspy.JSONAdapter):
     ) -> list[dict[str, Any]]:
         """The call's messages. ``compact`` when the backend enforces the output schema.
 
-        Compact messages keep what the model needs to read: the instruction, what each
-        input is, and the inputs (empty ones left out). They drop DSPy's field lists, type
+        Compact messages keep what the model needs to read: the instruction, what the less
+        obvious inputs are, and the inputs (answer options one per line). They drop DSPy's field lists, type
         notes and JSON template, which only repeat what the enforced schema already says.
         Without a schema the full JSON-adapter format stays, since the prompt alone must
         then ask for the JSON.
@@ -123,20 +129,13 @@ class SchemaAdapter(dspy.JSONAdapter):
         if not compact:
             return super().format(signature, demos, inputs)
         messages = [{"role": "system", "content": compact_system_text(signature)}]
-        for demo in demos:
-            if all(k in demo for k in signature.input_fields) and all(k in demo for k in signature.output_fields):
-                messages.append({"role": "user", "content": self._compact_user(signature, demo)})
-                messages.append({"role": "assistant", "content": self.format_assistant_message_content(
-                    signature, demo)})
+        messages.extend(self.format_demos(signature, demos))
         messages.append({"role": "user", "content": self._compact_user(signature, inputs)})
         return messages
 
     def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
         # DSPy's own formatting keeps images and other custom types (split into content parts)
-        kept = {k: v for k, v in inputs.items() if k in signature.input_fields and not _empty(v)}
-        pruned = signature
-        for name in signature.input_fields:
-            if name not in kept:
-                pruned = pruned.delete(name)
-        message = {"role": "user", "content": self.format_user_message_content(pruned, kept)}
+        kept = {k: _compact_value(v) for k, v in inputs.items() if k in signature.input_fields}
+        # the trailing newline keeps an empty last field well-formed ("[[ ## name ## ]]\n")
+        message = {"role": "user", "content": self.format_user_message_content(signature, kept) + "\n"}
         return _expand_custom_types(message)["content"]

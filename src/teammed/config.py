@@ -67,13 +67,16 @@ class TeamworkConfig(BaseModel):
     n_agents: Literal["auto", 2, 3, 4] = "auto"
     n_turns: int = Field(default=2, ge=1, le=5)
     early_consensus: float | None = None
-    leader_correction: bool = False
+    # None: follows leadership (the default). Only a deviation is stored (False with leadership),
+    # so merging a dumped config with ``leadership=True`` keeps the default on.
+    leader_correction: bool | None = None
 
     @model_validator(mode="before")
     @classmethod
-    def _correction_follows_leadership(cls, values: object) -> object:
-        if isinstance(values, dict) and values.get("leader_correction") is None:
-            return {**values, "leader_correction": bool(values.get("leadership", False))}
+    def _store_only_a_deviation(cls, values: object) -> object:
+        if isinstance(values, dict) and values.get("leader_correction") is not None:
+            if bool(values["leader_correction"]) == bool(values.get("leadership", False)):
+                return {**values, "leader_correction": None}
         return values
 
     @model_validator(mode="after")
@@ -83,7 +86,7 @@ class TeamworkConfig(BaseModel):
                 "mutual_monitoring requires leadership (got leadership=False); "
                 "enable leadership or disable mutual_monitoring"
             )
-        if self.leader_correction and not self.leadership:
+        if self.leader_correction is not None and not self.leadership:
             raise ValueError(
                 "leader_correction requires leadership (got leadership=False); "
                 "enable leadership or set leader_correction=False"
@@ -109,6 +112,11 @@ class TeamworkConfig(BaseModel):
         except ValidationError as exc:
             messages = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
             raise ConfigError(messages) from None
+
+    @property
+    def corrects(self) -> bool:
+        """Whether the leader reviews (and may override) the aggregated answer."""
+        return self.leadership and self.leader_correction is not False
 
     @property
     def components(self) -> tuple[str, ...]:
