@@ -41,6 +41,7 @@ from teammed.backends import ScriptedCall, ScriptedLM  # noqa: E402
 from teammed.config import preset  # noqa: E402
 from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 
+
 def _encoding() -> tiktoken.Encoding:
     """cl100k_base from litellm's bundled copy (no download; the machine may be offline)."""
     from litellm.litellm_core_utils import default_encoding

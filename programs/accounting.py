@@ -11,8 +11,9 @@ With N agents, T discussion turns and the component flags as 0/1:
 
 AUTO is 1 when ``n_agents='auto'``; E is 0 when early consensus skipped the discussion;
 TIE is 1 when the final Borda scores tied; LC is 1 when the leader's correction authority
-is on (``leader_correction``, on by default with leadership: +L per question). Without leadership, facts come from a word-overlap
-intersection, quality from a rule and ties from a rule: none of them call the LM.
+is on (``leader_correction``, on by default with leadership: +L per question). Without
+leadership, facts come from a word-overlap intersection, quality from a rule and ties from
+a rule: none of them call the LM.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ class Recruitment(dspy.Module):
         if self.tricks is not None:
             analysis = self.tricks(question=question, options=options).analysis
         if self.specialties is not None:
-            recruited = self.specialties(question=question, options=options, n_agents=n, question_analysis=analysis)
+            recruited = self.specialties(question=question, n_agents=n, question_analysis=analysis)
             agents = _specialist_agents(recruited.specialists, n)
         else:
             agents = generic_agents(n)

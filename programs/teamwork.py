@@ -249,15 +249,15 @@ class TeamworkProgram(dspy.Module):
         scores = borda_scores(counted, letters, weights)
         top = winners(scores)
         answer, tie = top[0], None
-        shared = _leader_context(team, r2, talk, trust if c.trust else None)
+        shared = _leader_context(team, r2, talk, None)
         votes = "\n".join(f"{v.agent} ({team.role_of.get(v.agent, '?')}): {'>'.join(v.ranking)}. {v.rationale}"
                           for v in talk.final if not v.fell_back)
         if len(top) > 1:
             initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
             rule = rule_tie_break(top, counted, initial, letters)
             if self.leader is not None:
-                tie = self.leader.break_tie(options=options, tied=top, rankings=votes,
-                                            shared=shared, rule_answer=rule)
+                tie = self.leader.break_tie(options=options, tied=top, rankings=votes, rule_answer=rule,
+                                            shared=_leader_context(team, r2, talk, trust if c.trust else None))
             else:
                 tie = TieBreak(tied=top, resolved_by="rule", answer=rule,
                                reason="first-place votes, then round-2 Borda, then letter")

@@ -16,7 +16,8 @@ class DiscussionTurn(dspy.Signature):
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
-    team_context: str = dspy.InputField(desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")
+    team_context: str = dspy.InputField(
+        desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")
     history: str = dspy.InputField(desc="What was said since you last spoke (your last message marked).")
     message: str = dspy.OutputField(desc="Under 40 words.")
     current_choice: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
@@ -29,7 +30,8 @@ class FinalRanking(dspy.Signature):
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
-    team_context: str = dspy.InputField(desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")
+    team_context: str = dspy.InputField(
+        desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")
     history: str = dspy.InputField(desc="What was said since you last spoke (your last message marked).")
     ranking: list[Choice("options")] = dspy.OutputField(desc="All option letters, best first.")  # type: ignore[valid-type]
     confidence: Confidence = dspy.OutputField(default="Low")

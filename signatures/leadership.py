@@ -68,7 +68,7 @@ class CorrectionAuthority(dspy.Signature):
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     team_answer: str = dspy.InputField(desc="The option the team's vote chose.")
     rankings: str = dspy.InputField(desc="Each clinician's final ranking and reason.")
-    shared_context: str = dspy.InputField(desc="Verified facts, debated points, reliability notes.")
+    shared_context: str = dspy.InputField(desc="Question analysis, verified facts, debated points.")
     decision: Literal["uphold", "override"] = dspy.OutputField(default="uphold")
     flaw: str = dspy.OutputField(desc="One sentence; empty when the reasoning holds.")
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]

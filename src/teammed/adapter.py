@@ -44,7 +44,7 @@ def compact_system_text(signature: type[dspy.Signature]) -> str:
 
 
 # Inputs whose name says what they are: no description in the compact system text.
-_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history"})
+_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history", "shared_context"})
 
 
 def _compact_value(value: Any) -> Any:
