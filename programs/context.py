@@ -4,8 +4,10 @@ A speaker's first turn shows the whole picture once: the round-2 assessments (ra
 confidence and justification; sharing the facts is the shared mental model's job, so they
 reach the discussion as its verified facts when it is on), the shared knowledge, the
 reliability scores and the leader's report. Each later turn shows only what changed since
-the speaker last spoke: its own last message, what the others said after it, corrections and challenges in between (a challenged agent also sees its own reply), the leader's newest mediation and the current reliability scores (the spec's trust
-hints in every turn). Pure functions over the typed record.
+the speaker last spoke: its own last message, what the others said after it, the
+closed-loop corrections and challenges in between (a challenged agent also sees its own
+reply), the leader's newest mediation, and the current reliability scores (the spec's trust
+hints, in every turn). Pure functions over the typed record.
 """
 
 from __future__ import annotations
