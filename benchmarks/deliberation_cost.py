@@ -172,7 +172,7 @@ def measure(name: str, questions: list[dict[str, Any]], *, latency_s: float, n_a
         calls.append(len(lm.log))
         chain = longest_chain(lm.log)
         chains.append(chain)
-        ratios.append(wall / (chain * latency_s))
+        ratios.append(wall / (chain * latency_s) if chain and latency_s else float("nan"))
     total = sum(per_behaviour.values())
     return {
         "preset": name, "questions": len(questions),

@@ -52,6 +52,8 @@ class _Frozen(BaseModel):
 class Assessment(_Frozen):
     """One clinician's independent round-2 assessment."""
 
+    model_config = ConfigDict(frozen=True, extra="ignore")  # a stored record carries the computed `first`
+
     agent: str
     ranking: list[str]
     justification: str
