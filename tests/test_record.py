@@ -194,3 +194,15 @@ def test_no_schema_backend_gets_the_full_format():
     with dspy.context(lm=lm, adapter=SchemaAdapter()):
         dspy.Predict(FinalRanking)(question="Q?", options=OPTIONS, role="r", team_context="", history="")
     assert "Your input fields are" in lm.calls[0].messages[0]["content"]
+
+
+def test_gepa_feedback_reads_the_typed_record_and_speaks_of_the_override():
+    from teammed.optimizers.metrics import deliberation_feedback
+
+    out, _, _ = run(TeamworkProgram(preset("leadership", n_agents=2)), _override())  # team A -> leader B
+    gold_a = deliberation_feedback(dspy.Example(answer="A"), out, None, "leader.correct.predict", None)
+    assert gold_a.score == 0.0 and "overrode the team's correct A with B" in gold_a.feedback
+    gold_b = deliberation_feedback(dspy.Example(answer="B"), out, None, "leader.correct.predict", None)
+    assert gold_b.score == 1.0 and "rightly overrode the team's A with the gold B" in gold_b.feedback
+    whole = deliberation_feedback(dspy.Example(answer="A"), out)
+    assert "overrode the team's correct A" in whole.feedback
