@@ -46,3 +46,15 @@ def test_longest_chain_counts_only_calls_that_ran_one_after_another(bench):
              {"start": 1.5, "end": 2.5}, {"start": 2.5, "end": 3.0}]
     assert bench.longest_chain(calls) == 3
     assert bench.longest_chain([]) == 0
+
+
+def test_longest_chain_with_a_tie_is_sixteen(bench, vignettes, monkeypatch):
+    import teammed.programs.teamwork as teamwork
+
+    def two_way_tie(scores):  # force the tie path: the leader breaks it, then reviews the answer
+        return sorted(scores, key=lambda k: -scores[k])[:2]
+
+    monkeypatch.setattr(teamwork, "winners", two_way_tie)
+    result = bench.measure("all", vignettes[:1], latency_s=0.15, n_agents=3, n_turns=2)
+    assert result["calls_per_question"] == 28 and "TieResolution" in result["by_behaviour"]
+    assert result["longest_chain"] == 16
