@@ -20,7 +20,7 @@ import dspy
 
 from teammed import usage
 from teammed.config import TeamworkConfig
-from teammed.errors import NoAnswerError
+from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
 from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
 from teammed.programs.behaviour import Behaviour
@@ -29,7 +29,9 @@ from teammed.programs.context import History, first_context, format_trust, later
 from teammed.programs.discussion import Discussion
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
+from teammed.programs.options import validated_options
 from teammed.programs.parallel import Background
+from teammed.programs.persist import SavesConfig
 from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.record import (
     Challenge,
@@ -53,7 +55,7 @@ from teammed.programs.trust import apply_quality, automated_quality, initial_tru
 __all__ = ["TeamworkProgram"]
 
 
-class TeamworkProgram(dspy.Module):
+class TeamworkProgram(SavesConfig, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
     def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):
@@ -70,8 +72,11 @@ class TeamworkProgram(dspy.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, question: str, options: dict[str, str], context: str | None = None,
                 image: str | None = None) -> dspy.Prediction:
+        if image and self.assessment.assess_image is None:  # before any call is spent
+            raise ConfigError("this question has an image; build the program with TeamworkProgram(config, "
+                              "vision=True) and run it on a vision model")
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
-        options = dict(options)
+        options = validated_options(options)
         with Background() as bg:
             team = self._recruit(text, options)
             r2, trust = self._assess(bg, text, options, team, image)
