@@ -108,7 +108,7 @@ class TeamworkConfig(BaseModel):
 
 
 def _cfg(*components: str) -> TeamworkConfig:
-    return TeamworkConfig(**{name: True for name in components})
+    return TeamworkConfig.model_validate({name: True for name in components})
 
 
 # The spec's §5.2: each single-component preset carries the companions it needs.
