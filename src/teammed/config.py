@@ -91,8 +91,7 @@ class TeamworkConfig(BaseModel):
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
-            messages = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-            raise ConfigError(messages) from None
+            raise ConfigError("; ".join(_field_message(err) for err in exc.errors())) from None
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -105,6 +104,14 @@ class TeamworkConfig(BaseModel):
             if cfg.components == self.components:
                 return name
         return "+".join(self.components)
+
+
+def _field_message(err: object) -> str:
+    """``n_turns: Input should be greater than or equal to 1 (got 0)``; rule errors keep their own text."""
+    e = dict(err)  # type: ignore[call-overload]
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(x) for x in e.get("loc", ()))
+    return f"{field}: {msg} (got {e.get('input')!r})" if field else msg
 
 
 def _cfg(*components: str) -> TeamworkConfig:
