@@ -12,6 +12,7 @@ Only the CLI uses this module (output belongs to the CLI; library code logs).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import threading
@@ -170,20 +171,29 @@ class _Progress:
 
     def __enter__(self) -> _Progress:
         import dspy
+        from dspy.dsp.utils.settings import main_thread_config
 
         self.started = time.monotonic()
-        try:  # global, so worker threads see it too; only the CLI's main thread gets here
-            dspy.settings.configure(callbacks=[*(dspy.settings.callbacks or []), self.live])
+        self._stack = contextlib.ExitStack()
+        callbacks = [*(dspy.settings.get("callbacks") or []), self.live]
+        # this thread (which may sit inside a dspy.context that snapshotted the settings) ...
+        self._stack.enter_context(dspy.context(callbacks=callbacks))
+        try:  # ... and worker threads, which read the global settings; only the CLI's main thread gets here
+            dspy.settings.configure(callbacks=[*(main_thread_config.get("callbacks") or []), self.live])
             self._installed = True
-        except RuntimeError:  # another thread owns DSPy's settings: no live counts, still per-question lines
+        except RuntimeError:  # another thread owns DSPy's settings: workers report per question only
             self._installed = False
         return self
 
     def __exit__(self, *exc: object) -> None:
         import dspy
 
+        self._stack.close()
         if self._installed:
-            dspy.settings.configure(callbacks=[c for c in (dspy.settings.callbacks or []) if c is not self.live])
+            from dspy.dsp.utils.settings import main_thread_config
+
+            remaining = [c for c in (main_thread_config.get("callbacks") or []) if c is not self.live]
+            dspy.settings.configure(callbacks=remaining)
         self.display.close()
 
     def elapsed(self) -> float:
@@ -279,7 +289,8 @@ class RunProgress(_Progress):
     def eta_s(self) -> float | None:
         elapsed = self.elapsed()
         per_question = self.per_question_calls()
-        if self.live.calls and per_question:
+        # before one call per worker has finished, the rate still ramps up: no estimate yet
+        if self.live.calls >= self.concurrency and per_question and elapsed > 0:
             in_flight = max(0, self.live.calls - self._session_row_calls)
             remaining = max(0.0, per_question * (self.total - self.done) - in_flight)
             return remaining / (self.live.calls / elapsed)
@@ -293,7 +304,7 @@ class RunProgress(_Progress):
         bar = "#" * filled + "-" * (self.width - filled)
         accuracy = f"{self.accuracy:.1%}" if self.accuracy is not None else "--"
         phase = f" | in: {self.live.phase}" if self.live.phase and self.done < self.total else ""
-        calls = self.live.calls if self._installed else self._row_calls
+        calls = self.live.calls or self._row_calls
         return (f"[{bar}] {self.done}/{self.total} | accuracy {accuracy} | {calls} calls | "
                 f"{format_count(self.live.tokens)} tokens | {self.failed} failed | "
                 f"ETA {format_duration(self.eta_s())}{phase}")
