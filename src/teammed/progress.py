@@ -17,7 +17,7 @@ import re
 import sys
 import threading
 import time
-from typing import Any, TextIO
+from typing import Any, Self, TextIO
 
 from dspy.utils.callback import BaseCallback
 
@@ -169,7 +169,7 @@ class _Progress:
         self.started = time.monotonic()
         self._installed = False
 
-    def __enter__(self) -> _Progress:
+    def __enter__(self) -> Self:
         import dspy
         from dspy.dsp.utils.settings import main_thread_config
 
