@@ -90,6 +90,8 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
         "failed": error is not None,
         "error": error,
         "confidence": getattr(prediction, "confidence", None) if prediction is not None else None,
+        "question": question.question,  # the viewer shows the stem
+        "context": question.context,
         "options": dict(question.options),
         "binary_positive": _binary_positive(question.options),
         **used.as_dict(),
