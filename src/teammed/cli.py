@@ -408,7 +408,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
     search.add_argument("--storage", help="sqlite:///file.db, a .log journal file, or postgresql://... "
-                        "(default: a journal file under --out)")
+                        "(default: sqlite <out>/<dataset>_study/study.db)")
     search.add_argument("--study", help="study name (default: teammed-<dataset>)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
                         help="what to maximise (default: accuracy)")

@@ -73,7 +73,10 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
         raise TeammedError(f"{args.dataset} has no questions to search on")
     study_name = args.study or f"teammed-{dataset}"
     work_dir = args.out / f"{dataset}_study"
-    with deployments(args) as opened:
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
+                                                   stream=sys.stderr):
         result = search_special_set(
             questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage, study_name=study_name,
             objectives=args.objectives, sampler=args.sampler, seed=args.seed, batch_size=args.batch_size,
