@@ -127,6 +127,27 @@ CASES = {
     "compile unknown optimizer": ["compile", "--dataset", "demo", "--optimizer", "sgd", "--out", "{tmp}/p"],
     "search trials 0": ["search", "--dataset", "demo", "--trials", "0"],
     "search batch -1": ["search", "--dataset", "demo", "--batch-size", "-1"],
+    # more of our own
+    "preset and presets": [*RUN, "--preset", "base", "--presets", "all"],
+    "components only commas": [*RUN, "--components", ","],
+    "api base not a url": [*RUN, "--api-base", "notaurl"],
+    "cache dir under a file": [*RUN, "--cache-dir", "{tmp}/afile/cache"],
+    "data dir a file": [*RUN, "--data-dir", "{tmp}/afile"],
+    "split unknown": [*RUN, "--split", "nosuchsplit"],
+    "stratify unknown": [*RUN, "--stratify", "nosuchfield"],
+    "dataset a directory": ["run", "--dataset", "{tmp}/adir", "--model", "scripted"],
+    "dataset binary": ["run", "--dataset", "{tmp}/binary.json", "--model", "scripted"],
+    "seed not a number": [*RUN, "--seed", "abc"],
+    "report out under a file": ["report", "{tmp}/good_run", "--out", "{tmp}/afile/rep"],
+    "compile out a directory": ["compile", "--dataset", "demo", "--optimizer", "labeled", "--model", "scripted",
+                                "--train", "2", "--val", "1", "--test", "1", "--out", "{tmp}/adir"],
+    "compile bad config": ["compile", "--dataset", "demo", "--optimizer", "labeled", "--model", "scripted",
+                           "--components", "mm", "--out", "{tmp}/p.json"],
+    "search storage garbage": ["search", "--dataset", "demo", "--model", "scripted", "--storage", "foo"],
+    "search sqlite under a file": ["search", "--dataset", "demo", "--model", "scripted", "--storage",
+                                   "sqlite:///{tmp}/afile/x.db"],
+    "search out under a file": ["search", "--dataset", "demo", "--model", "scripted", "--out", "{tmp}/afile/s"],
+    "ask program missing": [*ASK, "--option", "A=x", "--option", "B=y", "--program", "{tmp}/missing.json"],
     # the command itself
     "no command": [],
     "unknown command": ["runn"],
@@ -295,3 +316,11 @@ def test_report_baseline_defaults_to_base(tmp_path, capsys):
     assert main(["report", str(grid), "--out", str(tmp_path / "report")]) == 0
     text = (tmp_path / "report" / "report.md").read_text()
     assert "Significance vs `base`" in text
+
+
+def test_an_unreachable_study_database_is_one_line_exit_1(tmp_path, capsys):
+    code = main(["search", "--dataset", "demo", "--model", "scripted", "--n", "2", "--trials", "1",
+                 "--storage", "postgresql://nobody:x@127.0.0.1:9/none", "--out", str(tmp_path / "s")])
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert code == 1 and len(errors) == 1 and "--storage" in errors[0] and "Traceback" not in err

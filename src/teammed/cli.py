@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from teammed.cli_args import (
     OneLineParser,
+    api_base,
     check_unique_ids,
     check_writable_dir,
     config_values,
@@ -30,6 +31,7 @@ from teammed.cli_args import (
     read_json_object,
     report_error,
     seed_list,
+    storage_url,
     system_name,
     validation_message,
 )
@@ -67,7 +69,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", action="append", type=model_spec,
                    help="litellm model string, `local` (default), local:PATH.gguf or scripted (a dry run); "
                    "repeat for several deployments (questions are assigned round-robin)")
-    g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
+    g.add_argument("--api-base", type=api_base,
+                   help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
     g.add_argument("--concurrency", type=positive_int, default=4,
                    help="concurrent questions per deployment, 1 or more (default: 4; local: 1)")
     g.add_argument("--timeout", type=positive_float, default=180.0, help="seconds per LM request (default: 180)")
@@ -102,6 +105,9 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
         "n_turns": args.n_turns,
         "early_consensus": args.early_consensus,
     }
+    if args.components is not None and not args.components.replace(",", "").strip():
+        raise TeammedError(f"--components {args.components!r} names no component; list some (e.g. smm,leadership) "
+                           f"or use --preset base for none")
     chosen = [x for x in (preset_name or args.preset, args.components, args.config) if x]
     if len(chosen) > 1:
         raise TeammedError("give only one of --preset/--presets, --components and --config")
@@ -115,6 +121,8 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
 
 
 def _deployments(args: argparse.Namespace):
+    if not args.no_cache and args.cache_dir is not None:
+        check_writable_dir(args.cache_dir, flag="--cache-dir")
     from teammed.backends.cache import ResponseCache
     from teammed.backends.resolve import open_deployments
     from teammed.backends.retry import RetryPolicy
@@ -213,6 +221,8 @@ def _saved_program_config(path: Path) -> TeamworkConfig | None:
 def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
     """Every (label, config) of the grid, built and checked before anything is written."""
     _check_system_flags(args)
+    if args.preset and args.presets:
+        raise TeammedError("give --preset NAME for one configuration or --presets a,b for a grid, not both")
     explicit = bool(args.preset or args.presets or args.components or args.config)
     plan = []
     for name in args.presets or [None]:
@@ -313,6 +323,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         run_dirs.extend(found)
     for run_dir in run_dirs:
         _check_run_files(run_dir)
+    check_writable_dir(Path(args.out))
     baseline = args.baseline or "base"
     try:
         path = build_report(run_dirs, Path(args.out), baseline=baseline)
@@ -331,12 +342,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from teammed.cli_optimize import compile_command
 
     _check_system_flags(args)
+    if args.out.is_dir():
+        raise TeammedError(f"--out {args.out} is a directory; give the compiled program's file name, "
+                           f"e.g. {args.out / 'program.json'}")
+    check_writable_dir(args.out.parent)
+    if args.system == "teamwork":
+        _config_from_args(args)  # a bad config is refused before the optimizer spends anything
     return compile_command(args, config_from_args=_config_from_args, deployments=_deployments)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from teammed.cli_optimize import search_command
 
+    check_writable_dir(args.out)
     return search_command(args, deployments=_deployments)
 
 
@@ -407,7 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
-    search.add_argument("--storage", help="sqlite:///file.db, a .log journal file, or postgresql://... "
+    search.add_argument("--storage", type=storage_url,
+                        help="sqlite:///file.db, a .log journal file, or postgresql://... "
                         "(default: sqlite <out>/<dataset>_study/study.db)")
     search.add_argument("--study", help="study name (default: teammed-<dataset>)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
@@ -463,6 +482,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:  # a value from user input that a library refused
         return _fail(f"{one_line(exc)}", 2, verbose=verbose, exiting=argv is None)
     except Exception as exc:  # a bug: one line, the traceback with -v
+        if type(exc).__module__.startswith("sqlalchemy") and not verbose:  # the study database (--storage)
+            first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
+            return _fail(f"cannot use the --storage database: {first}; check the URL, that the server runs "
+                         f"and the credentials", 1, verbose=verbose, exiting=argv is None)
         if verbose:
             raise
         report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and "

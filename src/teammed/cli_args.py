@@ -296,3 +296,35 @@ def check_writable_dir(path: Path, *, flag: str = "--out") -> None:
             raise ConfigError(f"{flag} {path} is on a read-only file system; choose a writable {flag} directory")
     except (AttributeError, OSError):
         pass
+
+
+def api_base(raw: str) -> str:
+    """``--api-base``: an http(s) URL of an OpenAI-compatible server."""
+    url = raw.strip()
+    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s) URL; give the server's base URL, "
+                                         f"e.g. http://127.0.0.1:8000/v1")
+    return url
+
+
+def storage_url(raw: str) -> str:
+    """``--storage``: ``sqlite:///file.db``, a ``.log``/``.journal`` journal file, or a database URL."""
+    value = raw.strip()
+    if "://" not in value:
+        if value.endswith((".log", ".journal")):
+            return value
+        raise argparse.ArgumentTypeError(f"{raw!r} is neither a database URL nor a journal file; give "
+                                         f"sqlite:///study.db, a path ending in .log, or postgresql://...")
+    try:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(value)
+    except Exception:  # sqlalchemy's ArgumentError and friends
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a database URL; give sqlite:///study.db or "
+                                         f"postgresql://user@host/db") from None
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        try:
+            check_writable_dir(Path(url.database).parent, flag="--storage")
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--storage ")) from None
+    return value
