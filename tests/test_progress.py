@@ -41,10 +41,13 @@ def _simulate(bar: RunProgress, clock: Clock, *, total: int, concurrency: int, c
     finished_calls = 0
     while done < total:
         wave = min(concurrency, total - done)
-        for _ in range(calls_each):
+        for step in range(calls_each):
+            ids = [f"{done}-{step}-{w}" for w in range(wave)]
+            for call_id in ids:
+                bar.live.on_lm_start(call_id, None, {})
             clock.now += call_s
-            for _ in range(wave):
-                bar.live.on_lm_end("id", None)
+            for call_id in ids:
+                bar.live.on_lm_end(call_id, None)
             seen.append((clock.now - start, bar.eta_s()))
         for _ in range(wave):
             done += 1
@@ -61,7 +64,7 @@ def test_first_eta_is_close_with_concurrency(clock):
     bar = RunProgress(total=total, expected_calls=per_question, concurrency=concurrency,
                       stream=io.StringIO(), tty=False)
     seen, duration = _simulate(bar, clock, total=total, concurrency=concurrency, calls_each=9, call_s=2.0)
-    first_elapsed, first_eta = seen[0]
+    first_elapsed, first_eta = seen[0]  # after the first calls: workers / mean call latency
     truth = duration - first_elapsed
     assert first_eta is not None and truth / 1.5 <= first_eta <= truth * 1.5, (first_eta, truth)
     for elapsed, eta in seen:  # every estimate stays within 1.5x of the truth
@@ -74,8 +77,9 @@ def test_eta_without_a_formula_comes_from_observed_calls(clock):
     bar = RunProgress(total=4, expected_calls=None, stream=io.StringIO(), tty=False)
     assert bar.eta_s() is None  # nothing known yet: no invented number
     seen, duration = _simulate(bar, clock, total=4, concurrency=1, calls_each=3, call_s=1.0)
-    after_first = [eta for elapsed, eta in seen if elapsed > 3]
-    assert after_first[0] == pytest.approx(duration - 4.0, rel=0.01)
+    estimates = [(elapsed, eta) for elapsed, eta in seen if eta is not None]
+    elapsed, first = estimates[0]  # no formula: known once the first question finished (3 calls)
+    assert elapsed == 4.0 and first == pytest.approx(duration - elapsed, rel=0.01)
 
 
 def test_plain_lines_when_not_a_terminal(clock):

@@ -69,8 +69,15 @@ class _LiveCalls(BaseCallback):
         self.calls = 0
         self.tokens = 0
         self.phase = ""
+        # The call rate is measured from the moment `ramp_threshold` calls (one per worker) have
+        # finished: setup, the first (warm-up) call and workers starting unevenly are excluded.
+        self.ramp_threshold = 1
+        self.ramp_at: float | None = None
+        self.ramp_calls = 0
         self._stacks: dict[int, list[str]] = {}
         self._names: dict[str, str] = {}
+        self._started: dict[str, float] = {}
+        self._latencies: list[float] = []
         self._seen: dict[int, int] = {}
         self._lock = threading.Lock()
         self._on_change = on_change
@@ -101,10 +108,25 @@ class _LiveCalls(BaseCallback):
         names = [_words(self._names.get(c, "")) for c in stack[1:]][-2:]
         return " / ".join(n for n in names if n) or self.phase
 
+    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        with self._lock:
+            self._started[call_id] = time.monotonic()
+
+    def mean_latency(self) -> float | None:
+        """Seconds per LM call so far, the first (warm-up) call left out once there are others."""
+        with self._lock:
+            latencies = self._latencies[1:] if len(self._latencies) > 1 else self._latencies
+            return sum(latencies) / len(latencies) if latencies else None
+
     def on_lm_end(self, call_id: str, outputs: Any, exception: Exception | None = None) -> None:
         used = usage_mod.current()
         with self._lock:
+            began = self._started.pop(call_id, None)
+            if began is not None and len(self._latencies) < 100_000:
+                self._latencies.append(time.monotonic() - began)
             self.calls += 1
+            if self.ramp_at is None and self.calls >= self.ramp_threshold:
+                self.ramp_at, self.ramp_calls = time.monotonic(), self.calls
             if used is not None:
                 now = used.prompt_tokens + used.completion_tokens
                 key = id(used)
@@ -254,6 +276,7 @@ class RunProgress(_Progress):
         self.total = total
         self.expected_calls = expected_calls
         self.concurrency = max(1, concurrency)
+        self.live.ramp_threshold = self.concurrency
         self.width = width
         self.done = 0
         self.failed = 0
@@ -287,16 +310,27 @@ class RunProgress(_Progress):
         return self.expected_calls
 
     def eta_s(self) -> float | None:
-        elapsed = self.elapsed()
+        """Remaining calls divided by the call rate.
+
+        Until the first question of this session finishes, the rate is (workers busy) / (mean call
+        latency): right from the first calls, however unevenly the workers started. Afterwards it
+        is the observed rate since every worker had finished one call, which includes the time
+        between calls as well.
+        """
         per_question = self.per_question_calls()
-        # before one call per worker has finished, the rate still ramps up: no estimate yet
-        if self.live.calls >= self.concurrency and per_question and elapsed > 0:
-            in_flight = max(0, self.live.calls - self._session_row_calls)
-            remaining = max(0.0, per_question * (self.total - self.done) - in_flight)
-            return remaining / (self.live.calls / elapsed)
-        if self._session_done:  # no live counts: questions per second (concurrency included)
-            return elapsed / self._session_done * (self.total - self.done)
-        return None
+        live = self.live
+        if not per_question or not live.calls:
+            if self._session_done:  # no live counts: questions per second (concurrency included)
+                return self.elapsed() / self._session_done * (self.total - self.done)
+            return None
+        in_flight = max(0, live.calls - self._session_row_calls)
+        remaining = max(0.0, per_question * (self.total - self.done) - in_flight)
+        workers = max(1, min(self.concurrency, self.total - self.done))
+        if self._session_done and live.ramp_at is not None and live.calls > live.ramp_calls:
+            rate = (live.calls - live.ramp_calls) / max(1e-9, time.monotonic() - live.ramp_at)
+            return remaining / rate
+        latency = live.mean_latency()
+        return remaining * latency / workers if latency is not None else None
 
     def status(self) -> str:
         share = self.done / self.total if self.total else 1.0
