@@ -120,6 +120,13 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
     return preset(preset_name or args.preset or "base", **overrides)
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
+    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
+    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _deployments(args: argparse.Namespace):
     if not args.no_cache and args.cache_dir is not None:
         check_writable_dir(args.cache_dir, flag="--cache-dir")
@@ -140,8 +147,9 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if args.program:
         from teammed.optimizers.saved import load_program
 
-        explicit = config if (args.preset or args.components or args.config or args.n_agents or args.n_turns) else None
-        program, _ = load_program(args.program, system=system, config=explicit)
+        explicit = config if (args.preset or args.components or args.config) else None
+        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
+                                  vision=vision)
         return lambda: program
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
@@ -207,15 +215,9 @@ def _require_vision(questions: list, deployments: list) -> None:
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
+                f"in round 2)"
             )
-
-
-def _saved_program_config(path: Path) -> TeamworkConfig | None:
-    """The config a compiled program was saved with (checked before anything runs)."""
-    document = read_json_object(path, what="--program", fix="give a program written by `teammed compile --out`")
-    saved = document.get("config")
-    return config_values(saved, where=f"--program {path}, field 'config',") if saved is not None else None
 
 
 def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
@@ -228,9 +230,10 @@ def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None
     for name in args.presets or [None]:
         config = _config_from_args(args, name) if args.system == "teamwork" else None
         if args.program:
-            saved = _saved_program_config(args.program)
+            from teammed.optimizers.saved import saved_config
+
             if not explicit:
-                config = saved
+                config = saved_config(args.program, overrides=_overrides(args))
             _program_factory(args, config)  # loads the program: a mismatch is refused now
         plan.append((name or (config.label() if config else args.system), config))
     return plan
@@ -246,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.resume and not args.out:
         raise TeammedError("--resume needs the --out directory of the run to continue")
     plan = _run_plan(args)
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split, revision=args.revision)
     dataset_name = dataset_label(args.dataset)
     check_unique_ids([q.id for q in questions], dataset=args.dataset)
     seeds = args.seeds or [args.seed]
@@ -382,9 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
+                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     run.add_argument("--split", help="data split (default: the benchmark's test split)")
+    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     run.add_argument("--n", type=positive_int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (default: 111; the papers use 111, 222, 333)")
     run.add_argument("--seeds", type=seed_list, help="comma-separated sampling seeds: run each (a grid with --presets)")
@@ -404,8 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
 
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
-    comp.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    comp.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
     comp.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"],
                       help="the DSPy optimizer")
     comp.add_argument("--train", type=positive_int, default=20, help="training questions (default: 20)")
@@ -421,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=cmd_compile)
 
     search = sub.add_parser("search", help="search component subsets with Optuna; write the Special Set")
-    search.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    search.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
     search.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
