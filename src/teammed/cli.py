@@ -472,7 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("teammed: interrupted; finished questions are saved (use --resume)", file=sys.stderr)
+        saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
+        print(f"teammed: interrupted{saved}", file=sys.stderr)
         return 130
     except BackendError as exc:  # a wrong key/model/request is the user's to fix (2); a dead server is not (1)
         user_fixable = isinstance(exc, FatalBackendError) and exc.kind != "connection"
