@@ -324,3 +324,12 @@ def test_an_unreachable_study_database_is_one_line_exit_1(tmp_path, capsys):
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if "error" in line]
     assert code == 1 and len(errors) == 1 and "--storage" in errors[0] and "Traceback" not in err
+
+
+def test_report_without_a_base_run_says_so_and_still_reports(tmp_path, capsys):
+    grid = tmp_path / "grid"
+    assert main([*RUN, "--presets", "trust,leadership", "--out", str(grid)]) == 0
+    capsys.readouterr()
+    assert main(["report", str(grid), "--out", str(tmp_path / "report")]) == 0
+    assert "no run is labelled 'base'" in capsys.readouterr().err
+    assert (tmp_path / "report" / "report.md").is_file()
