@@ -110,8 +110,7 @@ class TeamworkConfig(BaseModel):
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
-            messages = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-            raise ConfigError(messages) from None
+            raise ConfigError("; ".join(_field_message(err) for err in exc.errors())) from None
 
     @property
     def corrects(self) -> bool:
@@ -131,8 +130,16 @@ class TeamworkConfig(BaseModel):
         return "+".join(self.components)
 
 
+def _field_message(err: object) -> str:
+    """``n_turns: Input should be greater than or equal to 1 (got 0)``; rule errors keep their own text."""
+    e = dict(err)  # type: ignore[call-overload]
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(x) for x in e.get("loc", ()))
+    return f"{field}: {msg} (got {e.get('input')!r})" if field else msg
+
+
 def _cfg(*components: str) -> TeamworkConfig:
-    return TeamworkConfig(**{name: True for name in components})
+    return TeamworkConfig.model_validate({name: True for name in components})
 
 
 # The spec's §5.2: each single-component preset carries the companions it needs.
