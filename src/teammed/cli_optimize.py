@@ -56,7 +56,9 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         student = build_system(args.system)
     print(f"compile: {len(train)} train + {len(val)} val + {len(test)} held-out questions from "
           f"{choice.name} ({choice.split})", file=sys.stderr)
-    with deployments(args) as opened:
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
         lm = opened[0].lm
         teacher = LiteLLMBackend(args.teacher_model) if args.teacher_model else None
         reflection = LiteLLMBackend(args.reflection_model, max_tokens=2048) if args.reflection_model else None
@@ -68,10 +70,12 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
             print(f"teammed: error: the evaluation before compiling failed: {failed}; nothing was saved",
                   file=sys.stderr)
             return 1
-        print(f"held-out accuracy before: {before:.1%} on {len(test)} questions", file=sys.stderr)
+        bar.display.line(f"held-out accuracy before: {before:.1%} on {len(test)} questions")
+        bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                    reflection_lm=reflection, seed=args.seed)
+        bar.set_label("compile: held-out accuracy after")
         after, after_rows = evaluate(compiled, examples_from_questions(test), lm)
         failed = _all_failed(after_rows)
         if failed:
@@ -109,8 +113,11 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     work_dir = args.out / f"{choice.key}_study"
     print(f"search: {len(questions)} questions from {choice.name} ({choice.split}); study {study_name}",
           file=sys.stderr)
+    from teammed.progress import CallProgress
+
     try:
-        with deployments(args) as opened:
+        with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
+                                                       stream=sys.stderr):
             result = search_special_set(
                 questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage,
                 study_name=study_name, objectives=args.objectives, sampler=args.sampler, seed=args.seed,

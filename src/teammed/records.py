@@ -124,6 +124,8 @@ class ResultRow(BaseModel):
     error_type: str | None = None
     error_kind: str | None = None
     confidence: Any = None
+    question: str | None = None
+    context: str | None = None
     options: dict[str, str] = Field(default_factory=dict)
     binary_positive: str | None = None
     calls: int = 0

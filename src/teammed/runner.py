@@ -183,6 +183,8 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
         error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
         error_kind=getattr(fatal, "kind", None),
         confidence=getattr(prediction, "confidence", None) if error is None else None,
+        question=question.question,  # the viewer shows the stem
+        context=question.context,
         options=dict(question.options),
         binary_positive=_binary_positive(question.options),
         latency_s=round(time.perf_counter() - started, 4),
