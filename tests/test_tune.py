@@ -72,7 +72,7 @@ def test_planted_table_has_a_harmful_component_and_an_interaction():
     assert t.accuracy(["trust"]) < t.accuracy([])
     assert t.accuracy(["team_orientation"]) == t.accuracy([])
     assert t.accuracy(["leadership", "team_orientation"]) > t.accuracy(["leadership"]) + 0.05
-    assert infer_components({"team_context": "Reliability so far: a", "history": "", "role": "x"}) == ("trust",)
+    assert infer_components({"team_context": "Reliability now: a", "history": "", "role": "x"}) == ("trust",)
 
 
 def test_tune_code_never_reads_the_planted_table():

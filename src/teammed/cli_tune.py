@@ -131,7 +131,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     """Register ``tune`` and ``reproduce`` on the CLI's subparsers."""
     t = sub.add_parser("tune", help="design prompts and components together; prove the result on held-out questions")
     t.add_argument("--dataset", required=True, help="a benchmark name or a JSONL/CSV file")
-    t.add_argument("--data-dir", type=Path)
+    t.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     t.add_argument("--tune-split", help="tune on this split of the source (e.g. train); default: the 'tune' part "
                    "of teammed.data.splits")
     t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
@@ -140,7 +140,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--study", help="study name (default: tune-<dataset>)")
     t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
     t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
-    t.add_argument("--seed", type=int, default=111)
+    t.add_argument("--seed", type=int, default=111, help="sampling and racing-order seed")
     t.add_argument("--batch-size", type=int, default=10, help="questions per racing round")
     t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
     t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
@@ -151,17 +151,17 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
 
     r = sub.add_parser("reproduce", help="a paper's table, measured, with the published numbers beside")
     r.add_argument("protocol", help="001-table1 (TeamMedAgents, Table 1)")
-    r.add_argument("--data-dir", type=Path)
+    r.add_argument("--data-dir", type=Path, help="where local copies of the paper's benchmarks live")
     r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
                    "default: all eight")
     r.add_argument("--rows", help="semicolon-separated rows (default: all rows; see the report)")
-    r.add_argument("--seeds", default="111,222,333")
+    r.add_argument("--seeds", default="111,222,333", help="comma-separated sampling seeds (paper: 111,222,333)")
     r.add_argument("--n", type=int, default=50, help="questions per cell")
     r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
     r.add_argument("--tune-budget", default="calls=20000", help="budget of the special set's tune per data set")
     r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer")
-    r.add_argument("--batch-size", type=int, default=10)
+    r.add_argument("--batch-size", type=int, default=10, help="questions per racing round of the special set's tune")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
     model_flags(r)
     r.set_defaults(func=lambda args: reproduce_command(args, deployments=deployments))

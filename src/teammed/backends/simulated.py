@@ -6,10 +6,11 @@ in its answers (an analysis, verified facts, a mediation, a correction, a challe
 asked for an agent's final ranking it reads, *from that request alone*, which components
 shaped the prompt it was given:
 
-* shared mental model: the team context holds "Shared knowledge:";
+* shared mental model: the team context holds "Shared knowledge:", or an earlier turn in the
+  history says the agent considered it (its turn-1 message reflects what it read);
 * leadership: the team context holds the leader's latest mediation;
 * team orientation: the agent's role carries a "; focus:" brief;
-* trust: the team context holds "Reliability so far";
+* trust: the team context holds "Reliability";
 * mutual monitoring: the history holds "leader challenged";
 * closed-loop communication: the history holds a closed-loop " clarified: " note.
 
@@ -35,6 +36,7 @@ from teammed.backends.scripted import ScriptedCall, ScriptedLM
 __all__ = ["PlantedTable", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components", "simulated_questions", "answer_key",
            "all_subsets"]
 
+_SMM_SAID = "(shared knowledge considered)"
 _ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
 _FINAL = {"FinalRanking"}
 _SINGLE = {"DirectAnswer", "ReasonedAnswer"}
@@ -90,10 +92,10 @@ def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
     history = str(inputs.get("history", ""))
     role = str(inputs.get("role", ""))
     on = {
-        "shared_mental_model": "Shared knowledge:" in context,
+        "shared_mental_model": "Shared knowledge:" in context or _SMM_SAID in history,
         "leadership": "Leader's latest mediation" in context,
         "team_orientation": "; focus:" in role,
-        "trust": "Reliability so far" in context,
+        "trust": "Reliability" in context,
         "mutual_monitoring": "leader challenged" in history,
         "closed_loop": " clarified: " in history,
     }
@@ -165,6 +167,9 @@ class SimulatedTeamLM(ScriptedLM):
             right = self.correct(question, (), p=self.table.single)
             return {"answer": self._ranking(question, letters, right)[0], "confidence": "Medium",
                     "reasoning": "Simulated."}
+        if name == "DiscussionTurn":  # an agent's words reflect what it read (shared knowledge, if any)
+            seen = "Shared knowledge:" in str(inputs.get("team_context", ""))
+            return {"message": "Simulated view" + (f" {_SMM_SAID}" if seen else "") + "."}
         return _TRACES.get(name)
 
 
