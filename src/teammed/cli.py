@@ -35,18 +35,9 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("backend")
-    g.add_argument("--model", action="append", help="litellm model string, `local` (default) or local:PATH.gguf; "
-                   "repeat for several deployments (questions are assigned round-robin)")
-    g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
-    g.add_argument("--concurrency", type=int, default=4, help="concurrent questions per deployment (local: 1)")
-    g.add_argument("--timeout", type=float, default=180.0, help="seconds per LM request")
-    g.add_argument("--max-tokens", type=int, default=512, help="completion token limit per call")
-    g.add_argument("--retry-attempts", type=int, default=6)
-    g.add_argument("--retry-base", type=float, default=60.0, help="first backoff in seconds (doubles, jittered)")
-    g.add_argument("--retry-cap", type=float, default=300.0, help="longest backoff in seconds")
-    g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
-    g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+    from teammed.cli_backend import add_model_flags
+
+    add_model_flags(p)
 
 
 def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
@@ -71,14 +62,9 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
 
 
 def _deployments(args: argparse.Namespace):
-    from teammed.backends.cache import ResponseCache
-    from teammed.backends.resolve import open_deployments
-    from teammed.backends.retry import RetryPolicy
+    from teammed.cli_backend import open_from_args
 
-    retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap)
-    cache = None if args.no_cache else ResponseCache(args.cache_dir)
-    return open_deployments(args.model or ["local"], api_base=args.api_base, concurrency=args.concurrency,
-                            retry=retry, cache=cache, timeout_s=args.timeout, max_tokens=args.max_tokens)
+    return open_from_args(args)
 
 
 def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *, pool: list | None = None,
@@ -309,6 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--out", type=Path, default=Path("special_sets"), help="directory of <dataset>.json")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
+    from teammed.cli_cache import add_cache_command
+
+    add_cache_command(sub)
     return parser
 
 
@@ -318,10 +307,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     # litellm logs every request at INFO; keep our own INFO (-v) readable
     logging.getLogger("LiteLLM").setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    from teammed.redact import install_log_redaction, redact
+
+    install_log_redaction()
     try:
         return int(args.func(args) or 0)
     except TeammedError as exc:
-        print(f"teammed: error: {exc}", file=sys.stderr)
+        print(f"teammed: error: {redact(exc)}", file=sys.stderr)
         return 2
     except FileExistsError as exc:
         print(f"teammed: error: {exc}", file=sys.stderr)

@@ -21,8 +21,10 @@ def dataset_label(dataset: str) -> str:
 
 def compile_command(args: argparse.Namespace, *, config_from_args: Callable[..., Any],
                     deployments: Callable[[argparse.Namespace], Any]) -> int:
-    from teammed.backends.litellm_backend import LiteLLMBackend
+    import contextlib
+
     from teammed.backends.resolve import describe
+    from teammed.cli_backend import extra_lm
     from teammed.data import load_dataset
     from teammed.optimizers import compile_program, evaluate, examples_from_questions, save_program, split_questions
 
@@ -37,10 +39,11 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         from teammed.programs.peers import build_system
 
         student = build_system(args.system)
-    with deployments(args) as opened:
+    with deployments(args) as opened, contextlib.ExitStack() as extras:
         lm = opened[0].lm
-        teacher = LiteLLMBackend(args.teacher_model) if args.teacher_model else None
-        reflection = LiteLLMBackend(args.reflection_model, max_tokens=2048) if args.reflection_model else None
+        teacher = extra_lm(args, args.teacher_model, stack=extras) if args.teacher_model else None
+        reflection = (extra_lm(args, args.reflection_model, stack=extras, max_tokens=2048)
+                      if args.reflection_model else None)
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
         before, _ = evaluate(student, examples_from_questions(test), lm)

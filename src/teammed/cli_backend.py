@@ -1,0 +1,87 @@
+"""Backend flags shared by every command, and how they become backends.
+
+The same options (``--api-base``, retries, ``--timeout``, ``--structured-output``,
+``--max-parallel-requests``, the cache) reach the main model(s), a ``--deployments`` file,
+and ``--teacher-model`` / ``--reflection-model``; all of them stop on the same shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from teammed.schema import DIALECTS
+
+__all__ = ["add_model_flags", "backend_options", "open_from_args", "extra_lm"]
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0 or value != value:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds (got {text})")
+    return value
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("backend")
+    g.add_argument("--model", action="append", help="litellm model string, `local` (default) or local:PATH.gguf; "
+                   "repeat for several deployments (questions are assigned round-robin)")
+    g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
+    g.add_argument("--deployments", type=Path, help="a litellm Router model_list file (YAML/JSON): model_name, "
+                   "litellm_params {model, api_base, api_key_env, rpm, tpm, max_parallel_requests, "
+                   "structured_output}; replaces --model")
+    g.add_argument("--concurrency", type=_positive_int, default=4,
+                   help="questions in flight per deployment (default 4; the embedded model: 1)")
+    g.add_argument("--max-parallel-requests", type=_positive_int,
+                   help="requests in flight per deployment, whatever --concurrency is (default 4; local: 1)")
+    g.add_argument("--structured-output", choices=["auto", *DIALECTS], default="auto",
+                   help="how the output schema is sent (default auto: per provider, degrading when refused)")
+    g.add_argument("--timeout", type=_non_negative, default=120.0, help="seconds per LM request (default 120)")
+    g.add_argument("--max-tokens", type=_positive_int, default=512, help="completion token limit per call")
+    g.add_argument("--retry-attempts", type=_positive_int, default=4, help="attempts per call (default 4)")
+    g.add_argument("--retry-base", type=_non_negative, default=2.0,
+                   help="first backoff in seconds (doubles, jittered; default 2)")
+    g.add_argument("--retry-cap", type=_non_negative, default=30.0,
+                   help="longest wait between attempts, Retry-After included (default 30)")
+    g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+
+
+def backend_options(args: argparse.Namespace) -> Any:
+    from teammed.backends.cache import ResponseCache
+    from teammed.backends.resolve import BackendOptions
+    from teammed.backends.retry import RetryPolicy
+
+    retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap)
+    cache = None if getattr(args, "no_cache", False) else ResponseCache(getattr(args, "cache_dir", None))
+    dialect = getattr(args, "structured_output", "auto")
+    return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
+                          max_tokens=args.max_tokens, structured_output=None if dialect == "auto" else dialect,
+                          max_parallel_requests=getattr(args, "max_parallel_requests", None))
+
+
+def open_from_args(args: argparse.Namespace) -> Any:
+    """``with open_from_args(args) as deployments:`` for --model / --deployments."""
+    from teammed.backends.resolve import open_deployments
+
+    deployments_file = getattr(args, "deployments", None)
+    specs = args.model or ([] if deployments_file else ["local"])
+    return open_deployments(specs, concurrency=args.concurrency, deployments_file=deployments_file,
+                            options=backend_options(args))
+
+
+def extra_lm(args: argparse.Namespace, spec: str, *, stack: contextlib.ExitStack, max_tokens: int | None = None) -> Any:
+    """A teacher or reflection model with the same options and shutdown as the main ones."""
+    from teammed.backends.resolve import open_lm
+
+    lm, _ = open_lm(spec, backend_options(args), stack=stack, max_tokens=max_tokens)
+    return lm
