@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -320,7 +321,24 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print("teammed: interrupted; finished questions are saved (use --resume)", file=sys.stderr)
+        _exit_now_if_signalled(130)
         return 130
+    except SystemExit as exc:  # SIGTERM (see teammed.backends.resolve.shutdown_on_signals)
+        if isinstance(exc.code, int) and exc.code > 128:
+            print("teammed: terminated; finished questions are saved (use --resume)", file=sys.stderr)
+            _exit_now_if_signalled(exc.code)
+        raise
+
+
+def _exit_now_if_signalled(code: int) -> None:
+    """After Ctrl-C/SIGTERM: rows are already on disk; skip third-party exit handlers (seconds in litellm)."""
+    from teammed.backends import resolve
+
+    if resolve.stopping():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import dspy
 
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
+from teammed.backends.litellm_backend import BackendClosedError
 from teammed.backends.resolve import Deployment
 from teammed.types import Question
 
@@ -67,6 +68,8 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
             if question.image:
                 inputs["image"] = question.image
             prediction = program(**inputs)
+        except BackendClosedError:  # the run is stopping: the question is unfinished, not failed
+            raise
         except Exception as exc:  # recorded, counted as incorrect, never dropped
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("question %s failed: %s", question.id, error)

@@ -56,6 +56,13 @@ _KEY_ENV = {
 }
 
 
+def _litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
+    return litellm
+
+
 class BackendClosedError(BackendError):
     """The run is stopping (Ctrl-C, SIGTERM): the call was abandoned, not failed."""
 
@@ -126,7 +133,7 @@ class LiteLLMBackend(MeteredLM):
         self.backend_id = backend_id or api_base
         self.profile = profile or provider_profile(model, api_base=api_base)
         self.structured_output = (structured_output if structured_output not in (None, "auto")
-                                  else default_dialect(model, api_base=api_base))
+                                  else "json_schema_strict" if self.profile == "openai" else "json_schema")
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self.response_cache = cache
@@ -167,8 +174,7 @@ class LiteLLMBackend(MeteredLM):
             if not (env and os.environ.get(env)):
                 self.kwargs["api_key"] = KEYLESS
             return
-        import litellm
-
+        litellm = _litellm()
         try:
             missing = list(litellm.validate_environment(model=self.model).get("missing_keys") or [])
         except Exception:  # a provider litellm cannot check: let the first call tell
@@ -197,9 +203,7 @@ class LiteLLMBackend(MeteredLM):
                                 rollout_id=options.rollout_id)
                 hit = self.response_cache.get(key)
                 if hit is not None:
-                    import litellm
-
-                    return litellm.ModelResponse(**hit["response"]), {"cache_hit": True,
+                    return _litellm().ModelResponse(**hit["response"]), {"cache_hit": True,
                                                                        "cost_usd": hit.get("cost_usd", 0.0)}
             try:
                 response, retries = self._call_with_retries(messages, request)
@@ -234,9 +238,7 @@ class LiteLLMBackend(MeteredLM):
         if self.api_base and self.router is None:
             return 0.0  # a self-hosted server: litellm's price list does not apply
         try:
-            import litellm
-
-            return float(litellm.completion_cost(completion_response=response) or 0.0)
+            return float(_litellm().completion_cost(completion_response=response) or 0.0)
         except Exception:  # unknown price: cost stays 0 and the summary says "unknown"
             return 0.0
 
@@ -306,9 +308,7 @@ class LiteLLMBackend(MeteredLM):
         if self.router is not None:
             return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
                                           num_retries=0, **params)
-        import litellm
-
-        return litellm.completion(model=self.model, messages=messages, api_base=self.api_base,
+        return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
 
     def _fatal(self, fault: Fault) -> FatalBackendError:

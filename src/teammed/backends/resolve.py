@@ -94,6 +94,11 @@ def _close_all() -> None:
             close()
 
 
+def stopping() -> bool:
+    """Whether Ctrl-C/SIGTERM has been received by `shutdown_on_signals`."""
+    return _stopping.is_set()
+
+
 def _on_signal(signum, frame):  # type: ignore[no-untyped-def]
     if _stopping.is_set():  # a second Ctrl-C/SIGTERM: leave now, quietly
         sys.stderr.write("teammed: stopped\n")
@@ -113,7 +118,6 @@ def shutdown_on_signals() -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    _stopping.clear()
     for sig in previous:
         signal.signal(sig, _on_signal)
     try:
@@ -172,8 +176,9 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
 
 
 def _router_deployments(path: Path | str, options: BackendOptions, concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
-    import litellm
+    from teammed.backends.litellm_backend import _litellm
 
+    litellm = _litellm()
     entries = load_deployments_file(path)
     model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
     router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_s,
