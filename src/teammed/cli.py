@@ -153,6 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.resolve import describe
     from teammed.cli_optimize import dataset_label
     from teammed.data import load_dataset, sample_questions
+    from teammed.redact import redact
     from teammed.runner import RunSettings, run_questions
 
     questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
@@ -191,7 +192,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                         deployments=deployments, settings=settings, progress=_progress,
                                         extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                                                  "shuffle_options": args.shuffle_options},
-                                                    "command": sys.argv})
+                                                    "command": [redact(a) for a in sys.argv]})
                 summaries.append((out, summary))
     for out, s in summaries:
         print(f"\n{s['label']} seed {s['seed']}: accuracy {s['accuracy']:.1%} on {s['n']} questions "

@@ -33,8 +33,8 @@ class CallOptions:
     rollout_id: Any = None
 
 
-call_options: contextvars.ContextVar[CallOptions] = contextvars.ContextVar("teammed_call_options",
-                                                                           default=CallOptions())
+call_options: contextvars.ContextVar[CallOptions | None] = contextvars.ContextVar("teammed_call_options",
+                                                                                  default=None)
 
 
 class MeteredLM(dspy.BaseLM):
@@ -54,7 +54,8 @@ class MeteredLM(dspy.BaseLM):
                  **kwargs: Any) -> list[Any]:
         messages = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
         request = {**self.kwargs, **kwargs}
-        options = CallOptions(use_cache=bool(request.pop("cache", self.cache)), rollout_id=request.pop("rollout_id", None))
+        options = CallOptions(use_cache=bool(request.pop("cache", self.cache)),
+                              rollout_id=request.pop("rollout_id", None))
         request = {k: v for k, v in request.items() if v is not None}
         started = time.perf_counter()
         token = call_options.set(options)

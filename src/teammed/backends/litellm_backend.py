@@ -28,7 +28,7 @@ from typing import Any
 import json_repair
 
 from teammed import usage
-from teammed.backends.base import MeteredLM, call_options
+from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
@@ -188,7 +188,7 @@ class LiteLLMBackend(MeteredLM):
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)
         schema = params.pop("teammed_schema", None)
-        options = call_options.get()
+        options = call_options.get() or CallOptions()
         while True:
             dialect = self.structured_output
             request = dict(params)
@@ -225,8 +225,9 @@ class LiteLLMBackend(MeteredLM):
                 return
             weaker = next_dialect(dialect)
             if weaker is None:
-                raise FatalBackendError(f"{self.model}{self.where()} rejected even a plain request: {fault.message[:300]}",
-                                        kind="bad_request", fix="Check the server's log for what it expects.")
+                raise FatalBackendError(f"{self.model}{self.where()} rejected even a plain request: "
+                                        f"{fault.message[:300]}", kind="bad_request",
+                                        fix="Check the server's log for what it expects.")
             self.structured_output = weaker
             self.degradations.append((dialect, weaker))
         usage.record_format_degradation()

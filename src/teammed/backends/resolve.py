@@ -175,7 +175,8 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
     return out
 
 
-def _router_deployments(path: Path | str, options: BackendOptions, concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
+def _router_deployments(path: Path | str, options: BackendOptions,
+                        concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
     from teammed.backends.litellm_backend import _litellm
 
     litellm = _litellm()
