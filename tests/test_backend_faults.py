@@ -465,3 +465,11 @@ def test_url_password_never_reaches_artifacts_or_stderr(tmp_path):
     for path in Path(tmp_path).rglob("*"):
         if path.is_file():
             assert "topsecret" not in path.read_text(errors="replace"), path
+
+
+def test_dspy_usage_tracking_sees_the_calls():
+    with FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER, prompt_tokens=40, completion_tokens=4))) as server:
+        with dspy.track_usage() as tracker:
+            _ask(_lm(server))
+    totals = tracker.get_total_tokens()
+    assert totals["openai/fake"]["prompt_tokens"] == 40

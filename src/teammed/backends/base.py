@@ -74,6 +74,9 @@ class MeteredLM(dspy.BaseLM):
             cache_hit=bool(info.get("cache_hit")),
             retries=int(info.get("retries") or 0),
         )
+        tracker = dspy.settings.usage_tracker
+        if tracker is not None and not info.get("cache_hit") and tokens is not None:
+            tracker.add_usage(self.model, dict(tokens))  # DSPy's own accounting (dspy.track_usage)
         outputs = [(choice.message.content or "") if choice.message is not None else "" for choice in response.choices]
         if not dspy.settings.disable_history:
             self.update_history({
