@@ -12,6 +12,7 @@ from typing import Any
 import dspy
 
 from teammed.config import TeamworkConfig
+from teammed.errors import ConfigError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
 from teammed.programs.assessment import IndependentAssessment, format_assessments
 from teammed.programs.behaviour import Behaviour
@@ -19,6 +20,8 @@ from teammed.programs.closed_loop import ClosedLoop
 from teammed.programs.discussion import Discussion, format_history
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
+from teammed.programs.options import validated_options
+from teammed.programs.persist import SavesConfig
 from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.recruitment import Recruitment
 from teammed.programs.smm import SharedMentalModel, intersect_facts
@@ -58,7 +61,7 @@ class _State:
         self.trust_history.append({"stage": stage, "scores": dict(self.trust)})
 
 
-class TeamworkProgram(dspy.Module):
+class TeamworkProgram(SavesConfig, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
     def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):
@@ -75,8 +78,11 @@ class TeamworkProgram(dspy.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, question: str, options: dict[str, str], context: str | None = None,
                 image: str | None = None) -> dspy.Prediction:
+        if image and self.assessment.assess_image is None:  # before any call is spent
+            raise ConfigError("this question has an image; build the program with TeamworkProgram(config, "
+                              "vision=True) and run it on a vision model")
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
-        s = _State(text, dict(options))
+        s = _State(text, validated_options(options))
         self._recruit(s)
         self._assess(s, image)
         if self._consensus_reached(s):

@@ -15,7 +15,9 @@ import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from teammed.errors import ConfigError
-from teammed.programs.behaviour import Behaviour
+from teammed.programs.behaviour import Behaviour, showing_image
+from teammed.programs.options import validated_options
+from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
 
 __all__ = [
@@ -54,12 +56,37 @@ class Settings(BaseModel):
             raise ConfigError(f"{system}: {problems}; pass a value within the stated bounds") from None
 
 
-class PeerSystem(dspy.Module):
-    """Base of the peer systems: the same forward contract as `TeamworkProgram`."""
+class PeerSystem(SavesConfig, dspy.Module):
+    """Base of the peer systems: the same forward contract as `TeamworkProgram`.
+
+    Calling a system validates the options (`validated_options`) and, given ``image=`` (a
+    path, URL or data URI), shows the image to every behaviour of the question: the backend
+    must be a vision model.
+    """
+
+    accepts_images = True
+
+    def __call__(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
+        args, kwargs = _checked(args, kwargs)
+        with showing_image(image):
+            return super().__call__(*args, **kwargs)
+
+    async def acall(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
+        args, kwargs = _checked(args, kwargs)
+        with showing_image(image):
+            return await super().acall(*args, **kwargs)
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this system can call (each one named predictor)."""
         return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
+
+
+def _checked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if "options" in kwargs:
+        kwargs["options"] = validated_options(kwargs["options"])
+    elif len(args) >= 2:
+        args = (args[0], validated_options(args[1]), *args[2:])
+    return args, kwargs
 
 
 @dataclass

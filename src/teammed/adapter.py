@@ -19,6 +19,7 @@ from typing import Any
 import dspy
 
 from teammed import usage
+from teammed.lm_usage import call_lm
 from teammed.schema import DIALECTS, output_schema, parse_outputs
 
 __all__ = ["SchemaAdapter", "response_format_for", "calling_signature"]
@@ -64,7 +65,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         messages = self.format(signature, demos, inputs)
         token = calling_signature.set(name)
         try:
-            outputs = lm(messages=messages, **request)
+            outputs = call_lm(lm, signature=name, messages=messages, request=request)
         finally:
             calling_signature.reset(token)
         values = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -62,6 +61,13 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
     return preset(preset_name or args.preset or "base", **overrides)
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
+    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
+    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _deployments(args: argparse.Namespace):
     from teammed.cli_backend import open_from_args
 
@@ -75,8 +81,9 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if args.program:
         from teammed.optimizers.saved import load_program
 
-        explicit = config if (args.preset or args.components or args.config or args.n_agents or args.n_turns) else None
-        program, _ = load_program(args.program, system=system, config=explicit)
+        explicit = config if (args.preset or args.components or args.config) else None
+        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
+                                  vision=vision)
         return lambda: program
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
@@ -145,7 +152,8 @@ def _require_vision(questions: list, deployments: list) -> None:
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
+                f"in round 2)"
             )
 
 
@@ -156,7 +164,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.redact import redact
     from teammed.runner import RunSettings, run_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split, revision=args.revision)
     seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
     labels = [p.strip() for p in args.presets.split(",")] if args.presets else [None]
     grid = len(seeds) > 1 or len(labels) > 1
@@ -170,8 +178,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label_name in labels:
             config = _config_from_args(args, label_name) if args.system == "teamwork" else None
             if args.program and not (args.preset or args.presets or args.components or args.config):
-                saved = json.loads(Path(args.program).read_text()).get("config")
-                config = TeamworkConfig(**saved) if saved else None
+                from teammed.optimizers.saved import saved_config
+
+                config = saved_config(args.program, overrides=_overrides(args))
             label = label_name or (config.label() if config else args.system)
             for seed in seeds:
                 sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
@@ -245,9 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
+                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     run.add_argument("--split", help="data split (default: the benchmark's test split)")
+    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     run.add_argument("--n", type=int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (papers: 111, 222, 333)")
     run.add_argument("--seeds", help="comma-separated seeds: run each (a grid with --presets)")
@@ -268,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
     comp.add_argument("--dataset", required=True)
     comp.add_argument("--data-dir", type=Path)
+    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"])
     comp.add_argument("--train", type=int, default=20)
     comp.add_argument("--val", type=int, default=10)

@@ -15,8 +15,9 @@ __all__ = ["compile_command", "search_command", "dataset_label"]
 
 
 def dataset_label(dataset: str) -> str:
-    """How results name a data set: a file's stem, or the benchmark's name."""
-    return Path(dataset).stem if Path(dataset).suffix else dataset
+    """How results name a data set: a file's or directory's name, or the benchmark's name."""
+    path = Path(dataset)
+    return path.stem if path.suffix or path.is_dir() else dataset
 
 
 def compile_command(args: argparse.Namespace, *, config_from_args: Callable[..., Any],
@@ -28,7 +29,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
     from teammed.data import load_dataset
     from teammed.optimizers import compile_program, evaluate, examples_from_questions, save_program, split_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, revision=getattr(args, "revision", None))
     train, val, test = split_questions(questions, train=args.train, val=args.val, test=args.test, seed=args.seed)
     config = config_from_args(args) if args.system == "teamwork" else None
     if args.system == "teamwork":
