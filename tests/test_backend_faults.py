@@ -473,3 +473,19 @@ def test_dspy_usage_tracking_sees_the_calls():
             _ask(_lm(server))
     totals = tracker.get_total_tokens()
     assert totals["openai/fake"]["prompt_tokens"] == 40
+
+
+def test_router_fallbacks_from_the_deployments_file(tmp_path):
+    with FakeOpenAI(lambda n, b: (503, {}, {"error": {"message": "down"}})) as down, \
+         FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER))) as backup:
+        path = tmp_path / "deployments.yaml"
+        path.write_text(
+            "model_list:\n"
+            f"  - model_name: main\n    litellm_params: {{model: openai/a, api_base: '{down.api_base}'}}\n"
+            f"  - model_name: backup\n    litellm_params: {{model: openai/b, api_base: '{backup.api_base}'}}\n"
+            "router_settings:\n  fallbacks: [{main: [backup]}]\n"
+        )
+        with open_deployments([], deployments_file=path, retry=RetryPolicy(attempts=1)) as deployments:
+            main = next(d for d in deployments if d.spec.startswith("main"))
+            assert _ask(main.lm).ranking == ["B", "A"]
+        assert down.requests and backup.requests

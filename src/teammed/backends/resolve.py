@@ -134,7 +134,8 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
     Each entry: ``model_name`` (the group questions are sent to), ``litellm_params`` with
     ``model``, optional ``api_base``, ``api_key_env`` (the NAME of the key's variable; a
     literal ``api_key`` is refused), ``rpm``/``tpm``, ``max_parallel_requests``,
-    ``structured_output``.
+    ``structured_output``. A top-level ``router_settings`` may set ``routing_strategy``,
+    ``fallbacks`` (e.g. ``[{team: [backup]}]``), ``cooldown_time`` and ``allowed_fails``.
     """
     path = Path(path)
     try:
@@ -175,6 +176,23 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
     return out
 
 
+_ROUTER_KEYS = ("routing_strategy", "fallbacks", "context_window_fallbacks", "cooldown_time", "allowed_fails")
+
+
+def _router_settings(path: Path | str) -> dict[str, Any]:
+    """The file's ``router_settings`` that teammed passes on (routing strategy, fallbacks, cooldowns)."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    settings = data.get("router_settings") if isinstance(data, dict) else None
+    if not settings:
+        return {}
+    if not isinstance(settings, dict) or set(settings) - set(_ROUTER_KEYS):
+        unknown = sorted(set(settings) - set(_ROUTER_KEYS)) if isinstance(settings, dict) else settings
+        raise ConfigError(f"{path}: router_settings takes only {', '.join(_ROUTER_KEYS)} (got {unknown})")
+    return dict(settings)
+
+
 def _router_deployments(path: Path | str, options: BackendOptions,
                         concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
     from teammed.backends.litellm_backend import _litellm
@@ -182,8 +200,8 @@ def _router_deployments(path: Path | str, options: BackendOptions,
     litellm = _litellm()
     entries = load_deployments_file(path)
     model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
-    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_s,
-                            allowed_fails=2, cooldown_time=max(1.0, options.retry.base_s))
+    settings = {"allowed_fails": 2, "cooldown_time": max(1.0, options.retry.base_s), **_router_settings(path)}
+    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_s, **settings)
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         groups.setdefault(e["model_name"], []).append(e)
