@@ -82,3 +82,25 @@ def test_kill_9_of_teammed_kills_the_embedded_server(tmp_path):
         alive = [p for p in children if os.path.exists(f"/proc/{p}")
                  and "zombie" not in open(f"/proc/{p}/status").read().lower()]
     assert not alive, f"orphaned server processes: {alive}"
+
+
+def test_sigterm_with_the_embedded_model_generating_ends_within_two_seconds(tmp_path):
+    process = subprocess.Popen([sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "2",
+                                "--no-cache", "--model", "local", "--out", str(tmp_path / "run")],
+                               env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    children: list[str] = []
+    deadline = time.time() + 120
+    while time.time() < deadline and not children:
+        time.sleep(0.5)
+        children = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert children, "the local server never started"
+    time.sleep(15)  # the server is up and generating the first answers
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0, (elapsed, err)
+    assert "Traceback" not in err
+    time.sleep(0.5)
+    assert not [p for p in children if os.path.exists(f"/proc/{p}")
+                and "zombie" not in open(f"/proc/{p}/status").read().lower()]

@@ -122,7 +122,7 @@ class LocalServer:
             return
         try:
             os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
+            process.wait(timeout=1.0)  # nothing to save: a server busy generating is killed
         except (ProcessLookupError, subprocess.TimeoutExpired):
             try:
                 os.killpg(process.pid, signal.SIGKILL)
