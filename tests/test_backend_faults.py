@@ -489,3 +489,19 @@ def test_router_fallbacks_from_the_deployments_file(tmp_path):
             main = next(d for d in deployments if d.spec.startswith("main"))
             assert _ask(main.lm).ranking == ["B", "A"]
         assert down.requests and backup.requests
+
+
+def test_a_second_ctrl_c_exits_quietly(tmp_path):
+    with FakeOpenAI(lambda n, b: 60.0) as server:
+        proc = _teammed("run", "--dataset", "demo", "--n", "3", "--model", "openai/hung", "--api-base",
+                        server.api_base, "--no-cache", "--out", str(tmp_path / "run"), "--n-agents", "2")
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.05)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode in (130, -signal.SIGINT), err
+    assert "Traceback" not in err and "cannot schedule new futures" not in err
