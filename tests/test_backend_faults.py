@@ -505,3 +505,9 @@ def test_a_second_ctrl_c_exits_quietly(tmp_path):
         _, err = proc.communicate(timeout=10)
     assert proc.returncode in (130, -signal.SIGINT), err
     assert "Traceback" not in err and "cannot schedule new futures" not in err
+
+
+def test_cli_dialect_choices_match_the_schema_module():
+    from teammed import cli_backend, schema
+
+    assert cli_backend.DIALECTS == schema.DIALECTS

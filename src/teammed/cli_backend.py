@@ -12,7 +12,8 @@ import contextlib
 from pathlib import Path
 from typing import Any
 
-from teammed.schema import DIALECTS
+# teammed.schema.DIALECTS, spelled out so `--help` does not import DSPy (a test keeps them equal)
+DIALECTS = ("json_schema_strict", "json_schema", "json_object_schema", "json_object", "none")
 
 __all__ = ["add_model_flags", "backend_options", "open_from_args", "extra_lm"]
 
