@@ -511,3 +511,16 @@ def test_cli_dialect_choices_match_the_schema_module():
     from teammed import cli_backend, schema
 
     assert cli_backend.DIALECTS == schema.DIALECTS
+
+
+def test_copies_with_rollout_ids_are_distinct_requests_and_share_shutdown(tmp_path):
+    with FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER))) as server:
+        lm = _lm(server, cache=ResponseCache(tmp_path))
+        first, second = lm.copy(rollout_id=1, temperature=1.0), lm.copy(rollout_id=2, temperature=1.0)
+        _ask(first)
+        _ask(second)
+        _ask(lm.copy(rollout_id=1, temperature=1.0))  # the same rollout again: from the cache
+        assert len(server.requests) == 2
+        lm.close()
+        with pytest.raises(BackendError, match="closed"):
+            _ask(lm.copy(rollout_id=3, temperature=1.0))
