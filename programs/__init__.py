@@ -48,6 +48,8 @@ __all__ = [
     "validated_options",
     "save_program",
     "load_program",
+    # the typed deliberation record (``prediction.record`` of the teamwork program)
+    "Deliberation",
 ]
 
 # Lazy: ``import teammed.programs.x`` stays cheap and free of import cycles.
@@ -63,6 +65,7 @@ _WHERE = {
     "validated_options": "teammed.programs.options",
     "save_program": "teammed.optimizers.saved",
     "load_program": "teammed.optimizers.saved",
+    "Deliberation": "teammed.programs.record",
     **{name: "teammed.programs.peers" for name in __all__[6:16]},
 }
 

@@ -14,7 +14,7 @@ from typing import Any, Self
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from teammed.errors import ConfigError
+from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.behaviour import Behaviour, showing_image
 from teammed.programs.options import validated_options
 from teammed.programs.persist import SavesConfig
@@ -28,6 +28,8 @@ __all__ = [
     "as_confidence",
     "as_demos",
     "as_letter",
+    "answer_letter",
+    "letter_of",
     "distinct_roles",
     "format_statements",
     "question_text",
@@ -99,6 +101,7 @@ class Statement:
     text: str
     choice: str
     confidence: str = "Low"
+    parsed: bool = True  # False: the choice is a default standing in for an unusable answer
 
 
 def question_text(question: str, context: str | None) -> str:
@@ -106,12 +109,11 @@ def question_text(question: str, context: str | None) -> str:
     return f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
 
 
-def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
-    """A valid option letter from whatever the LM gave; never raises.
+def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
+    """The option letter ``raw`` names, or None when it names none.
 
     Accepts the letter itself in any case, decorated (``"(b)"``, ``"B) ..."``, ``"B. ..."``)
-    or the full text of an option. Anything else becomes ``fallback`` if it is a valid
-    letter, else the first option.
+    or the full text of an option.
     """
     text = str(raw or "").strip()
     if text in options:
@@ -124,7 +126,28 @@ def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = No
     for letter, option in options.items():
         if text and text.casefold() == str(option).strip().casefold():
             return letter
+    return None
+
+
+def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
+    """A valid option letter from whatever the LM gave; never raises.
+
+    `letter_of`, else ``fallback`` if it is a valid letter, else the first option. Where the
+    letter is the system's final answer and no agent's answer parsed, use `answer_letter`.
+    """
+    letter = letter_of(raw, options)
+    if letter is not None:
+        return letter
     return fallback if fallback is not None and fallback in options else next(iter(options))
+
+
+def answer_letter(raw: object, options: Mapping[str, str], *, system: str) -> str:
+    """A single agent's final answer; `NoAnswerError` when it names no option (never a silent default)."""
+    letter = letter_of(raw, options)
+    if letter is None:
+        raise NoAnswerError(f"{system}: the agent's answer {str(raw)[:80]!r} names no option, so the system has "
+                            "no answer; check that the model returns the requested JSON")
+    return letter
 
 
 def as_confidence(raw: object) -> str:

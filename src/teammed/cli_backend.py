@@ -18,40 +18,30 @@ DIALECTS = ("json_schema_strict", "json_schema", "json_object_schema", "json_obj
 __all__ = ["add_model_flags", "backend_options", "open_from_args", "extra_lm"]
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    value = float(text)
-    if value < 0 or value != value:
-        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds (got {text})")
-    return value
-
-
 def add_model_flags(p: argparse.ArgumentParser) -> None:
+    from teammed.cli_args import api_base, model_spec, non_negative_float, positive_float, positive_int
+
     g = p.add_argument_group("backend")
-    g.add_argument("--model", action="append", help="litellm model string, `local` (default) or local:PATH.gguf; "
+    g.add_argument("--model", action="append", type=model_spec,
+                   help="litellm model string, `local` (default), local:PATH.gguf or scripted (a dry run); "
                    "repeat for several deployments (questions are assigned round-robin)")
-    g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
+    g.add_argument("--api-base", type=api_base,
+                   help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
     g.add_argument("--deployments", type=Path, help="a litellm Router model_list file (YAML/JSON): model_name, "
                    "litellm_params {model, api_base, api_key_env, rpm, tpm, max_parallel_requests, "
                    "structured_output}; replaces --model")
-    g.add_argument("--concurrency", type=_positive_int, default=4,
+    g.add_argument("--concurrency", type=positive_int, default=4,
                    help="questions in flight per deployment (default 4; the embedded model: 1)")
-    g.add_argument("--max-parallel-requests", type=_positive_int,
+    g.add_argument("--max-parallel-requests", type=positive_int,
                    help="requests in flight per deployment, whatever --concurrency is (default 4; local: 1)")
     g.add_argument("--structured-output", choices=["auto", *DIALECTS], default="auto",
                    help="how the output schema is sent (default auto: per provider, degrading when refused)")
-    g.add_argument("--timeout", type=_non_negative, default=120.0, help="seconds per LM request (default 120)")
-    g.add_argument("--max-tokens", type=_positive_int, default=512, help="completion token limit per call")
-    g.add_argument("--retry-attempts", type=_positive_int, default=4, help="attempts per call (default 4)")
-    g.add_argument("--retry-base", type=_non_negative, default=2.0,
+    g.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per LM request (default 120)")
+    g.add_argument("--max-tokens", type=positive_int, default=512, help="completion token limit per call")
+    g.add_argument("--retry-attempts", type=positive_int, default=4, help="attempts per call (default 4)")
+    g.add_argument("--retry-base", type=non_negative_float, default=2.0,
                    help="first backoff in seconds (doubles, jittered; default 2)")
-    g.add_argument("--retry-cap", type=_non_negative, default=30.0,
+    g.add_argument("--retry-cap", type=non_negative_float, default=30.0,
                    help="longest wait between attempts, Retry-After included (default 30)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")

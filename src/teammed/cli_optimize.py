@@ -40,18 +40,23 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         from teammed.programs.peers import build_system
 
         student = build_system(args.system)
-    with deployments(args) as opened, contextlib.ExitStack() as extras:
-        lm = opened[0].lm
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, contextlib.ExitStack() as extras, \
+            CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
+        lm = opened[0].lm  # teacher/reflection: the same backend options and shutdown as --model
         teacher = extra_lm(args, args.teacher_model, stack=extras) if args.teacher_model else None
         reflection = (extra_lm(args, args.reflection_model, stack=extras, max_tokens=2048)
                       if args.reflection_model else None)
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
         before, _ = evaluate(student, examples_from_questions(test), lm)
-        print(f"held-out accuracy before: {before:.1%} on {len(test)} questions", file=sys.stderr)
+        bar.display.line(f"held-out accuracy before: {before:.1%} on {len(test)} questions")
+        bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                    reflection_lm=reflection, seed=args.seed)
+        bar.set_label("compile: held-out accuracy after")
         after, _ = evaluate(compiled, examples_from_questions(test), lm)
         model = describe(opened[0].spec)
     path = save_program(compiled, args.out, system=args.system, config=config,
@@ -73,7 +78,10 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
         raise TeammedError(f"{args.dataset} has no questions to search on")
     study_name = args.study or f"teammed-{dataset}"
     work_dir = args.out / f"{dataset}_study"
-    with deployments(args) as opened:
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
+                                                   stream=sys.stderr):
         result = search_special_set(
             questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage, study_name=study_name,
             objectives=args.objectives, sampler=args.sampler, seed=args.seed, batch_size=args.batch_size,

@@ -188,9 +188,13 @@ class LiteLLMBackend(MeteredLM):
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)
         schema = params.pop("teammed_schema", None)
+        plain = params.pop("teammed_plain_messages", None)
         options = call_options.get() or CallOptions()
         while True:
             dialect = self.structured_output
+            if plain is not None and dialect in ("json_object", "none"):
+                messages = plain()  # the schema is no longer enforced: the prompt must spell out the fields
+                plain = None
             request = dict(params)
             if schema is not None:
                 fmt = response_format_for(dialect, schema, profile=self.profile)
