@@ -171,6 +171,9 @@ def test_the_whole_degradation_chain_ends_in_prompt_only():
     assert steps[2] == {"type": "json_object", "schema": steps[2]["schema"]}
     assert steps[3] == {"type": "json_object"} and steps[4] == {}
     assert lm.structured_output == "none"
+    systems = [r["messages"][0]["content"] for r in server.requests]
+    # compact prompts while the backend enforced the schema; the full field list once it no longer does
+    assert ["output fields" in s for s in systems] == [False, False, False, True, True]
 
 
 def test_parse_enforces_the_limits_a_provider_did_not_take():
