@@ -11,7 +11,7 @@ __all__ = ["add_cache_command", "cmd_cache"]
 
 def add_cache_command(sub: Any) -> None:
     cache = sub.add_parser("cache", help="show or clear the response cache")
-    cache.add_argument("action", choices=["info", "clear"])
+    cache.add_argument("action", choices=["info", "clear"], help="info: location, entries and size; clear: empty it")
     cache.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
     cache.set_defaults(func=cmd_cache)
 
