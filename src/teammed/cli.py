@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--model", action="append", help="litellm model string, `local` (default) or local:PATH.gguf; "
                    "repeat for several deployments (questions are assigned round-robin)")
     g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
-    g.add_argument("--concurrency", type=int, default=4, help="concurrent questions per deployment (local: 1)")
+    g.add_argument("--concurrency", type=int, default=4, help="questions in flight (default 4)")
+    g.add_argument("--parallel-requests", type=int, help="requests in flight per deployment "
+                   "(default: 4 x --concurrency; local: 1)")
     g.add_argument("--timeout", type=float, default=180.0, help="seconds per LM request")
     g.add_argument("--max-tokens", type=int, default=512, help="completion token limit per call")
     g.add_argument("--retry-attempts", type=int, default=6)
@@ -77,7 +82,12 @@ def _deployments(args: argparse.Namespace):
 
     retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap)
     cache = None if args.no_cache else ResponseCache(args.cache_dir)
-    return open_deployments(args.model or ["local"], api_base=args.api_base, concurrency=args.concurrency,
+    for flag in ("concurrency", "parallel_requests"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            raise TeammedError(f"--{flag.replace('_', '-')} must be at least 1 (got {value})")
+    requests = getattr(args, "parallel_requests", None) or 4 * args.concurrency
+    return open_deployments(args.model or ["local"], api_base=args.api_base, concurrency=requests,
                             retry=retry, cache=cache, timeout_s=args.timeout, max_tokens=args.max_tokens)
 
 
@@ -125,7 +135,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     config = _config_from_args(args) if args.system == "teamwork" else None
     factory = _program_factory(args, config)
     with _deployments(args) as deployments:
-        with dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter()), usage.track() as used:
+        with dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
+                usage.track() as used:
             prediction = factory()(question=question.question, options=options)
     print(render_transcript(prediction))
     print(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  (confidence {prediction.confidence})")
@@ -202,6 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
                 summary = run_questions(sample, program_factory=factory,
                                         deployments=deployments, settings=settings, progress=_progress,
+                                        questions_in_flight=args.concurrency,
                                         extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                                                  "shuffle_options": args.shuffle_options},
                                                     "command": sys.argv})
@@ -331,5 +343,26 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def console_main() -> None:
+    """The ``teammed`` command: `main`, then exit without tearing down every imported module.
+
+    Finalizing the interpreter after litellm and DSPy are loaded costs over a second of CPU
+    for nothing; threads are joined and ``atexit`` handlers run exactly as on a normal exit
+    (open files, logging, servers), then the process ends.
+    """
+    code = main()
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter itself runs first
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

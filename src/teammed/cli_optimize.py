@@ -43,12 +43,13 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         reflection = LiteLLMBackend(args.reflection_model, max_tokens=2048) if args.reflection_model else None
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
-        before, _ = evaluate(student, examples_from_questions(test), lm)
+        threads = args.concurrency  # questions in flight; the backend bounds requests in flight
+        before, _ = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
         print(f"held-out accuracy before: {before:.1%} on {len(test)} questions", file=sys.stderr)
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
-                                   reflection_lm=reflection, seed=args.seed)
-        after, _ = evaluate(compiled, examples_from_questions(test), lm)
+                                   reflection_lm=reflection, seed=args.seed, num_threads=threads)
+        after, _ = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
         model = describe(opened[0].spec)
     path = save_program(compiled, args.out, system=args.system, config=config,
                         meta={"optimizer": args.optimizer, "dataset": dataset_label(args.dataset), "model": model,
@@ -74,7 +75,7 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
             questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage, study_name=study_name,
             objectives=args.objectives, sampler=args.sampler, seed=args.seed, batch_size=args.batch_size,
             out_dir=work_dir, dataset=dataset, search_turns=args.search_turns, search_agents=args.search_agents,
-            search_early_consensus=args.search_early_consensus,
+            search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
         )
     path = write_special_set(result, args.out / f"{dataset}.json")
     report = search_report(open_study(storage=args.storage, study_name=study_name, out_dir=work_dir), work_dir)

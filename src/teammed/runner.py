@@ -61,7 +61,9 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
     started = time.perf_counter()
     prediction = None
     error = None
-    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage_mod.track() as used:
+    # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
+    # response in memory (this question's trace lives only while it runs).
+    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage_mod.track() as used:
         try:
             inputs = {"question": question.question, "options": dict(question.options), "context": question.context}
             if question.image:
@@ -165,11 +167,16 @@ def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
     summary["fallback_rate"] = round((summary["parse_failures"] + summary["repaired"]) / calls, 4) if calls else 0.0
     try:
-        from teammed.evals import summarize as eval_summarize
+        from teammed.evals.metrics import summarize as eval_summarize
     except ImportError:  # the metrics package is optional at this layer
         return summary
     summary["metrics"] = eval_summarize(list(rows))
     return summary
+
+
+def _in_memory(row: dict[str, Any]) -> dict[str, Any]:
+    """What the summary needs of a written row: its transcript and rationale stay on disk only."""
+    return {k: v for k, v in row.items() if k not in ("transcript", "rationale")}
 
 
 def _collect(pool, work, todo, results_path, lock, rows, progress, started, total) -> None:  # type: ignore[no-untyped-def]
@@ -182,7 +189,7 @@ def _collect(pool, work, todo, results_path, lock, rows, progress, started, tota
                 sink.write(json.dumps(row, default=str) + "\n")
                 sink.flush()
                 os.fsync(sink.fileno())
-                rows.append(row)
+                rows.append(_in_memory(row))
             if progress is not None:
                 elapsed = time.monotonic() - started
                 progress({
@@ -201,8 +208,14 @@ def run_questions(
     settings: RunSettings,
     progress: Callable[[dict[str, Any]], None] | None = None,
     extra_meta: dict[str, Any] | None = None,
+    questions_in_flight: int | None = None,
 ) -> dict[str, Any]:
-    """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json."""
+    """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
+
+    ``questions_in_flight`` questions run at once (default: the deployments' request slots
+    summed); requests in flight are bounded by each deployment's LM, not here, so one
+    question's parallel calls (round 2) run together even with one question in flight.
+    """
     out = settings.out_dir
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
@@ -222,18 +235,16 @@ def run_questions(
     }, indent=2))
 
     lock = threading.Lock()
-    rows = [r for r in existing if r["id"] in set(ids)]
-    slots = [threading.BoundedSemaphore(d.concurrency) for d in deployments]
+    rows = [_in_memory(r) for r in existing if r["id"] in set(ids)]
     started = time.monotonic()
     program = program_factory()
 
     def work(index: int, question: Question) -> dict[str, Any]:
         k = index % len(deployments)  # round-robin over deployments
-        with slots[k]:
-            return answer_question(program, question, deployments[k].lm, settings=settings,
-                                   deployment=deployments[k].spec)
+        return answer_question(program, question, deployments[k].lm, settings=settings,
+                               deployment=deployments[k].spec)
 
-    workers = max(1, sum(d.concurrency for d in deployments))
+    workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     pool = ThreadPoolExecutor(max_workers=workers)
     try:
         _collect(pool, work, todo, results_path, lock, rows, progress, started, len(questions))
