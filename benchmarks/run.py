@@ -255,11 +255,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="where runs and server logs go (default: a temporary directory)")
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke check of the script)")
     parser.add_argument("--latency", type=float, default=0.2, help="fixed server latency for the chain figures")
+    parser.add_argument("--sizes", type=json.loads, default={},
+                        help='override run sizes, e.g. \'{"rss": [50, 150], "efficiency_n": 128}\'')
     args = parser.parse_args(argv)
     sizes: dict[str, Any] = {"tokens_n": 10, "chain_n": 3, "cpu": (2, 10), "rss": (100, 300), "efficiency_n": 256,
                              "latency": args.latency}
     if args.quick:
         sizes.update(tokens_n=2, chain_n=1, cpu=(1, 2), rss=(4, 8), efficiency_n=64)
+    sizes.update(args.sizes)
     for tree in (args.before, args.after):
         if not (tree / "src" / "teammed" / "cli.py").is_file():
             raise SystemExit(f"{tree} is not a teammed source tree; create the before tree with "
