@@ -14,6 +14,7 @@ from teammed.types import LETTERS, letters_for
 __all__ = [
     "text",
     "stable_id",
+    "content_id",
     "lettered",
     "options_from",
     "normalize_letter",
@@ -36,6 +37,12 @@ def stable_id(prefix: str, *parts: object) -> str:
     """An id that depends only on ``parts``: the same question always gets the same id."""
     digest = hashlib.sha1("\x1f".join(text(p) for p in parts).encode("utf-8")).hexdigest()
     return f"{prefix}-{digest[:12]}"
+
+
+def content_id(question: object, options: Mapping[str, object]) -> str:
+    """The id of a question whose source gives none: a hash of its text and options, the same from
+    every loader (a MedQA row read as ``medqa``, from the hub or as a unified file gets one id)."""
+    return stable_id("q", question, *options.values())
 
 
 def lettered(texts: Sequence[str]) -> dict[str, str]:

@@ -1,15 +1,19 @@
-"""The one seam to the Hugging Face hub: skipped when offline, fast to fail when unreachable.
+"""The one seam to the Hugging Face hub: the local HF cache when offline, fast to fail when unreachable.
 
-``TEAMMED_OFFLINE=1``, ``HF_HUB_OFFLINE=1`` or ``HF_DATASETS_OFFLINE=1`` skip the hub entirely.
-Otherwise a metadata request with a short timeout runs first, so an unreachable hub fails in
-seconds instead of after ``datasets``' own retries.
+``HF_HUB_OFFLINE=1`` or ``HF_DATASETS_OFFLINE=1`` ("download on the login node, run offline"):
+the hub is not contacted and ``datasets`` reads its local cache (``HF_HOME`` /
+``HF_DATASETS_CACHE``); a data set that is not cached fails with the command that caches it.
+``TEAMMED_OFFLINE=1`` skips the hub and its cache entirely. Otherwise a metadata request with a
+short timeout runs first, so an unreachable hub fails in seconds instead of after ``datasets``'
+own retries. ``revision`` pins a tag, branch or commit of the hub repository.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from teammed.data._rows import Row
@@ -20,6 +24,11 @@ logger = logging.getLogger(__name__)
 
 HUB_TIMEOUT_S = 10.0
 OFFLINE_VARIABLES = ("TEAMMED_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+CACHE_ONLY_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+
+
+def _set(variable: str) -> bool:
+    return os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 @dataclass(frozen=True)
@@ -39,36 +48,82 @@ class HubUnavailable(Exception):
 
 
 def hub_skip_reason() -> str | None:
-    """Why the hub must not be contacted (an offline variable that is set), or None."""
-    for variable in OFFLINE_VARIABLES:
-        value = os.environ.get(variable, "")
-        if value.strip().lower() in ("1", "true", "yes", "on"):
-            return f"{variable}={value}"
+    """Why neither the hub nor its cache may be read (``TEAMMED_OFFLINE`` is set), or None."""
+    if _set("TEAMMED_OFFLINE"):
+        return f"TEAMMED_OFFLINE={os.environ['TEAMMED_OFFLINE']}"
     return None
 
 
-def fetch_hub_rows(ref: HubRef, split: str, *, timeout: float = HUB_TIMEOUT_S) -> list[Row]:
-    """All rows of one split of ``ref``; raises HubUnavailable with the reason otherwise."""
+def cache_only_reason() -> str | None:
+    """Which HF offline variable restricts loads to the local HF cache, or None."""
+    for variable in CACHE_ONLY_VARIABLES:
+        if _set(variable):
+            return f"{variable}={os.environ[variable]}"
+    return None
+
+
+def _cache_command(ref: HubRef, split: str, revision: str | None) -> str:
+    args = [repr(ref.repo)] + ([repr(ref.config)] if ref.config else []) + [f"split={split!r}"]
+    if revision:
+        args.append(f"revision={revision!r}")
+    return f'python -c "import datasets; datasets.load_dataset({", ".join(args)})"'
+
+
+def fetch_hub_rows(ref: HubRef, split: str, *, revision: str | None = None,
+                   timeout: float = HUB_TIMEOUT_S) -> list[Row]:
+    """All rows of one split of ``ref`` (from the local HF cache when offline); HubUnavailable otherwise."""
     reason = hub_skip_reason()
     if reason is not None:
-        raise HubUnavailable(f"the Hugging Face hub was skipped because {reason} (unset it to fetch {ref})")
+        raise HubUnavailable(f"the Hugging Face hub and its cache were skipped because {reason} (unset it to "
+                             f"fetch {ref})")
     hub_split = ref.splits.get(split, split)
-    _probe(ref, timeout)
+    cache_only = cache_only_reason()
+    if cache_only is None:
+        _probe(ref, timeout, **({"revision": revision} if revision else {}))
+    elif revision is not None:
+        logger.warning("%s: offline, datasets reads the cached copy of %s; it cannot check that the cache holds "
+                       "revision %s", cache_only, ref, revision)
     try:
         import datasets
 
-        table = datasets.load_dataset(ref.repo, ref.config, split=hub_split)
+        with _offline_mode(cache_only is not None):
+            pinned = {"revision": revision} if revision else {}
+            table = datasets.load_dataset(ref.repo, ref.config, split=hub_split, **pinned)
     except Exception as exc:  # datasets raises many unrelated types (network, schema, scripts)
+        if cache_only is not None:
+            raise HubUnavailable(
+                f"{ref} split {hub_split!r} is not in the local Hugging Face cache and {cache_only} forbids "
+                f"downloading it ({_short(exc)}); on a machine with network, with the same HF_HOME, run: "
+                f"{_cache_command(ref, hub_split, revision)}") from exc
         raise HubUnavailable(f"loading {ref} split {hub_split!r} from the hub failed: {_short(exc)}") from exc
-    logger.info("Loaded %d rows of %s [%s] from the Hugging Face hub", len(table), ref, hub_split)
-    return [Row(f"{ref} [{hub_split}], row {i + 1}", item) for i, item in enumerate(table)]
+    source = "the local Hugging Face cache" if cache_only else "the Hugging Face hub"
+    logger.info("Loaded %d rows of %s [%s] from %s", len(table), ref, hub_split, source)
+    at = f"@{revision}" if revision else ""
+    return [Row(f"{ref}{at} [{hub_split}], row {i + 1}", item) for i, item in enumerate(table)]
 
 
-def _probe(ref: HubRef, timeout: float) -> None:
+@contextlib.contextmanager
+def _offline_mode(on: bool) -> Iterator[None]:
+    """Make ``datasets`` and ``huggingface_hub`` cache-only even if the variable was set after they were imported."""
+    if not on:
+        yield
+        return
+    import datasets
+    import huggingface_hub.constants as hub_constants
+
+    saved = datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub_constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE = saved
+
+
+def _probe(ref: HubRef, timeout: float, revision: str | None = None) -> None:
     try:
         from huggingface_hub import HfApi
 
-        HfApi().dataset_info(ref.repo, timeout=timeout)
+        HfApi().dataset_info(ref.repo, revision=revision, timeout=timeout)
     except Exception as exc:  # connection, timeout, 404 and auth errors all mean "not from the hub"
         raise HubUnavailable(f"the Hugging Face hub did not answer for {ref.repo}: {_short(exc)}") from exc
 

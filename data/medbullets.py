@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.data._fields import gold_letter, lettered, stable_id, text
+from teammed.data._fields import content_id, gold_letter, lettered, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
 from teammed.types import Question
@@ -33,7 +33,7 @@ def medbullets_question(row: Mapping[str, Any], index: int = 0) -> Question:
         if text(row.get(field)):
             meta[field] = text(row[field])
     return Question(
-        id=text(row.get("id")) or stable_id("medbullets", question),
+        id=text(row.get("id")) or content_id(question, options),
         question=question,
         options=options,
         answer_idx=gold_letter(options, letter=row.get("answer_idx"), answer_text=row.get("answer")),

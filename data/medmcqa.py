@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from teammed.data._fields import lettered, text
+from teammed.data._fields import content_id, lettered, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
@@ -44,7 +44,7 @@ def medmcqa_question(row: Mapping[str, Any], index: int = 0, *, cop_base: int = 
         if text(row.get(source)):
             meta[target] = text(row[source])
     return Question(
-        id=text(row.get("id")) or f"medmcqa-{index}",
+        id=text(row.get("id")) or content_id(question, options),
         question=question,
         options=options,
         answer_idx=_gold(row.get("cop"), cop_base, options),

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.data._fields import gold_letter, options_from, stable_id, text
+from teammed.data._fields import content_id, gold_letter, options_from, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
@@ -40,7 +40,7 @@ def medqa_question(row: Mapping[str, Any], index: int = 0) -> Question:
     if text(row.get("meta_info")):
         meta["meta_info"] = text(row["meta_info"])
     return Question(
-        id=text(row.get("id")) or stable_id("medqa", question, *options.values()),
+        id=text(row.get("id")) or text(row.get("realidx")) or content_id(question, options),
         question=question,
         options=options,
         answer_idx=gold_letter(options, letter=row.get("answer_idx"), answer_text=row.get("answer")),

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from teammed.data._fields import lettered, normalize_letter, parse_structured, text
+from teammed.data._fields import content_id, lettered, normalize_letter, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
@@ -44,7 +44,7 @@ def mmlu_pro_question(
     kept = [i for i, option in enumerate(texts) if option != PADDING]
     meta = {"dataset": "mmlu_pro", "category": text(row.get("category")), "src": text(row.get("src"))}
     return Question(
-        id=text(row.get("question_id")) or f"mmlu_pro-{index}",
+        id=text(row.get("question_id")) or content_id(text(row["question"]), lettered([texts[i] for i in kept])),
         question=text(row["question"]),
         options=lettered([texts[i] for i in kept]),
         answer_idx=None if gold is None else LETTERS[kept.index(gold)],

@@ -29,6 +29,7 @@ from teammed.data import (
     pubmedqa,
     unified,
 )
+from teammed.data._hf import arrow_rows, hf_directory_rows, is_hf_directory
 from teammed.data._hub import HubUnavailable, fetch_hub_rows
 from teammed.data._rows import EXTENSIONS, Row, read_rows
 from teammed.data._spec import DatasetSpec, Origin, option_defaults
@@ -78,16 +79,24 @@ def load_dataset(
     *,
     data_dir: str | Path | None = None,
     split: str | None = None,
+    revision: str | None = None,
     **options: Any,
 ) -> list[Question]:
-    """Questions of a registry name (see :func:`available_datasets`) or of a data file.
+    """Questions of a registry name (see :func:`available_datasets`) or of local data.
 
-    ``options`` go to the data set's loader (e.g. ``with_context=False`` for PubMedQA,
-    ``cop_base=1`` for MedMCQA, ``seed=`` for DDXPlus); for a file path, ``source="medqa"``
-    (any registry name) reads it in that data set's schema instead of the unified one.
+    Local data is a file (.jsonl, .json, .csv, .parquet, .arrow, single-file .zip) or a
+    Hugging Face directory: a ``save_to_disk`` folder (Dataset or DatasetDict) or a copy of a
+    hub repository (``data/test-*.parquet``). ``options`` go to the data set's loader (e.g.
+    ``with_context=False`` for PubMedQA, ``cop_base=1`` for MedMCQA, ``seed=`` for DDXPlus); for
+    local data, ``source="medqa"`` (any registry name) reads it in that data set's schema instead
+    of the unified one. ``revision`` pins a hub download (a tag, branch or commit).
     """
     path = Path(name_or_path).expanduser()
-    if path.is_file():
+    bare_name = _key(str(name_or_path)) in _ALIASES and os.sep not in str(name_or_path)
+    if path.is_file() or (not bare_name and is_hf_directory(path)):  # ./medqa/ is the registry's medqa
+        if revision is not None:
+            raise DataError(f"revision= pins a download from the Hugging Face hub, but {path} is local data; "
+                            f"drop --revision")
         source = options.pop("source", "unified")
         return _load_file(path, data_dir=_data_dir(data_dir), split=split, source=source, options=options)
     name = str(name_or_path)
@@ -97,7 +106,8 @@ def load_dataset(
     if "source" in options:
         raise DataError(f"source= names the schema of a data file; {name!r} is a registry name, not a file.")
     spec = _SCHEMAS[_ALIASES[key]]
-    return _load_named(spec, data_dir=_data_dir(data_dir), split=_split(spec, split), options=options)
+    return _load_named(spec, data_dir=_data_dir(data_dir), split=_split(spec, split), options=options,
+                       revision=revision)
 
 
 def _load_file(
@@ -108,28 +118,62 @@ def _load_file(
         hint = _did_you_mean(_key(source), list(_SCHEMAS))
         raise DataError(f"Unknown source= {source!r} for {path}.{hint} Available: {', '.join(_SCHEMAS)}.")
     _check_options(spec, options)
+    split = split or spec.default_split
+    folder = path if path.is_dir() else path.parent
     origin = Origin(
-        split=split or spec.default_split,
-        directory=path.parent,
-        data_dir=data_dir or path.parent,
+        split=split,
+        directory=folder,
+        data_dir=data_dir or folder,
         dataset=None if spec is unified.SPEC else spec.name,
     )
-    return _build(spec, read_rows(path), origin, options, str(path))
+    return _build(spec, _read_local(path, split), origin, options, str(path))
+
+
+def _read_local(path: Path, split: str) -> list[Row]:
+    """Rows of a data file, an .arrow file or a Hugging Face directory."""
+    if path.is_dir():
+        return hf_directory_rows(path, split)
+    if path.suffix.lower() == ".arrow":
+        return arrow_rows(path)
+    return read_rows(path)
+
+
+def _hf_copies(spec: DatasetSpec, data_dir: Path) -> list[Path]:
+    """Folders under ``data_dir`` holding ``spec`` in a Hugging Face layout (save_to_disk or a hub copy)."""
+    names = [spec.name, *(a for a in spec.aliases if "/" not in a)]
+    if spec.hub is not None:
+        names.append(spec.hub.repo)
+    found = []
+    for name in dict.fromkeys(names):
+        folder = data_dir / name
+        if folder.is_dir() and ((folder / "data").is_dir() or any(
+                (folder / m).is_file() for m in ("dataset_dict.json", "state.json"))):
+            found.append(folder)
+    return found
 
 
 def _load_named(
-    spec: DatasetSpec, *, data_dir: Path | None, split: str, options: dict[str, Any]
+    spec: DatasetSpec, *, data_dir: Path | None, split: str, options: dict[str, Any], revision: str | None = None
 ) -> list[Question]:
     _check_options(spec, options)
     if spec.bundled is not None:
+        if revision is not None:
+            raise DataError(f"{spec.name} ships with teammed (teammed.data/{spec.bundled}); it has no hub revision, "
+                            f"drop --revision")
         origin = Origin(split=split, dataset=spec.name)
         return _build(spec, _bundled_rows(spec.bundled), origin, options, f"teammed.data/{spec.bundled}")
     paths = spec.find_local(data_dir, split) if data_dir is not None else []
     if paths:
-        rows = [row for path in paths for row in read_rows(path)]
+        _no_revision(revision, spec.name, ", ".join(map(str, paths)))
+        rows = [row for path in paths for row in _read_local(path, split)]
         origin = Origin(split=split, directory=paths[0].parent, data_dir=data_dir, dataset=spec.name)
         return _build(spec, rows, origin, options, ", ".join(map(str, paths)))
-    rows = _hub_rows(spec, split, data_dir)
+    copies = _hf_copies(spec, data_dir) if data_dir is not None else []
+    if copies:
+        _no_revision(revision, spec.name, str(copies[0]))
+        origin = Origin(split=split, directory=copies[0], data_dir=data_dir, dataset=spec.name)
+        return _build(spec, hf_directory_rows(copies[0], split), origin, options, f"{copies[0]} [{split}]")
+    rows = _hub_rows(spec, split, data_dir, revision)
     origin = Origin(split=split, data_dir=data_dir, dataset=spec.name, from_hub=True)
     return _build(spec, rows, origin, options, f"{spec.hub} [{split}]")
 
@@ -140,11 +184,17 @@ def _bundled_rows(filename: str) -> list[Row]:
         return read_rows(path)
 
 
-def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None) -> list[Row]:
+def _no_revision(revision: str | None, name: str, where: str) -> None:
+    if revision is not None:
+        raise DataError(f"revision {revision!r} pins a download from the Hugging Face hub, but {name} was found "
+                        f"locally ({where}); drop --revision, or move the local copy away to download that revision")
+
+
+def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None, revision: str | None = None) -> list[Row]:
     if spec.hub is None:
         raise DataError(_missing(spec, split, data_dir, f"it is never downloaded: {spec.local_only}"))
     try:
-        return fetch_hub_rows(spec.hub, split)
+        return fetch_hub_rows(spec.hub, split, revision=revision)
     except HubUnavailable as exc:
         raise DataError(_missing(spec, split, data_dir, str(exc))) from exc
 
@@ -197,9 +247,11 @@ def _did_you_mean(name: str, choices: list[str]) -> str:
 
 
 def _unknown_name(name: str, path: Path) -> str:
-    if path.suffix.lower() in EXTENSIONS or os.sep in name:
+    if path.suffix.lower() in EXTENSIONS or os.sep in name or path.is_dir():
         if path.is_dir():
-            return f"{name!r} is a directory; pass a data set name with data_dir={name!r} instead."
+            return (f"{name!r} is a directory without data files datasets can read (no save_to_disk files, no "
+                    f"{', '.join(('.parquet', '.arrow', '.jsonl', '.json', '.csv'))}); for a registry data set "
+                    f"pass its name with data_dir={name!r}.")
         return f"No such data file: {path}."
     names = available_datasets()
     return f"Unknown data set {name!r}.{_did_you_mean(_key(name), names)} Available: {', '.join(names)}."
@@ -213,5 +265,6 @@ def _missing(spec: DatasetSpec, split: str, data_dir: Path | None, hub_note: str
         f"and {hub_note}.\n"
         f"To use a local copy, save it as one of these files (.* = {', '.join(EXTENSIONS)}):\n{names}\n"
         f"with the fields: {spec.schema}.\n"
+        f"Or save it with datasets (save_to_disk, or a copy of the hub repository) as DIR/{spec.name}/.\n"
         f"Then pass data_dir=DIR (CLI: --data-dir DIR) or set {DATA_DIR_VARIABLE}=DIR."
     )

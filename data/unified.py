@@ -8,7 +8,8 @@ One row per question::
 ``question`` and ``options`` are required; ``options`` may also be a list of texts (lettered
 A, B, ... in order), and a CSV may hold it as a JSON cell or as columns ``A``, ``B``, ....
 ``answer_idx`` is the gold letter (or give ``answer`` with the option's text); leave both out
-for unlabeled data. The id is ``id``, else ``realidx``, else a stable hash of the question text.
+for unlabeled data. The id is the source's own (``id``, ``realidx``, ``question_id``, ``pubid``), else
+a hash of the question and options that every loader of the same source computes alike.
 ``meta_info`` (text or object) and ``meta`` (object) become ``Question.meta``.
 """
 
@@ -17,12 +18,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.data._fields import gold_letter, options_from, parse_structured, stable_id, text
+from teammed.data._fields import content_id, gold_letter, options_from, parse_structured, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
 from teammed.types import LETTERS, Question
 
-__all__ = ["unified_question", "unified_questions", "SPEC", "DEMO"]
+__all__ = ["unified_question", "unified_questions", "SPEC", "DEMO", "SOURCE_ID_FIELDS"]
+
+# The fields a source's own question id is read from, first present wins (MedMCQA ``id``,
+# MedQA-derived ``realidx``, MMLU-Pro ``question_id``, PubMedQA ``pubid``).
+SOURCE_ID_FIELDS = ("id", "realidx", "question_id", "pubid")
 
 
 def unified_question(row: Mapping[str, Any], index: int = 0) -> Question:
@@ -30,7 +35,7 @@ def unified_question(row: Mapping[str, Any], index: int = 0) -> Question:
     question = text(row["question"])
     options = options_from(row["options"] if "options" in row else _option_columns(row))
     gold = gold_letter(options, letter=row.get("answer_idx"), answer_text=row.get("answer"))
-    qid = text(row.get("id")) or text(row.get("realidx")) or stable_id("q", question)
+    qid = next((text(row.get(k)) for k in SOURCE_ID_FIELDS if text(row.get(k))), "") or content_id(question, options)
     return Question(
         id=qid,
         question=question,

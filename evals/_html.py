@@ -1,38 +1,171 @@
-"""A self-contained HTML page of every deliberation: one collapsible section per question.
+"""A self-contained HTML viewer of every deliberation: one collapsible block per question.
 
-Every piece of run data is HTML-escaped; the page has inline CSS and no scripts.
+The page carries its CSS and a small script inline (no network): filters by outcome
+(correct / wrong / failed) and by run or system, a text search over everything a block
+holds, and a link (anchor) per question. Filters and search live in the URL
+(``?status=wrong&run=2&q=chest#r2-medqa-17``; ``&expand=1`` opens every shown question), so a
+view can be shared. Every piece of
+run data is HTML-escaped; numbers are rounded for reading (the JSON files keep them exact).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from teammed.evals._rows import Row, first_choice, is_correct, items, record
 
+__all__ = ["transcripts_html", "fmt"]
+
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
-details{border:1px solid #ccc;border-radius:4px;margin:.4em 0;padding:.3em .6em}
-summary{cursor:pointer}
-table{border-collapse:collapse;margin:.4em 0}
-td,th{border:1px solid #ddd;padding:2px 6px;vertical-align:top;font-size:.9em}
-.ok{color:#17803d;font-weight:bold}.bad{color:#b42318;font-weight:bold}
-.ev{margin:.3em 0;padding-left:.6em;border-left:3px solid #ccd}
-.tag{display:inline-block;background:#eef;border-radius:3px;padding:0 4px;font-size:.8em}
-.text{white-space:pre-wrap}
-pre{background:#f6f6f6;padding:.4em;overflow-x:auto;font-size:.8em}
+:root{--ok:#17803d;--bad:#b42318;--fail:#8a5a00;--line:#d0d7de;--muted:#57606a}
+*{box-sizing:border-box}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
+main{max-width:1200px;margin:0 auto;padding:0 1.5em 3em}
+h1{font-size:1.4em;margin:.8em 0 .3em}
+h2{font-size:1.1em;margin:1.4em 0 .4em}
+h4{margin:.9em 0 .3em;font-size:.95em}
+.toolbar{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid var(--line);
+ padding:.6em 1.5em;display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:center;box-shadow:0 1px 3px #0001}
+.toolbar input[type=search]{min-width:24em;padding:.35em .5em;border:1px solid var(--line);border-radius:6px}
+.toolbar select{padding:.3em;border:1px solid var(--line);border-radius:6px}
+.seg{display:inline-flex;border:1px solid var(--line);border-radius:6px;overflow:hidden}
+.seg label{padding:.3em .7em;cursor:pointer;border-left:1px solid var(--line);user-select:none}
+.seg label:first-child{border-left:0}
+.seg input{display:none}
+.seg input:checked+span{font-weight:600;text-decoration:underline}
+.toolbar button{padding:.3em .7em;border:1px solid var(--line);border-radius:6px;background:#f6f8fa;cursor:pointer}
+#count{color:var(--muted);font-size:.9em}
+table{border-collapse:collapse;margin:.3em 0;background:#fff}
+td,th{border:1px solid var(--line);padding:3px 7px;vertical-align:top;font-size:.88em;text-align:left}
+th{background:#f6f8fa}
+td.n{text-align:right;font-variant-numeric:tabular-nums}
+.runs td,.runs th{font-size:.9em}
+article{background:#fff;border:1px solid var(--line);border-radius:6px;margin:.35em 0;scroll-margin-top:4.5em}
+table.facts td{text-align:left}
+article>details>summary{cursor:pointer;padding:.45em .7em;display:flex;gap:.6em;align-items:baseline;list-style:none}
+article>details>summary::-webkit-details-marker{display:none}
+article>details>summary::before{content:"▸";color:var(--muted)}
+article>details[open]>summary::before{content:"▾"}
+article>details[open]>summary{border-bottom:1px solid var(--line)}
+.body{padding:.2em 1em 1em}
+.badge{display:inline-block;border-radius:10px;padding:0 .55em;font-size:.78em;font-weight:600;white-space:nowrap}
+.b-correct{background:#dafbe1;color:var(--ok)}.b-wrong{background:#ffebe9;color:var(--bad)}
+.b-failed{background:#fff8c5;color:var(--fail)}
+.run{font-size:.78em;color:var(--muted);white-space:nowrap}
+.stem-short{flex:1;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#1f2328}
+.pick{white-space:nowrap;font-size:.88em}
+.anchor{color:var(--muted);text-decoration:none;font-size:.9em}
+.anchor:hover{color:#0969da}
+.stem{white-space:pre-wrap;font-size:1em;line-height:1.45;margin:.6em 0}
+.context{white-space:pre-wrap;font-size:.88em;color:var(--muted);border-left:3px solid var(--line);
+ padding-left:.6em;margin:.4em 0}
+tr.gold td{background:#dafbe1}tr.picked-wrong td{background:#ffebe9}
+.ev{margin:.35em 0;padding-left:.6em;border-left:3px solid #c8d1e0}
+.tag{display:inline-block;background:#eef2ff;border-radius:3px;padding:0 4px;font-size:.78em}
+.text{white-space:pre-wrap;font-size:.92em}
+.error{color:var(--bad);white-space:pre-wrap}
+pre{background:#f6f8fa;padding:.4em;overflow-x:auto;font-size:.8em}
+mark{background:#fff3a3}
+.hidden{display:none}
+"""
+
+_JS = """
+(function(){
+  var arts=[].slice.call(document.querySelectorAll('article.q'));
+  var search=document.getElementById('search'), run=document.getElementById('run');
+  var count=document.getElementById('count');
+  var text=arts.map(function(a){return a.textContent.toLowerCase();});
+  function status(){var c=document.querySelector('input[name=status]:checked');return c?c.value:'all';}
+  function apply(push){
+    var s=status(), r=run.value, q=search.value.trim().toLowerCase(), shown=0;
+    arts.forEach(function(a,i){
+      var ok=(s==='all'||a.dataset.status===s)&&(r==='all'||a.dataset.run===r||a.dataset.system===r)
+        &&(!q||text[i].indexOf(q)>=0);
+      a.classList.toggle('hidden',!ok); if(ok) shown++;
+    });
+    document.querySelectorAll('section.runsec').forEach(function(sec){
+      sec.classList.toggle('hidden',!sec.querySelector('article.q:not(.hidden)'));
+    });
+    count.textContent='showing '+shown+' of '+arts.length+' questions';
+    if(push){
+      var p=new URLSearchParams();
+      if(s!=='all')p.set('status',s); if(r!=='all')p.set('run',r); if(q)p.set('q',search.value.trim());
+      var qs=p.toString(); history.replaceState(null,'',(qs?'?'+qs:location.pathname.split('/').pop())+location.hash);
+    }
+  }
+  var p=new URLSearchParams(location.search);
+  if(p.get('status')){
+    var el=document.querySelector('input[name=status][value="'+p.get('status')+'"]'); if(el)el.checked=true;
+  }
+  if(p.get('run')&&[].some.call(run.options,function(o){return o.value===p.get('run');}))run.value=p.get('run');
+  if(p.get('q'))search.value=p.get('q');
+  var expand=p.get('expand')==='1';
+  document.querySelectorAll('input[name=status]').forEach(function(el){el.addEventListener('change',function(){apply(true);});});
+  run.addEventListener('change',function(){apply(true);});
+  search.addEventListener('input',function(){apply(true);});
+  document.getElementById('expand').addEventListener('click',function(){
+    arts.forEach(function(a){if(!a.classList.contains('hidden'))a.querySelector('details').open=true;});});
+  document.getElementById('collapse').addEventListener('click',function(){
+    arts.forEach(function(a){a.querySelector('details').open=false;});});
+  function openHash(){
+    if(!location.hash)return; var a=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if(a&&a.tagName==='ARTICLE'){a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();}
+  }
+  window.addEventListener('hashchange',openHash);
+  apply(false);
+  if(expand)arts.forEach(function(a){if(!a.classList.contains('hidden'))a.querySelector('details').open=true;});
+  openHash();
+  document.body.setAttribute('data-ready',count.textContent);
+})();
 """
 
 
+def fmt(value: Any) -> str:
+    """A value for reading: floats to at most 3 decimals (0.7729999999999999 -> 0.773), None empty."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if value != value:
+            return "–"
+        text = f"{value:.3f}".rstrip("0").rstrip(".")
+        return "0" if text in ("-0", "") else text
+    return str(value)
+
+
+def _rounded(value: Any) -> Any:
+    """Floats rounded to 3 decimals, recursively (for the JSON shown in the page)."""
+    if isinstance(value, float):
+        return round(value, 3)
+    if isinstance(value, Mapping):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_rounded(v) for v in value]
+    return value
+
+
 def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(fmt(value), quote=True)
 
 
-def _table(header: Sequence[str], body: Iterable[Sequence[Any]]) -> str:
-    rows = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>" for cells in body)
-    return "<table><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + f"</tr>{rows}</table>"
+def _json(value: Any) -> str:
+    return json.dumps(_rounded(value), ensure_ascii=False, default=str)
+
+
+def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: Sequence[str] = ()) -> str:
+    rows = []
+    for i, cells in enumerate(body):
+        cls = f' class="{row_class[i]}"' if i < len(row_class) and row_class[i] else ""
+        tds = "".join(f'<td class="n">{_e(c)}</td>' if isinstance(c, int | float) and not isinstance(c, bool)
+                      else f"<td>{_e(c)}</td>" for c in cells)
+        rows.append(f"<tr{cls}>{tds}</tr>")
+    head = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>" if any(header) else ""
+    return "<table>" + head + "".join(rows) + "</table>"
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -47,7 +180,14 @@ def _choice(entry: Mapping[str, Any] | None) -> str:
     if not entry:
         return ""
     confidence = entry.get("confidence")
-    return f"{first_choice(entry) or ''}" + (f" ({confidence})" if confidence else "")
+    return f"{first_choice(entry) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
+
+
+def status_of(row: Row) -> str:
+    """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
+    if row.get("failed"):
+        return "failed"
+    return "correct" if is_correct(row) else "wrong"
 
 
 def _team(row: Row) -> str:
@@ -57,15 +197,18 @@ def _team(row: Row) -> str:
         return ""
     r2, final = _by_agent(items(rec, "r2")), _by_agent(items(rec, "final"))
     history = [h for h in items(rec, "trust_history") if isinstance(h, Mapping)]
-    stages = [str(h.get("stage")) for h in history]
+    stages = [f"trust: {h.get('stage')}" for h in history]
+    has_expertise = any(a.get("expertise") for a in agents)
     body = []
     for agent in agents:
         aid = str(agent.get("id"))
         trust = [_mapping(h.get("scores")).get(aid) for h in history]
         final_trust = _mapping(row.get("trust")).get(aid)
-        body.append([aid, agent.get("role"), agent.get("expertise"), agent.get("weight", ""),
-                     _choice(r2.get(aid)), _choice(final.get(aid)), *trust, final_trust])
-    header = ["Agent", "Role", "Expertise", "Weight", "R2 choice", "Final choice", *stages, "Final trust"]
+        cells = [aid, agent.get("role"), *([agent.get("expertise")] if has_expertise else []), agent.get("weight"),
+                 _choice(r2.get(aid)), _choice(final.get(aid)), *trust]
+        body.append([*cells, *([final_trust] if final_trust is not None or row.get("trust") else [])])
+    header = ["Agent", "Role", *(["Expertise"] if has_expertise else []), "Weight", "Round 2 choice",
+              "Final choice", *stages, *(["Final trust"] if row.get("trust") else [])]
     return "<h4>Team</h4>" + _table(header, body)
 
 
@@ -75,14 +218,9 @@ def _event(event: Mapping[str, Any]) -> str:
     if event.get("role"):
         who += f" ({_e(event['role'])})"
     data = event.get("data")
-    extra = (
-        f"<details><summary>data</summary><pre>{_e(json.dumps(data, indent=1, default=str))}</pre></details>"
-        if data else ""
-    )
-    return (
-        f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.get("kind"))}</i>'
-        f'<div class="text">{_e(event.get("text"))}</div>{extra}</div>'
-    )
+    extra = (f"<details><summary>data</summary><pre>{html.escape(_json(data))}</pre></details>" if data else "")
+    return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.get("kind"))}</i>'
+            f'<div class="text">{_e(event.get("text"))}</div>{extra}</div>')
 
 
 def _transcript(row: Row) -> str:
@@ -95,37 +233,57 @@ def _challenges(row: Row) -> str:
     if not challenges:
         return ""
     body = [
-        [
-            *(c.get(k) for k in ("turn", "agent", "concern", "severity", "response", "verdict")),
-            f"{c.get('choice_before')} → {c.get('choice_after')}",
-            f"{c.get('trust_before')} → {c.get('trust_after')}",
-        ]
+        [*(c.get(k) for k in ("turn", "agent", "concern", "severity", "response", "verdict")),
+         f"{fmt(c.get('choice_before'))} → {fmt(c.get('choice_after'))}",
+         f"{fmt(c.get('trust_before'))} → {fmt(c.get('trust_after'))}"]
         for c in challenges
     ]
     header = ["Turn", "Agent", "Concern", "Severity", "Response", "Verdict", "Choice", "Trust"]
     return "<h4>Challenges</h4>" + _table(header, body)
 
 
+def _scores(value: Any) -> str | None:
+    if not isinstance(value, Mapping) or not value:
+        return None
+    return ", ".join(f"{k}: {fmt(v)}" for k, v in value.items())
+
+
+def _tie(tie: Any) -> str | None:
+    """``A, C tied → A (rule: first-place votes, then ...)``."""
+    if not isinstance(tie, Mapping) or not tie:
+        return None
+    tied = ", ".join(str(x) for x in tie.get("tied") or [])
+    how = " · ".join(str(tie[k]) for k in ("resolved_by", "reason") if tie.get(k))
+    return f"{tied} tied → {fmt(tie.get('answer'))}" + (f" ({how})" if how else "")
+
+
 def _vote(row: Row) -> str:
     rec = record(row)
-    parts = ["<h4>Vote</h4>"]
+    parts = ["<h4>Outcome</h4>"]
     votes = rec.get("votes_by_turn")
     if isinstance(votes, Mapping) and votes:
         width = max(len(items(votes, agent)) for agent in votes)
-        header = ["Agent", "After R2", *(f"Turn {i}" for i in range(1, width))]
+        header = ["Agent", "After round 2", *(f"Turn {i}" for i in range(1, width))]
         parts.append(_table(header, [[agent, *items(votes, agent)] for agent in votes]))
     facts = {
         "aggregation": rec.get("aggregation"),
-        "scores": json.dumps(rec["scores"]) if isinstance(rec.get("scores"), Mapping) else None,
-        "tie": json.dumps(rec["tie"]) if isinstance(rec.get("tie"), Mapping) else None,
+        "scores": _scores(rec.get("scores")),
+        "tie": _tie(rec.get("tie")),
         "early consensus": rec.get("early_consensus"),
         "route": rec.get("route"),
         "prediction": row.get("prediction"),
         "gold": row.get("gold"),
-        "correct": is_correct(row),
-        "error": row.get("error"),
+        "confidence": row.get("confidence"),
+        "LM calls": row.get("calls"),
+        "tokens": (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0) or None,
+        "seconds": row.get("latency_s"),
     }
-    parts.append(_table(["", ""], [[k, v] for k, v in facts.items() if v is not None]))
+    shown = [[k, fmt(v)] for k, v in facts.items() if v is not None]
+    parts.append(_table(["", ""], shown).replace("<table>", '<table class="facts">', 1))
+    if row.get("error"):
+        parts.append(f'<p class="error"><b>Failed:</b> {_e(row.get("error"))}</p>')
+    if row.get("rationale"):
+        parts.append(f'<h4>Rationale</h4><div class="text">{_e(row.get("rationale"))}</div>')
     return "".join(parts)
 
 
@@ -133,30 +291,101 @@ def _options(row: Row) -> str:
     options = row.get("options")
     if not isinstance(options, Mapping) or not options:
         return ""
-    return "<h4>Options</h4>" + _table(["", "Option"], [[k, v] for k, v in options.items()])
+    gold, predicted = row.get("gold"), row.get("prediction")
+    classes = ["gold" if k == gold else "picked-wrong" if k == predicted else "" for k in options]
+    marks = [("gold" if k == gold else "") + (" · predicted" if k == predicted else "") for k in options]
+    body = [[k, v, m.strip(" ·")] for (k, v), m in zip(options.items(), marks, strict=True)]
+    return _table(["", "Option", ""], body, row_class=classes)
 
 
-def _question(row: Row) -> str:
-    ok = is_correct(row)
-    mark = '<span class="ok">✓</span>' if ok else '<span class="bad">✗</span>'
-    status = " — failed" if row.get("failed") else ""
-    summary = (
-        f"{mark} {_e(row.get('id'))}: predicted {_e(row.get('prediction'))}, gold {_e(row.get('gold'))}"
-        f"{', confidence ' + _e(row['confidence']) if row.get('confidence') else ''}{status}"
+def _stem(row: Row) -> str:
+    stem = row.get("question")
+    context = row.get("context")
+    parts = []
+    if context:
+        parts.append(f'<div class="context">{_e(context)}</div>')
+    if stem:
+        parts.append(f'<div class="stem">{_e(stem)}</div>')
+    else:
+        parts.append('<p class="run">(this run did not record the question text; rerun it to see it here)</p>')
+    return "".join(parts)
+
+
+def _natural(text: str) -> list[Any]:
+    """``q2`` before ``q10``."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
+
+
+def anchor_id(run_index: int, question_id: Any) -> str:
+    """A stable, URL-safe anchor for one question of one run."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(question_id)).strip("-") or "q"
+    return f"r{run_index}-{slug}"
+
+
+def _question(row: Row, *, run_index: int, run_title: str) -> str:
+    state = status_of(row)
+    anchor = anchor_id(run_index, row.get("id"))
+    stem = str(row.get("question") or "")
+    short = stem if len(stem) <= 140 else stem[:137] + "…"
+    confidence = f", confidence {fmt(row['confidence'])}" if row.get("confidence") not in (None, "") else ""
+    pick = f"predicted {fmt(row.get('prediction')) or '—'} · gold {fmt(row.get('gold')) or '—'}{confidence}"
+    if state == "failed":
+        error = str(row.get("error") or "no answer")
+        pick = f"gold {fmt(row.get('gold')) or '—'} · {error if len(error) <= 60 else error[:57] + '…'}"
+    summary = (f'<span class="badge b-{state}">{state}</span> <b>{_e(row.get("id"))}</b>'
+               f'<span class="run">{_e(run_title)}</span><span class="stem-short">{_e(short)}</span>'
+               f'<span class="pick">{_e(pick)}</span>'
+               f'<a class="anchor" href="#{anchor}" title="link to this question">#</a>')
+    body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + _transcript(row)
+    system = _e(row.get("system") or "")
+    return (f'<article class="q" id="{anchor}" data-status="{state}" data-run="{run_index}" data-system="{system}">'
+            f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
+
+
+def _overview(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
+    body = []
+    for i, (title, rows) in enumerate(runs):
+        states = [status_of(r) for r in rows]
+        n = len(rows)
+        accuracy = f"{100 * states.count('correct') / n:.1f}%" if n else "–"
+        systems = ", ".join(dict.fromkeys(str(r.get("system") or "") for r in rows)) or "–"
+        body.append(f'<tr><td><a href="#run{i}">{_e(title)}</a></td><td>{_e(systems)}</td><td class="n">{n}</td>'
+                    f'<td class="n">{states.count("correct")}</td><td class="n">{states.count("wrong")}</td>'
+                    f'<td class="n">{states.count("failed")}</td><td class="n">{accuracy}</td></tr>')
+    header = "".join(f"<th>{h}</th>" for h in ("Run", "System", "Questions", "Correct", "Wrong", "Failed",
+                                                "Accuracy"))
+    return f'<table class="runs"><tr>{header}</tr>{"".join(body)}</table>'
+
+
+def _toolbar(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
+    statuses = "".join(
+        f'<label><input type="radio" name="status" value="{v}"{" checked" if v == "all" else ""}><span>{t}</span>'
+        f"</label>" for v, t in (("all", "All"), ("correct", "Correct"), ("wrong", "Wrong"), ("failed", "Failed"))
     )
-    body = _options(row) + _team(row) + _transcript(row) + _challenges(row) + _vote(row)
-    return f"<details><summary>{summary}</summary>{body}</details>"
+    systems = sorted({str(r.get("system")) for _, rows in runs for r in rows if r.get("system")})
+    run_options = "".join(f'<option value="{i}">{_e(title)}</option>' for i, (title, _) in enumerate(runs))
+    system_options = "".join(f'<option value="{_e(s)}">system: {_e(s)}</option>' for s in systems)
+    return (f'<div class="toolbar"><span class="seg">{statuses}</span>'
+            f'<select id="run" aria-label="run or system"><option value="all">All runs and systems</option>'
+            f'<optgroup label="Systems">{system_options}</optgroup><optgroup label="Runs">{run_options}</optgroup>'
+            f'</select><input type="search" id="search" placeholder="Search questions, options, transcripts…" '
+            f'aria-label="search"><button id="expand" type="button">Expand shown</button>'
+            f'<button id="collapse" type="button">Collapse all</button><span id="count"></span></div>')
 
 
 def transcripts_html(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
-    """The page: one section per ``(title, rows)`` run, one collapsible block per question."""
+    """The page: a filter bar, an overview of the runs, one collapsible block per question."""
     sections = []
-    for title, rows in runs:
+    for i, (title, rows) in enumerate(runs):
         correct = sum(map(is_correct, rows))
-        header = f"<h2>{_e(title)}</h2><p>{correct} of {len(rows)} correct.</p>"
-        sections.append("<section>" + header + "".join(map(_question, rows)) + "</section>")
+        header = f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct</p>'
+        ordered = sorted(rows, key=lambda r: _natural(str(r.get("id"))))  # the same order in every run
+        blocks = "".join(_question(row, run_index=i, run_title=title) for row in ordered)
+        sections.append(f'<section class="runsec">{header}{blocks}</section>')
     return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>TeamMed transcripts</title>'
-        f"<style>{_CSS}</style></head><body><h1>Deliberation transcripts</h1>"
-        f"{''.join(sections)}</body></html>\n"
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
+        f"<h1>Deliberation transcripts</h1>{_overview(runs)}{''.join(sections)}</main>"
+        f"<script>{_JS}</script></body></html>\n"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,16 @@ def _figure(width: float, height: float) -> Figure:
 
 
 def _save(figure: Figure, path: Path) -> Path:
-    figure.savefig(path, dpi=_DPI, format="png")
+    # "tight" grows the canvas to every label: nothing is cut off, however long a role's name
+    figure.savefig(path, dpi=_DPI, format="png", bbox_inches="tight", pad_inches=0.15)
     return path
+
+
+def _wrap(label: str, width: int = 28) -> str:
+    """A long tick label on at most three lines (``Clinical Pharmacologist with a focus ...``)."""
+    lines = textwrap.wrap(str(label), width=width) or [""]
+    return "\n".join(lines[:2] + ([textwrap.shorten(" ".join(lines[2:]), width=width, placeholder="…")]
+                                  if len(lines) > 2 else []))
 
 
 def ablation_chart(
@@ -38,8 +47,12 @@ def ablation_chart(
         accs = [cells.get((c, dataset)) for c in configs]
         means = [100 * a["mean"] if a else np.nan for a in accs]
         errors = [100 * a["se"] if a and a.get("se") is not None else 0.0 for a in accs]
-        ax.bar(x + (i - (len(datasets) - 1) / 2) * width, means, width, yerr=errors, capsize=3, label=dataset)
-    ax.set_xticks(x, list(configs), rotation=30, ha="right")
+        bars = ax.bar(x + (i - (len(datasets) - 1) / 2) * width, means, width, yerr=errors, capsize=3,
+                      label=dataset)
+        ax.bar_label(bars, labels=["" if m != m else f"{m:.1f}" for m in means], padding=2, fontsize="x-small")
+    ax.set_xticks(x, [_wrap(c, 18) for c in configs], rotation=30 if len(configs) > 6 else 0,
+                  ha="right" if len(configs) > 6 else "center")
+    ax.set_ylim(0, 105)
     ax.set_ylabel("Accuracy (%)")
     ax.set_title("Accuracy by configuration (mean ± SE over seeds)")
     ax.legend(fontsize="small")
@@ -63,6 +76,7 @@ def accuracy_vs_tokens(groups: Sequence[Stats], path: Path) -> Path | None:
     for x, y, g in points:
         ax.annotate(g["config"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
     ax.set_xlabel("Tokens per question (prompt + completion)")
+    ax.set_ylim(0, 105)
     ax.set_ylabel("Accuracy (%)")
     ax.set_title("Accuracy vs cost")
     ax.legend(fontsize="small")
@@ -77,10 +91,13 @@ def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Pat
     order = list(dict.fromkeys(stage for stages in series.values() for stage in stages))
     figure = _figure(6.5, 4.0)
     ax = figure.subplots()
-    for name, stages in series.items():
+    markers = "osD^vP*X"
+    for k, (name, stages) in enumerate(series.items()):
         xs = [order.index(stage) for stage in stages]
-        ax.plot(xs, list(stages.values()), marker="o", label=name)
-    ax.set_xticks(range(len(order)), order, rotation=30, ha="right")
+        # distinct markers and dashes: configurations with equal trust stay visible on top of each other
+        ax.plot(xs, list(stages.values()), marker=markers[k % len(markers)], linestyle=("-", "--", ":", "-.")[k % 4],
+                label=name, alpha=0.85)
+    ax.set_xticks(range(len(order)), [s.replace("_", " ") for s in order], rotation=30, ha="right")
     ax.set_ylabel("Mean trust")
     ax.set_title("Trust over the deliberation")
     ax.legend(fontsize="small")
@@ -98,13 +115,19 @@ def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: i
     if not roles:
         return None
     grid = np.array([[counts[d].get(role, 0) for d in datasets] for role in roles])
-    figure = _figure(2.0 + 1.2 * len(datasets), 1.5 + 0.35 * len(roles))
+    labels = [_wrap(role) for role in roles]
+    lines = sum(label.count("\n") + 1 for label in labels)
+    longest = max(len(line) for label in labels for line in label.split("\n"))
+    figure = _figure(2.8 + 0.075 * longest + 1.1 * len(datasets), 1.2 + 0.28 * lines)
     ax = figure.subplots()
     image = ax.imshow(grid, cmap="Blues", aspect="auto", vmin=0)
+    darkest = grid.max() or 1
     for (i, j), n in np.ndenumerate(grid):
-        ax.text(j, i, str(n), ha="center", va="center", fontsize="x-small")
-    ax.set_xticks(range(len(datasets)), datasets, rotation=30, ha="right")
-    ax.set_yticks(range(len(roles)), roles)
-    ax.set_title("Roles recruited")
+        ax.text(j, i, str(n), ha="center", va="center", fontsize="small",
+                color="white" if n > 0.6 * darkest else "black")
+    ax.set_xticks(range(len(datasets)), [_wrap(d, 16) for d in datasets], rotation=30 if len(datasets) > 3 else 0,
+                  ha="right" if len(datasets) > 3 else "center")
+    ax.set_yticks(range(len(roles)), labels, fontsize="small")
+    ax.set_title(f"Roles recruited (top {len(roles)})")
     figure.colorbar(image, ax=ax, label="Recruitments")
     return _save(figure, path)

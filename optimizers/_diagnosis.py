@@ -15,11 +15,12 @@ __all__ = ["scope_of", "diagnose", "SCOPES"]
 
 Record = Mapping[str, Any]
 
-SCOPES = ("all", "r2", "discussion", "challenges", "tie", "trust", "outcome")
+SCOPES = ("all", "r2", "discussion", "challenges", "tie", "trust", "override", "outcome")
 
 # Named predictors (``leader.resolve_tie.predict``) by the part of the deliberation they drive.
 _SCOPE_BY_PREFIX = (
     ("leader.resolve_tie.", "tie"),
+    ("leader.correct.", "override"),
     ("assessment.", "r2"),
     ("monitoring.", "challenges"),
     ("discussion.", "discussion"),
@@ -149,6 +150,23 @@ def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     return [note]
 
 
+def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
+    """The leader's correction authority: did its review keep, spoil or fix the team's answer?"""
+    review = record.get("leader_override")
+    if not review:
+        return outcome_notes(record, answer, gold)
+    original, new = review.get("original"), review.get("answer")
+    if not review.get("overridden"):
+        verdict = "right" if original == gold else f"wrong (gold {gold}); a flaw went unnoticed"
+        return [f"the leader upheld the team's {original}, which was {verdict}"]
+    flaw = review.get("flaw") or "no flaw stated"
+    if new == gold:
+        return [f"the leader rightly overrode the team's {original} with the gold {gold} ({flaw})"]
+    if original == gold:
+        return [f"the leader overrode the team's correct {original} with {new}: the stated flaw ({flaw}) was wrong"]
+    return [f"the leader overrode the team's wrong {original} with {new}, also wrong (gold {gold}; {flaw})"]
+
+
 def outcome_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     r2, final = _r2_firsts(record), _final_firsts(record)
     counts = (f"; gold first for {sum(c == gold for c in r2.values())}/{len(r2)} agents in R2 and "
@@ -164,7 +182,8 @@ def _all_notes(record: Record, answer: str | None, gold: str) -> list[str]:
         return ["correct"]
     if not record:
         return [f"wrong: the team chose {answer} (gold {gold}) and left no deliberation record"]
-    notes = [n for n in tie_notes(record, answer, gold) if "wrong way" in n]
+    notes = [n for n in override_notes(record, answer, gold) if "overrode the team's correct" in n]
+    notes += [n for n in tie_notes(record, answer, gold) if "wrong way" in n]
     notes += [n for n in challenge_notes(record, answer, gold) if n.startswith("a challenged agent switched")]
     notes += [n for n in discussion_notes(record, answer, gold)
               if n.startswith(("right at R2", "the R2 first"))]
@@ -179,6 +198,7 @@ _BY_SCOPE = {
     "challenges": challenge_notes,
     "tie": tie_notes,
     "trust": trust_notes,
+    "override": override_notes,
     "outcome": outcome_notes,
 }
 

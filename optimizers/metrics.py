@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import dspy
+from pydantic import BaseModel
 
 from teammed.optimizers._diagnosis import diagnose, scope_of
 
@@ -38,5 +39,7 @@ def deliberation_feedback(
     """
     answer = getattr(pred, "answer", None)
     record = getattr(pred, "record", None)
+    if isinstance(record, BaseModel):  # the typed `Deliberation`: read it in its stored form
+        record = record.model_dump(mode="json")
     feedback = diagnose(record, answer=answer, gold=gold.answer, scope=scope_of(pred_name))
     return dspy.Prediction(score=accuracy_metric(gold, pred), feedback=feedback)

@@ -1,8 +1,18 @@
-"""Compiled programs on disk: one JSON file holding the state and what it was compiled for.
+"""Compiled programs on disk: DSPy's own saved state, plus what it was compiled for.
 
-A saved program records its system, its `TeamworkConfig` and its behaviours next to the
-DSPy state (demos and instructions), so loading it into a different configuration fails
-with a message naming both instead of silently running mismatched prompts.
+One JSON file is both things at once:
+
+* exactly what ``dspy.Module.save("p.json")`` writes — one entry per predictor (demos,
+  instructions) and DSPy's ``metadata`` — so ``program.load("p.json")`` reads it;
+* a ``"teammed"`` entry that DSPy ignores: the system, its `TeamworkConfig` (teamwork) or
+  constructor settings (peer systems), the behaviours, and a free ``meta`` dict (optimizer,
+  data set, scores, and any extra record such as tuning question ids).
+
+``teammed run --program`` (`load_program`) reads such a file, and also a state file written
+by plain ``dspy.Module.save`` (the system and config then come from the caller). Loading
+into a program whose behaviours or components differ raises `ProgramMismatchError` naming
+both; team-shape overrides (agents, turns, early consensus) are applied when the compiled
+behaviours still match, refused otherwise.
 """
 
 from __future__ import annotations
@@ -10,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -21,9 +31,25 @@ import dspy
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, ProgramMismatchError
 
-__all__ = ["FORMAT", "save_program", "load_program", "describe_config"]
+__all__ = [
+    "FORMAT",
+    "OVERRIDABLE",
+    "save_program",
+    "load_program",
+    "read_program",
+    "saved_config",
+    "describe_config",
+    "check_state",
+    "system_of",
+]
 
-FORMAT = "teammed-program/1"
+FORMAT = "teammed-program/2"
+_OLD_FORMAT = "teammed-program/1"
+ENVELOPE = "teammed"
+_NOT_PREDICTORS = {"metadata", ENVELOPE}
+# Config fields a saved teamwork program may be run with differently: the team's shape, not its prompts.
+OVERRIDABLE = ("n_agents", "n_turns", "early_consensus")
+_FLAG = {"n_agents": "--n-agents", "n_turns": "--n-turns", "early_consensus": "--early-consensus"}
 
 
 def describe_config(config: TeamworkConfig) -> str:
@@ -45,96 +71,296 @@ def _version(package: str) -> str | None:
         return None
 
 
+def system_of(program: dspy.Module) -> str | None:
+    """The registered name of ``program``'s system (``teamwork``, ``cot``, ...), if it has one."""
+    from teammed.programs.peers import SYSTEMS
+    from teammed.programs.teamwork import TeamworkProgram
+
+    if isinstance(program, TeamworkProgram):
+        return "teamwork"
+    for name, factory in SYSTEMS.items():
+        if type(program) is factory:
+            return name
+    return None
+
+
+def _settings_of(program: dspy.Module) -> dict[str, Any]:
+    """A peer system's constructor arguments that rebuild it (its validated ``config``)."""
+    import inspect
+
+    settings = getattr(program, "config", None)
+    if settings is None or isinstance(settings, TeamworkConfig) or not hasattr(settings, "model_dump"):
+        return {}
+    init = vars(type(program)).get("__init__")
+    accepted = set(inspect.signature(init).parameters) if init else set()
+    return {k: v for k, v in settings.model_dump(mode="json").items() if k in accepted}
+
+
+def _dependency_versions() -> dict[str, Any]:
+    from dspy.utils.saving import get_dependency_versions
+
+    return get_dependency_versions()
+
+
 def save_program(
     program: dspy.Module,
     path: Path | str,
     *,
-    system: str,
-    config: TeamworkConfig | None,
-    meta: dict[str, Any],
+    system: str | None = None,
+    config: TeamworkConfig | None = None,
+    meta: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``program`` as one JSON file (atomically); ``meta`` holds optimizer, data set and scores."""
+    """Write ``program`` as one JSON file (atomically); ``meta`` holds optimizer, data set, scores, ...
+
+    ``system`` and ``config`` default to the program's own (``TeamworkProgram.config``).
+    """
     path = Path(path)
-    document = {
+    system = system or system_of(program)
+    if system is None:
+        raise ConfigError(f"cannot tell which system {type(program).__name__} is; pass system= "
+                          f"(teamwork or a peer system name)")
+    if config is None and system == "teamwork":
+        config = getattr(program, "config", None)
+    document: dict[str, Any] = dict(program.dump_state())
+    document["metadata"] = {"dependency_versions": _dependency_versions()}
+    document[ENVELOPE] = {
         "format": FORMAT,
         "system": system,
         "config": config.model_dump(mode="json") if config is not None else None,
+        "settings": _settings_of(program),
         "behaviours": _behaviours(program),
-        "state": program.dump_state(),
         "meta": {
             "dspy_version": _version("dspy"),
             "teammed_version": _version("teammed"),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            **meta,
+            **(meta or {}),
         },
     }
     text = json.dumps(document, indent=2, default=str)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _looks_like_state(document: Mapping[str, Any]) -> bool:
+    if "demos" in document and "signature" in document:  # a single saved dspy.Predict
+        return True
+    entries = [v for k, v in document.items() if k not in _NOT_PREDICTORS]
+    return bool(entries) and all(isinstance(v, dict) and ("demos" in v or "signature" in v) for v in entries)
+
+
+def _upgrade(document: dict[str, Any]) -> dict[str, Any]:
+    """A ``teammed-program/1`` file (state nested under ``state``) in today's layout."""
+    state = dict(document.get("state") or {})
+    state["metadata"] = {"dependency_versions": {}}
+    state[ENVELOPE] = {"format": FORMAT, "system": document.get("system"), "config": document.get("config"),
+                       "settings": {}, "behaviours": document.get("behaviours"), "meta": document.get("meta") or {}}
+    return state
+
+
+def read_program(path: Path | str) -> dict[str, Any]:
+    """The saved document at ``path``, or `ConfigError` saying what the file is instead."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a directory; --program takes the JSON file written by `teammed compile` "
+                          f"or program.save('program.json') (DSPy's save_program=True pickles are not read)")
     try:
         document = json.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"no compiled program at {path}; compile one first or check the path") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path} is not a compiled program (invalid JSON: {exc})") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        found = document.get("format") if isinstance(document, dict) else type(document).__name__
-        raise ConfigError(f"{path} is not a compiled program of format {FORMAT!r} (found {found!r}); "
-                          f"save it with teammed.optimizers.save_program")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path} is not a compiled program (not JSON: {exc}); give the JSON file written by "
+                          f"`teammed compile` or program.save()") from None
+    if isinstance(document, dict) and document.get("format") == _OLD_FORMAT:
+        document = _upgrade(document)
+    if not isinstance(document, dict) or not (isinstance(document.get(ENVELOPE), dict) or _looks_like_state(document)):
+        found = type(document).__name__ if not isinstance(document, dict) else f"keys {sorted(document)[:5]}"
+        raise ConfigError(f"{path} is not a saved program (found {found}); give the JSON file written by "
+                          f"`teammed compile`, teammed's program.save() or dspy's Module.save()")
+    envelope = document.get(ENVELOPE)
+    if envelope is not None:
+        _check_envelope(path, envelope)
+    _check_predictors(path, document)
     return document
+
+
+def _check_predictors(path: Path, document: Mapping[str, Any]) -> None:
+    entries = [document] if "demos" in document and "signature" in document else [
+        v for k, v in document.items() if k not in _NOT_PREDICTORS]
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("demos", []), list) or not isinstance(
+                entry.get("signature", {}), dict):
+            raise ConfigError(f"{path}: a predictor's saved state is damaged (demos must be a list, signature an "
+                              f"object); recompile the program or save it again with program.save()")
+
+
+def _check_envelope(path: Path, envelope: Any) -> None:
+    expected = {"system": str, "config": dict, "settings": dict, "behaviours": list, "meta": dict}
+    problems = [f"{key} should be a {kind.__name__}" for key, kind in expected.items()
+                if isinstance(envelope, dict) and envelope.get(key) is not None
+                and not isinstance(envelope[key], kind)]
+    if not isinstance(envelope, dict):
+        problems = ["it should be an object"]
+    if problems:
+        raise ConfigError(f"{path}: the {ENVELOPE!r} entry is damaged ({'; '.join(problems)}); recompile the "
+                          f"program or save it again with program.save()")
+    if envelope.get("format") not in (None, FORMAT):
+        raise ConfigError(f"{path} has program format {envelope.get('format')!r}; this teammed reads {FORMAT!r}; "
+                          f"recompile it")
+
+
+def _envelope(document: Mapping[str, Any]) -> dict[str, Any]:
+    envelope = document.get(ENVELOPE)
+    return envelope if isinstance(envelope, dict) else {}
+
+
+def _state(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k not in _NOT_PREDICTORS}
+
+
+def _overridden(config: TeamworkConfig, overrides: Mapping[str, Any]) -> TeamworkConfig:
+    unknown = sorted(set(overrides) - set(OVERRIDABLE))
+    if unknown:
+        raise ConfigError(f"a saved program's {', '.join(unknown)} cannot be changed at load time (only "
+                          f"{', '.join(OVERRIDABLE)}); recompile the program for the configuration you want")
+    values = config.model_dump()
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return TeamworkConfig.build(**values)
+
+
+def saved_config(path: Path | str, *, overrides: Mapping[str, Any] | None = None) -> TeamworkConfig | None:
+    """The teamwork config a saved program runs with (``overrides`` applied), None for other systems."""
+    envelope = _envelope(read_program(path))
+    if envelope.get("config") is None:
+        return None
+    return _overridden(TeamworkConfig.build(**envelope["config"]), overrides or {})
+
+
+def check_state(program: dspy.Module, document: Mapping[str, Any], *, source: str = "the saved state",
+                optional: frozenset[str] = frozenset()) -> None:
+    """Raise `ProgramMismatchError` unless ``document`` fits ``program``: same predictors, same components."""
+    envelope = _envelope(document)
+    saved = envelope.get("config")
+    own = getattr(program, "config", None)
+    if isinstance(saved, dict) and isinstance(own, TeamworkConfig):
+        saved_cfg = TeamworkConfig.build(**saved)
+        if saved_cfg.components != own.components:
+            raise ProgramMismatchError(
+                f"{source} was compiled for {describe_config(saved_cfg)}, but this program is "
+                f"{describe_config(own)}; build the program with the saved config (teammed.programs."
+                f"load_program reads it) or recompile for this one")
+    system = envelope.get("system")
+    own_system = system_of(program)
+    if system and own_system and system != own_system:
+        raise ProgramMismatchError(f"{source} was compiled for system {system!r}, but this program is "
+                                   f"{own_system!r}; load it into a {system} program")
+    built = set(_behaviours(program))
+    if built == {"self"}:  # a bare predictor: its state is the file itself
+        if "demos" not in document:
+            raise ProgramMismatchError(f"{source} holds a multi-predictor program, not one predictor; load it into "
+                                       f"the program it was saved from")
+        return
+    present = set(_state(document))
+    missing = sorted(built - present - optional)
+    extra = sorted(present - built)
+    if missing or extra:
+        raise ProgramMismatchError(
+            f"{source} does not fit this {type(program).__name__}: the program has behaviours the file lacks "
+            f"({', '.join(missing) or 'none'}) and the file has behaviours the program lacks "
+            f"({', '.join(extra) or 'none'}); load it into the configuration it was compiled for, or recompile")
+
+
+def _mismatch_from_overrides(path: Path, saved: TeamworkConfig, effective: TeamworkConfig,
+                             overrides: Mapping[str, Any], exc: ProgramMismatchError) -> ProgramMismatchError:
+    changed = [k for k in OVERRIDABLE if overrides.get(k) is not None and getattr(saved, k) != getattr(effective, k)]
+    flags = ", ".join(f"{_FLAG[k]} {getattr(effective, k)}" for k in changed)
+    return ProgramMismatchError(
+        f"{path} was compiled for {describe_config(saved)}; {flags} changes which behaviours run, so its compiled "
+        f"prompts do not fit ({exc}); drop {', '.join(_FLAG[k] for k in changed)} or recompile with it")
 
 
 def load_program(
     path: Path | str,
     *,
-    system: str = "teamwork",
+    system: str | None = None,
     config: TeamworkConfig | None = None,
+    overrides: Mapping[str, Any] | None = None,
     build: Callable[[], dspy.Module] | None = None,
+    vision: bool = False,
 ) -> tuple[dspy.Module, dict[str, Any]]:
-    """A fresh program for the saved configuration with the saved state loaded, and the saved meta.
+    """A fresh program with the saved state loaded, and the saved ``meta``.
 
-    ``config`` is what the caller asked for; when given it must equal the compiled one.
-    Teamwork programs are rebuilt from the saved config; other systems need ``build``.
+    ``system`` defaults to the saved one (``teamwork`` for a plain DSPy state file). Teamwork
+    programs are rebuilt from the saved config with ``overrides`` (n_agents, n_turns,
+    early_consensus) applied; ``config``, when given, must equal that result. Peer systems are
+    rebuilt by name from their saved settings; any other system needs ``build``. With
+    ``vision`` the teamwork program also gets its image behaviour (uncompiled if the file has none).
     """
     path = Path(path)
-    document = _read(path)
-    saved_system = document["system"]
-    if saved_system != system:
+    document = read_program(path)
+    envelope = _envelope(document)
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    saved_system = envelope.get("system")
+    if saved_system and system and saved_system != system:
         raise ProgramMismatchError(f"{path} was compiled for system {saved_system!r}, but {system!r} was "
                                    f"requested; run it with --system {saved_system} or compile a program "
                                    f"for {system}")
-    saved_config = TeamworkConfig.build(**document["config"]) if document.get("config") is not None else None
-    if config is not None and config != saved_config:
-        compiled_for = describe_config(saved_config) if saved_config is not None else "no teamwork config"
-        raise ProgramMismatchError(
-            f"{path} was compiled for {compiled_for}, but {describe_config(config)} was requested; omit the "
-            f"config flags (components, --n-agents, --n-turns, --early-consensus) to run the compiled "
-            f"configuration, or recompile the program for the requested one"
-        )
+    system = system or saved_system or "teamwork"
+    optional: frozenset[str] = frozenset()
     if system == "teamwork":
-        if saved_config is None:
-            raise ProgramMismatchError(f"{path} is a teamwork program saved without its config; recompile it")
+        raw = envelope.get("config")
+        saved_cfg = TeamworkConfig.build(**raw) if isinstance(raw, dict) else None
+        base = saved_cfg or config or TeamworkConfig()
+        effective = _overridden(base, overrides)
+        if config is not None and config != effective:
+            compiled_for = describe_config(saved_cfg) if saved_cfg is not None else "no recorded config"
+            raise ProgramMismatchError(
+                f"{path} was compiled for {compiled_for}, but {describe_config(config)} was requested; omit the "
+                f"config flags (components, --n-agents, --n-turns, --early-consensus) to run the compiled "
+                f"configuration, or recompile the program for the requested one")
         from teammed.programs.teamwork import TeamworkProgram
 
-        program: dspy.Module = TeamworkProgram(saved_config)
-    elif build is not None:
-        program = build()
+        program: dspy.Module = TeamworkProgram(effective, vision=vision)
+        if vision:
+            optional = frozenset(n for n in _behaviours(program) if n not in _behaviours(TeamworkProgram(effective)))
+        try:
+            check_state(program, document, source=str(path), optional=optional)
+        except ProgramMismatchError as exc:
+            if saved_cfg is not None and effective != saved_cfg and overrides:
+                raise _mismatch_from_overrides(path, saved_cfg, effective, overrides, exc) from None
+            raise
     else:
-        raise ConfigError(f"loading a {system!r} program needs build=, a function returning a fresh "
-                          f"{system} module")
-    built = _behaviours(program)
-    if built != document["behaviours"]:
-        missing = sorted(set(document["behaviours"]) - set(built))
-        extra = sorted(set(built) - set(document["behaviours"]))
-        raise ProgramMismatchError(f"{path} holds behaviours the rebuilt program does not match "
-                                   f"(missing {missing or 'none'}, unexpected {extra or 'none'}); "
-                                   f"recompile the program")
-    program.load_state(document["state"])
-    return program, dict(document["meta"])
+        if overrides:
+            raise ConfigError(f"{', '.join(_FLAG.get(k, k) for k in overrides)} applies to the teamwork program "
+                              f"only; drop it to run the saved {system} program")
+        if build is not None:
+            program = build()
+        else:
+            from teammed.programs.peers import SYSTEMS, build_system
+
+            if system not in SYSTEMS:
+                raise ConfigError(f"loading a {system!r} program needs build=, a function returning a fresh "
+                                  f"{system} module")
+            program = build_system(system, **(envelope.get("settings") or {}))
+        check_state(program, document, source=str(path))
+    state = _state(document)
+    if optional:
+        own = program.dump_state()
+        state.update({name: own[name] for name in optional if name not in state})
+    try:
+        program.load_state(state)
+    except ProgramMismatchError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"{path}: the saved state cannot be loaded ({type(exc).__name__}: {exc}); recompile the "
+                          f"program or save it again with program.save()") from None
+    return program, dict(envelope.get("meta") or {})

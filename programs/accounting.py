@@ -7,11 +7,13 @@ With N agents, T discussion turns and the component flags as 0/1:
           + L·SMM + L·TO + L·TR                  (post-round-2: facts, report, quality grades)
           + E·( N·T + L·T                        (phase 3: turns, mediation every turn)
               + 4·MM·(T-1) + 2N·CL·(T-1) )       (between turns: challenge, closed loop)
-          + L·TIE                                (phase 4: the leader breaks a tie)
+          + L·TIE + LC                           (phase 4: the leader breaks a tie, reviews the answer)
 
 AUTO is 1 when ``n_agents='auto'``; E is 0 when early consensus skipped the discussion;
-TIE is 1 when the final Borda scores tied. Without leadership, facts come from a word-overlap
-intersection, quality from a rule and ties from a rule: none of them call the LM.
+TIE is 1 when the final Borda scores tied; LC is 1 when the leader's correction authority
+is on (``leader_correction``, on by default with leadership: +L per question). Without
+leadership, facts come from a word-overlap intersection, quality from a rule and ties from
+a rule: none of them call the LM.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, 
         between = turns - 1
         phase3 = n * turns + lead * turns
         phase3 += 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
-    phase4 = lead * int(tie)
+    phase4 = lead * int(tie) + int(c.corrects)
     return phase1 + phase2 + phase3 + phase4
 
 
@@ -42,7 +44,7 @@ def formula_terms() -> dict[str, str]:
     return {
         "base": "AUTO + N + N·T",
         "shared_mental_model": "+1 (trick analysis) + L (leader's facts)",
-        "leadership": "+T (mediation) + TIE (tie resolution)",
+        "leadership": "+T (mediation) + TIE (tie resolution) + LC (correction authority, on by default)",
         "team_orientation": "+1 (specialties) + L (formal report)",
         "trust": "+L (leader grades round 2)",
         "mutual_monitoring": "+4·(T-1)",

@@ -6,24 +6,36 @@ import dspy
 
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
-from teammed.programs.ranking import repair_ranking
-from teammed.programs.team import Agent, Assessment
+from teammed.programs.ranking import read_ranking
+from teammed.programs.record import Assessment
+from teammed.programs.team import Agent
 from teammed.signatures import ImageAssessment, InitialAssessment
 
-__all__ = ["IndependentAssessment", "format_assessments"]
+__all__ = ["IndependentAssessment", "format_assessments", "format_facts"]
 
 
-def format_assessments(assessments: list[Assessment], agents: list[Agent]) -> str:
-    """Round-2 results as text for the leader and the discussion (weights never shown)."""
+def format_assessments(assessments: list[Assessment], agents: list[Agent], *, facts: bool = True,
+                       options: dict[str, str] | None = None) -> str:
+    """Round-2 results as text for the leader and the discussion (weights never shown).
+
+    A ranking that fell back (no valid letter from the model) is shown as no ranking.
+    """
     roles = {a.id: a.role for a in agents}
     blocks = []
     for a in assessments:
-        facts = "; ".join(a.facts) if a.facts else "none given"
-        blocks.append(
-            f"{a.agent} ({roles.get(a.agent, '?')}): ranking {' > '.join(a.ranking)}, confidence {a.confidence}. "
-            f"Why: {a.justification} Facts: {facts}"
-        )
+        ranking = "no valid ranking" if a.fell_back else f"ranking {'>'.join(a.ranking)}"
+        if options and not a.fell_back:
+            ranking += f" (top: {options[a.first]})"
+        line = f"{a.agent} ({roles.get(a.agent, '?')}): {ranking}, {a.confidence}. {a.justification}"
+        if facts and a.facts:
+            line += " Facts: " + "; ".join(a.facts)
+        blocks.append(line.strip())
     return "\n".join(blocks)
+
+
+def format_facts(assessments: list[Assessment]) -> str:
+    """Each clinician's round-2 facts: what the leader distils the verified facts from."""
+    return "\n".join(f"{a.agent}: " + "; ".join(a.facts) for a in assessments if a.facts)
 
 
 def _as_image(source: str) -> dspy.Image:
@@ -54,8 +66,9 @@ class IndependentAssessment(dspy.Module):
                 out = self.assess_image(**common, image=_as_image(image))
             else:
                 out = self.assess(**common)
-            ranking, repaired = repair_ranking(out.ranking, letters)
-            return Assessment(agent.id, ranking, out.justification or "", list(out.facts or [])[:5],
-                              out.confidence or "Low", repaired)
+            read = read_ranking(out.ranking, letters)
+            return Assessment(agent=agent.id, ranking=read.ranking, justification=out.justification or "",
+                              facts=[str(f) for f in (out.facts or [])][:5], confidence=out.confidence or "Low",
+                              repaired=read.repaired, fell_back=read.fell_back, invalid_letters=read.invalid_letters)
 
         return parallel_map(one, agents)

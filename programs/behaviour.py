@@ -2,13 +2,62 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any
 
 import dspy
 
 from teammed.adapter import calling_signature
+from teammed.lm_usage import counted_calls
 
-__all__ = ["Behaviour"]
+__all__ = ["Behaviour", "showing_image", "as_image"]
+
+# The image of the question being answered, shown to every behaviour called while it is
+# set (unless built with ``sees_image=False``); set by the peer systems around one question.
+_question_image: contextvars.ContextVar[dspy.Image | None] = contextvars.ContextVar("teammed_image", default=None)
+
+_NAMED: dict[str, type] = {}
+
+
+def _named_class(name: str) -> type[Behaviour]:
+    """A subclass of `Behaviour` called ``name``, so spans (MLflow: ``<class>.forward``) and
+    module histories name the behaviour instead of ``Behaviour.forward``."""
+    cls = _NAMED.get(name)
+    if cls is None:
+        cls = type(name, (Behaviour,), {"__module__": __name__, "__qualname__": name,
+                                        "__doc__": f"The {name} behaviour (a `Behaviour`)."})
+        _NAMED[name] = cls
+    return cls
+
+
+def as_image(source: str | dspy.Image) -> dspy.Image:
+    """A local path becomes an embedded image; URLs and data URIs are passed as they are."""
+    if isinstance(source, dspy.Image):
+        return source
+    if source.startswith(("http://", "https://", "data:")):
+        return dspy.Image(source)
+    return dspy.Image.from_path(source)
+
+
+@contextlib.contextmanager
+def showing_image(image: str | dspy.Image | None) -> Iterator[None]:
+    """Within this block, every behaviour (but those built with ``sees_image=False``) is shown ``image``."""
+    token = _question_image.set(as_image(image) if image else None)
+    try:
+        yield
+    finally:
+        _question_image.reset(token)
+
+
+def _default_adapter() -> Any:
+    """teammed's schema adapter when the caller configured none (a plain ``dspy.LM`` works as is)."""
+    if dspy.settings.adapter is not None:
+        return None
+    from teammed.adapter import SchemaAdapter
+
+    return SchemaAdapter()
 
 
 class Behaviour(dspy.Module):
@@ -16,16 +65,48 @@ class Behaviour(dspy.Module):
 
     The name is the signature's class name at construction; it stays stable when an
     optimizer rewrites the instructions, so accounting and schemas keep their labels.
+    Each instance's class is a subclass named after the behaviour (``isinstance(b, Behaviour)``
+    holds), which is what DSPy callbacks and MLflow traces show.
+
+    Inside a `showing_image` block (the peer systems open one per image question) the
+    behaviour is shown the question's image as an extra ``image`` input of its signature,
+    unless built with ``sees_image=False``; its saved state (demos, instructions) is the same
+    with or without an image. The teamwork program shows images its own way (round 2 only).
     """
 
-    def __init__(self, signature: type[dspy.Signature]):
+    def __init__(self, signature: type[dspy.Signature], *, sees_image: bool = True):
         super().__init__()
         self.name = signature.__name__
+        self.sees_image = sees_image
         self.predict = dspy.Predict(signature)
+        if type(self) is Behaviour:
+            self.__class__ = _named_class(self.name)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # the named class is not importable: pickle as Behaviour
+        state = self.__dict__.copy()
+        return (_rebuild, (self.name, state))
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         token = calling_signature.set(self.name)
+        image = _question_image.get() if self.sees_image else None
+        if image is not None and "image" not in inputs:
+            inputs["image"] = image
+            inputs["signature"] = self.predict.signature.append(
+                "image", dspy.InputField(desc="The image the question refers to."), type_=dspy.Image)
+        adapter = _default_adapter()
         try:
-            return self.predict(**inputs)
+            with contextlib.ExitStack() as stack:
+                if adapter is not None:
+                    stack.enter_context(dspy.context(adapter=adapter))
+                counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
+                if counting is not None:  # a plain LM under someone else's adapter
+                    stack.enter_context(counting)
+                return self.predict(**inputs)
         finally:
             calling_signature.reset(token)
+
+
+def _rebuild(name: str, state: dict[str, Any]) -> Behaviour:
+    obj = Behaviour.__new__(_named_class(name))
+    obj.__dict__.update(state)
+    return obj

@@ -5,30 +5,33 @@ from __future__ import annotations
 import dspy
 
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.team import Agent, Turn
+from teammed.programs.record import LoopExchange, Turn
 from teammed.signatures import Acknowledge, VerifyUnderstanding
 
-__all__ = ["ClosedLoop"]
+__all__ = ["ClosedLoop", "receiver_of"]
+
+
+def receiver_of(sender: str, order: list[str]) -> str:
+    """The next speaker in round-robin order acknowledges a message."""
+    return order[(order.index(sender) + 1) % len(order)]
 
 
 class ClosedLoop(dspy.Module):
-    """Two calls per message: the receiver restates it, the sender confirms or corrects."""
+    """Two calls per message: the receiver restates it, the sender confirms or corrects.
+
+    Exchanges of different messages are independent, so the program runs each one as
+    soon as its message is spoken, beside the rest of the turn.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.acknowledge = Behaviour(Acknowledge)
         self.verify = Behaviour(VerifyUnderstanding)
 
-    def forward(self, *, turns: list[Turn], agents: list[Agent], role_of: dict[str, str]) -> list[dict]:
-        order = [a.id for a in agents]
-        loops = []
-        for t in turns:
-            receiver = order[(order.index(t.agent) + 1) % len(order)]
-            ack = self.acknowledge(role=role_of[receiver], sender=f"{t.agent} ({role_of[t.agent]})", message=t.message)
-            check = self.verify(original_message=t.message, restatement=ack.restatement)
-            loops.append({
-                "turn": t.turn, "sender": t.agent, "receiver": receiver, "restatement": ack.restatement or "",
-                "agrees": bool(ack.agrees), "confirmed": bool(check.confirmed),
-                "correction": "" if check.confirmed else (check.correction or ""),
-            })
-        return loops
+    def forward(self, *, said: Turn, receiver: str, role_of: dict[str, str]) -> LoopExchange:
+        ack = self.acknowledge(role=role_of[receiver], sender=f"{said.agent} ({role_of[said.agent]})",
+                               message=said.message)
+        check = self.verify(original_message=said.message, restatement=ack.restatement)
+        return LoopExchange(turn=said.turn, sender=said.agent, receiver=receiver, restatement=ack.restatement or "",
+                            agrees=bool(ack.agrees), confirmed=bool(check.confirmed),
+                            correction="" if check.confirmed else (check.correction or ""))

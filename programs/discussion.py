@@ -5,18 +5,24 @@ from __future__ import annotations
 import dspy
 
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.ranking import repair_ranking
-from teammed.programs.team import Agent, Turn
+from teammed.programs.ranking import read_choice, read_ranking
+from teammed.programs.record import Turn
+from teammed.programs.team import Agent
 from teammed.signatures import DiscussionTurn, FinalRanking
 
-__all__ = ["Discussion", "format_history"]
+__all__ = ["Discussion", "format_history", "format_turn"]
+
+
+def format_turn(t: Turn, role: str | None = None) -> str:
+    """One history entry: when, who (and their role when given), what they favour, what they said."""
+    who = f"{t.agent} ({role})" if role else t.agent
+    return f"[t{t.turn}] {who} favours {t.choice}: {t.message}"
 
 
 def format_history(turns: list[Turn], agents: list[Agent], notes: list[str]) -> str:
     """The discussion so far, in speaking order, with the leader's and verification notes."""
     roles = {a.id: a.role for a in agents}
-    lines = [f"[turn {t.turn}] {t.agent} ({roles.get(t.agent, '?')}): {t.message} (favours {t.choice})" for t in turns]
-    return "\n".join(lines + notes)
+    return "\n".join([format_turn(t, roles.get(t.agent, "?")) for t in turns] + notes)
 
 
 class Discussion(dspy.Module):
@@ -26,15 +32,20 @@ class Discussion(dspy.Module):
         self.final = Behaviour(FinalRanking)
 
     def speak(self, *, agent: Agent, turn: int, final: bool, question: str, options: dict[str, str],
-              role: str, team_context: str, history: str) -> Turn:
+              role: str, team_context: str, history: str, default_choice: str) -> Turn:
+        """One turn; ``default_choice`` (the agent's last position) stands in for an unusable choice."""
         common = dict(question=question, options=options, role=role, team_context=team_context, history=history)
+        letters = list(options)
         if not final:
             out = self.discuss(**common)
-            choice = out.current_choice if out.current_choice in options else next(iter(options))
-            return Turn(agent.id, turn, out.message or "", choice, repaired=out.current_choice not in options)
+            read = read_choice(out.current_choice, letters, default=default_choice)
+            return Turn(agent=agent.id, turn=turn, message=out.message or "", choice=read.first,
+                        repaired=read.repaired, fell_back=read.fell_back, invalid_letters=read.invalid_letters)
         out = self.final(**common)
-        ranking, repaired = repair_ranking(out.ranking, list(options))
-        return Turn(agent.id, turn, out.rationale or "", ranking[0], ranking, out.confidence or "Low", repaired)
+        read = read_ranking(out.ranking, letters)
+        return Turn(agent=agent.id, turn=turn, message=out.rationale or "", choice=read.first, ranking=read.ranking,
+                    confidence=out.confidence or "Low", repaired=read.repaired, fell_back=read.fell_back,
+                    invalid_letters=read.invalid_letters)
 
     def forward(self, **kwargs):  # type: ignore[no-untyped-def]
         return self.speak(**kwargs)

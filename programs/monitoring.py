@@ -5,7 +5,9 @@ from __future__ import annotations
 import dspy
 
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.team import Agent, Challenge, Turn
+from teammed.programs.ranking import read_choice
+from teammed.programs.record import Challenge, Turn
+from teammed.programs.team import Agent
 from teammed.signatures import EvaluateResponse, RaiseConcern, RespondToConcern, WeakestReasoning
 
 __all__ = ["MutualMonitoring"]
@@ -21,19 +23,22 @@ class MutualMonitoring(dspy.Module):
         self.respond = Behaviour(RespondToConcern)
         self.evaluate = Behaviour(EvaluateResponse)
 
-    def forward(self, *, turn: int, question: str, options: dict[str, str], turns: list[Turn],
+    def forward(self, *, turn: int, options: dict[str, str], turns: list[Turn],
                 agents: list[Agent], role_of: dict[str, str]) -> Challenge:
         ids = [a.id for a in agents]
         said = {t.agent: t for t in turns}
-        messages = "\n".join(f"{t.agent}: {t.message} (favours {t.choice})" for t in turns)
-        picked = self.select(question=question, turn_messages=messages, agents=ids)
-        target = picked.agent if picked.agent in said else ids[0]
+        messages = "\n".join(f"{t.agent} favours {t.choice} ({options[t.choice]}): {t.message}" for t in turns)
+        picked = self.select(turn_messages=messages, agents=ids)
+        target_fell_back = picked.agent not in said
+        target = ids[0] if target_fell_back else picked.agent
         own = said[target]
-        raised = self.raise_concern(question=question, options=options, agent_message=own.message)
-        reply = self.respond(question=question, options=options, role=role_of[target], own_message=own.message,
+        raised = self.raise_concern(agent_message=f"favours {own.choice} ({options[own.choice]}): {own.message}")
+        reply = self.respond(options=options, role=role_of[target], own_message=own.message,
                              concern=raised.concern)
         judged = self.evaluate(concern=raised.concern, response=reply.response)
         verdict = judged.verdict if judged.verdict in ("strong", "weak", "disputed") else "disputed"
-        after = reply.revised_choice if reply.revised_choice in options else own.choice
-        return Challenge(turn, target, picked.reason or "", raised.concern or "", raised.severity or "medium",
-                         reply.response or "", verdict, judged.reason or "", own.choice, after)
+        after = read_choice(reply.revised_choice, list(options), default=own.choice)
+        return Challenge(turn=turn, agent=target, reason=picked.reason or "", concern=raised.concern or "",
+                         severity=raised.severity or "medium", response=reply.response or "", verdict=verdict,
+                         verdict_reason=judged.reason or "", choice_before=own.choice, choice_after=after.first,
+                         target_fell_back=target_fell_back, choice_fell_back=after.fell_back)

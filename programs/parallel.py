@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import TracebackType
+from typing import Any, TypeVar
 
-__all__ = ["parallel_map"]
+__all__ = ["parallel_map", "Background"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -24,3 +25,24 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     with ThreadPoolExecutor(max_workers=max_workers or len(items)) as pool:
         futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
         return [future.result() for future in futures]
+
+
+class Background:
+    """Calls started now and collected later, each in a copy of the caller's context.
+
+    ``with Background() as bg: f = bg.start(fn, x=1); ...; f.result()``. Leaving the block
+    waits for every call started in it.
+    """
+
+    def __init__(self, *, max_workers: int = 16) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="teammed")
+
+    def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
+        return self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+
+    def __enter__(self) -> Background:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=exc is not None)

@@ -7,6 +7,7 @@ import dspy
 from teammed.config import TeamworkConfig
 from teammed.programs.aggregation import hierarchical_weights
 from teammed.programs.behaviour import Behaviour
+from teammed.programs.parallel import Background
 from teammed.programs.team import Agent
 from teammed.signatures import AgentCount, QuestionTricks, SpecialtyRecruitment
 
@@ -44,16 +45,16 @@ class Recruitment(dspy.Module):
     def forward(self, question: str, options: dict[str, str]) -> dspy.Prediction:
         n = self.config.n_agents
         count_reason = ""
-        if self.count is not None:
-            counted = self.count(question=question, options=options)
-            n = counted.n_agents if counted.n_agents in (2, 3, 4) else 3
-            count_reason = counted.reason
+        with Background() as bg:  # the team size and the trick analysis do not depend on each other
+            tricks = bg.start(self.tricks, question=question, options=options) if self.tricks is not None else None
+            if self.count is not None:
+                counted = self.count(question=question, options=options)
+                n = counted.n_agents if counted.n_agents in (2, 3, 4) else 3
+                count_reason = counted.reason
+            analysis = (tricks.result().analysis or "") if tricks is not None else ""
         assert isinstance(n, int)
-        analysis = ""
-        if self.tricks is not None:
-            analysis = self.tricks(question=question, options=options).analysis
         if self.specialties is not None:
-            recruited = self.specialties(question=question, options=options, n_agents=n, question_analysis=analysis)
+            recruited = self.specialties(question=question, n_agents=n, question_analysis=analysis)
             agents = _specialist_agents(recruited.specialists, n)
         else:
             agents = generic_agents(n)

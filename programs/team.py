@@ -1,11 +1,11 @@
-"""Plain records of the deliberation: agents, assessments, challenges, and the transcript."""
+"""The team's members and the readable transcript (the typed record lives in `record`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Agent", "Assessment", "Turn", "Challenge", "Transcript", "as_plain"]
+__all__ = ["Agent", "Transcript", "as_plain"]
 
 
 @dataclass(frozen=True)
@@ -18,47 +18,6 @@ class Agent:
     def brief(self) -> str:
         """How the agent is introduced to itself (weights stay hidden from agents)."""
         return f"{self.role}; focus: {self.expertise}" if self.expertise else self.role
-
-
-@dataclass
-class Assessment:
-    agent: str
-    ranking: list[str]
-    justification: str
-    facts: list[str]
-    confidence: str
-    repaired: bool = False
-
-    @property
-    def first(self) -> str:
-        return self.ranking[0]
-
-
-@dataclass
-class Turn:
-    agent: str
-    turn: int
-    message: str
-    choice: str
-    ranking: list[str] | None = None
-    confidence: str | None = None
-    repaired: bool = False
-
-
-@dataclass
-class Challenge:
-    turn: int
-    agent: str
-    reason: str
-    concern: str
-    severity: str
-    response: str
-    verdict: str
-    verdict_reason: str
-    choice_before: str
-    choice_after: str
-    trust_before: float | None = None
-    trust_after: float | None = None
 
 
 @dataclass

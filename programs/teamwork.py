@@ -2,63 +2,60 @@
 
 Phase 1 recruits the team, phase 2 collects independent assessments in parallel, phase 3
 runs round-robin discussion turns (leader mediation each turn; closed-loop checks and
-mutual monitoring between turns), phase 4 aggregates the final rankings by Borda count.
+mutual monitoring between turns), phase 4 aggregates the final rankings by Borda count,
+breaks a tie, and lets the leader correct a flawed decision. Each phase returns a typed
+value (`teammed.programs.record`); the prediction's ``record`` is the `Deliberation`.
+
+Calls that do not depend on each other overlap: the leader's facts, report and grades
+after round 2; each closed-loop exchange as soon as its message is spoken; mediation,
+closed loop and mutual monitoring after a turn; the last mediation beside the decision.
+The round-robin speakers stay sequential, as the spec requires.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from concurrent.futures import Future
 
 import dspy
 
+from teammed import usage
 from teammed.config import TeamworkConfig
+from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
-from teammed.programs.assessment import IndependentAssessment, format_assessments
+from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.closed_loop import ClosedLoop
-from teammed.programs.discussion import Discussion, format_history
+from teammed.programs.closed_loop import ClosedLoop, receiver_of
+from teammed.programs.context import History, first_context, format_trust, later_context
+from teammed.programs.discussion import Discussion
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
+from teammed.programs.options import validated_options
+from teammed.programs.parallel import Background
+from teammed.programs.persist import SavesConfig
 from teammed.programs.ranking import first_choice_agreement
+from teammed.programs.record import (
+    Challenge,
+    DebatedPoint,
+    Decision,
+    Deliberation,
+    DiscussionLog,
+    FinalVote,
+    LoopExchange,
+    RoundTwo,
+    Team,
+    TieBreak,
+    TrustSnapshot,
+    Turn,
+)
 from teammed.programs.recruitment import Recruitment
 from teammed.programs.smm import SharedMentalModel, intersect_facts
-from teammed.programs.team import Agent, Assessment, Challenge, Transcript, Turn, as_plain
+from teammed.programs.transcript import rationale_of, transcript_of
 from teammed.programs.trust import apply_quality, automated_quality, initial_trust, verdict_update
 
 __all__ = ["TeamworkProgram"]
 
 
-class _State:
-    """Everything one deliberation accumulates; lives only inside `forward`."""
-
-    def __init__(self, question: str, options: dict[str, str]):
-        self.question = question
-        self.options = options
-        self.letters = list(options)
-        self.agents: list[Agent] = []
-        self.smm = SharedMentalModel()
-        self.trust: dict[str, float] = {}
-        self.trust_history: list[dict[str, Any]] = []
-        self.report = ""
-        self.r2: list[Assessment] = []
-        self.turns: list[Turn] = []
-        self.notes: list[str] = []
-        self.mediations: list[str] = []
-        self.challenges: list[Challenge] = []
-        self.loops: list[dict] = []
-        self.final: dict[str, Turn] = {}
-        self.early_consensus = False
-        self.transcript = Transcript()
-
-    @property
-    def role_of(self) -> dict[str, str]:
-        return {a.id: a.role for a in self.agents}
-
-    def snapshot_trust(self, stage: str) -> None:
-        self.trust_history.append({"stage": stage, "scores": dict(self.trust)})
-
-
-class TeamworkProgram(dspy.Module):
+class TeamworkProgram(SavesConfig, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
     def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):
@@ -75,214 +72,243 @@ class TeamworkProgram(dspy.Module):
     # ------------------------------------------------------------------ forward
     def forward(self, question: str, options: dict[str, str], context: str | None = None,
                 image: str | None = None) -> dspy.Prediction:
+        if image and self.assessment.assess_image is None:  # before any call is spent
+            raise ConfigError("this question has an image; build the program with TeamworkProgram(config, "
+                              "vision=True) and run it on a vision model")
         text = f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
-        s = _State(text, dict(options))
-        self._recruit(s)
-        self._assess(s, image)
-        if self._consensus_reached(s):
-            s.early_consensus = True
-            s.final = {a.agent: Turn(a.agent, 0, a.justification, a.first, a.ranking, a.confidence) for a in s.r2}
-            s.transcript.add("R3", "early_consensus", "Round-2 first choices agree; discussion skipped.")
-        else:
-            for turn in range(1, self.config.n_turns + 1):
-                self._discuss(s, turn)
-        return self._aggregate(s)
+        options = validated_options(options)
+        with Background() as bg:
+            team = self._recruit(text, options)
+            r2, trust = self._assess(bg, text, options, team, image)
+            if self._consensus_reached(r2):
+                talk, pending = _early_consensus(r2, _trust_start(team, trust, on=self.config.trust)), None
+            else:
+                talk, trust, pending = self._discuss(bg, text, options, team, r2, trust)
+            decision = self._decide(text, options, team, r2, talk, trust)
+            if pending is not None:  # the last turn's mediation ran beside the decision
+                talk = talk.model_copy(update={"mediations": [*talk.mediations, pending.result()]})
+        record = Deliberation.assemble(team=team, r2=r2, talk=talk, decision=decision,
+                                       trust=trust if self.config.trust else None)
+        _count_repairs(record.ranking_repairs + record.invalid_letters)
+        return dspy.Prediction(answer=record.answer, rationale=rationale_of(record, team=team, options=options),
+                               confidence=decision.confidence, record=record,
+                               transcript=transcript_of(record, team=team, r2=r2))
 
     # ------------------------------------------------------------------ phase 1
-    def _recruit(self, s: _State) -> None:
-        out = self.recruitment(question=s.question, options=s.options)
-        s.agents = out.agents
-        s.smm.question_analysis = out.analysis
-        s.trust = initial_trust([a.id for a in s.agents])
-        s.snapshot_trust("initial")
-        if out.count_reason:
-            s.transcript.add("R1", "agent_count", out.count_reason, n_agents=len(s.agents))
-        if out.analysis:
-            s.transcript.add("R1", "question_analysis", out.analysis)
-        for a in s.agents:
-            s.transcript.add("R1", "recruited", a.brief(), agent=a.id, role=a.role, weight=a.weight)
+    def _recruit(self, question: str, options: dict[str, str]) -> Team:
+        out = self.recruitment(question=question, options=options)
+        return Team(agents=out.agents, question_analysis=out.analysis or "", count_reason=out.count_reason or "")
 
     # ------------------------------------------------------------------ phase 2
-    def _assess(self, s: _State, image: str | None) -> None:
+    def _assess(self, bg: Background, question: str, options: dict[str, str], team: Team,
+                image: str | None) -> tuple[RoundTwo, dict[str, float]]:
         c = self.config
-        s.r2 = self.assessment(question=s.question, options=s.options, agents=s.agents,
-                               shared_context=s.smm.context(), role_briefs=c.team_orientation, image=image)
-        for a in s.r2:
-            s.transcript.add("R2", "assessment", a.justification, agent=a.agent, role=s.role_of[a.agent],
-                             ranking=a.ranking, confidence=a.confidence, facts=a.facts)
-        summary = format_assessments(s.r2, s.agents)
+        smm = SharedMentalModel(question_analysis=team.question_analysis)
+        assessments = self.assessment(question=question, options=options, agents=team.agents,
+                                      shared_context=smm.context(), role_briefs=c.team_orientation, image=image)
+        summary = format_assessments(assessments, team.agents, options=options)
+        leader = self.leader
+        # The leader's facts, report and grades read round 2 only: they run side by side.
+        facts_f = report_f = grades_f = None
+        if leader is not None and c.shared_mental_model:
+            facts_f = bg.start(leader.extract_facts, format_facts(assessments))
+        if leader is not None and c.team_orientation:
+            # the report reads the justifications; the facts are distilled beside it (SMM)
+            report_f = bg.start(leader.write_report, format_assessments(assessments, team.agents, facts=False,
+                                                                        options=options), smm.context())
+        if leader is not None and c.trust:
+            grades_f = bg.start(leader.grade_assessments, summary, team.ids)
+        facts: list[str] = []
         if c.shared_mental_model:
-            if self.leader is not None:
-                s.smm.verified_facts = self.leader.extract_facts(s.question, summary)
-            else:
-                s.smm.verified_facts = intersect_facts([a.facts for a in s.r2])
-            s.transcript.add("R2", "verified_facts", "\n".join(s.smm.verified_facts))
-        if self.leader is not None and c.team_orientation:
-            s.report = self.leader.write_report(s.question, s.options, summary, s.smm.context())
-            s.transcript.add("R2", "formal_report", s.report, agent="leader", role="Leader")
+            facts = facts_f.result() if facts_f is not None else intersect_facts([a.facts for a in assessments])
+        report = report_f.result() if report_f is not None else ""
+        trust = initial_trust(team.ids)
+        quality = None
         if c.trust:
-            if self.leader is not None:
-                quality = self.leader.grade_assessments(s.question, summary, [a.id for a in s.agents])
+            if grades_f is not None:
+                quality = grades_f.result()
             else:
                 quality = {a.agent: automated_quality(ranking_repaired=a.repaired, n_facts=len(a.facts),
                                                       justification=a.justification, confidence=a.confidence)
-                           for a in s.r2}
-            s.trust = apply_quality(s.trust, quality)
-            s.snapshot_trust("post_r2")
-            s.transcript.add("R2", "trust_update", _format_trust(s.trust), quality=quality)
+                           for a in assessments}
+            trust = apply_quality(trust, quality)
+        return RoundTwo(assessments=assessments, verified_facts=facts, report=report, quality=quality), trust
 
-    def _consensus_reached(self, s: _State) -> bool:
+    def _consensus_reached(self, r2: RoundTwo) -> bool:
+        """Early consensus counts only rankings the agents actually gave (a fallback agrees with no one)."""
         threshold = self.config.early_consensus
         if threshold is None:
             return False
-        _, share = first_choice_agreement([a.first for a in s.r2])
-        return share >= threshold
+        valid = [a.first for a in r2.assessments if not a.fell_back]
+        top, _ = first_choice_agreement(valid)
+        share = sum(f == top for f in valid) / len(r2.assessments) if r2.assessments else 0.0
+        return bool(valid) and share >= threshold
 
     # ------------------------------------------------------------------ phase 3
-    def _team_context(self, s: _State) -> str:
+    def _discuss(self, bg: Background, question: str, options: dict[str, str], team: Team, r2: RoundTwo,
+                 trust: dict[str, float]) -> tuple[DiscussionLog, dict[str, float], Future[str] | None]:
         c = self.config
-        parts = ["Independent assessments (round 2):\n" + format_assessments(s.r2, s.agents)]
-        if c.shared_mental_model and s.smm.context():
-            parts.append("Shared knowledge:\n" + s.smm.context())
-        if c.trust:
-            parts.append("Reliability so far (higher is more reliable): " + _format_trust(s.trust))
-        if s.report:
-            parts.append("Leader's case report:\n" + s.report)
-        if s.mediations:
-            parts.append("Leader's latest mediation:\n" + s.mediations[-1])
-        return "\n\n".join(parts)
+        trust = dict(trust)
+        history = _trust_start(team, trust, on=c.trust)
+        smm = SharedMentalModel(question_analysis=team.question_analysis, verified_facts=list(r2.verified_facts))
 
-    def _discuss(self, s: _State, turn: int) -> None:
-        c = self.config
-        final = turn == c.n_turns
-        context = self._team_context(s)
-        spoken: list[Turn] = []
-        for agent in s.agents:  # round-robin: each speaker sees everything said before it
-            role = agent.brief() if c.team_orientation else agent.role
-            said = self.discussion.speak(agent=agent, turn=turn, final=final, question=s.question,
-                                         options=s.options, role=role, team_context=context,
-                                         history=format_history(s.turns + spoken, s.agents, s.notes))
-            spoken.append(said)
-            s.transcript.add("R3", "final_ranking" if final else "discussion", said.message, agent=agent.id,
-                             role=agent.role, turn=turn, choice=said.choice, ranking=said.ranking,
-                             confidence=said.confidence)
-        s.turns.extend(spoken)
-        if final:
-            s.final = {t.agent: t for t in spoken}
-        if self.leader is not None:
-            mediation = self.leader.mediate(question=s.question, options=s.options,
-                                            turn_messages=format_history(spoken, s.agents, []),
-                                            shared_context=s.smm.context()).synthesis or ""
-            s.mediations.append(mediation)
-            s.transcript.add("R3", "mediation", mediation, agent="leader", role="Leader", turn=turn)
-        if final:
-            return
-        if self.closed_loop is not None:
-            loops = self.closed_loop(turns=spoken, agents=s.agents, role_of=s.role_of)
-            s.loops.extend(loops)
-            for loop in loops:
-                s.transcript.add("CL", "closed_loop", loop["restatement"], agent=loop["receiver"], turn=turn,
-                                 **{k: loop[k] for k in ("sender", "confirmed", "correction")})
-                if loop["correction"]:
-                    s.notes.append(f"[turn {turn}] {loop['sender']} clarified: {loop['correction']}")
-        if self.monitoring is not None:
-            self._challenge(s, turn, spoken)
+        def first(me: str) -> str:
+            # round-2 views of whoever has not spoken yet: a teammate's later words are in the history
+            unspoken = [a for a in r2.assessments if a.agent == me or not said.spoken(a.agent)]
+            return first_context(assessments=format_assessments(unspoken, team.agents, facts=False),
+                                 shared=smm.context() if c.shared_mental_model else "",
+                                 trust=format_trust(trust) if c.trust else "", report=r2.report)
 
-    def _challenge(self, s: _State, turn: int, spoken: list[Turn]) -> None:
-        assert self.monitoring is not None
-        ch = self.monitoring(turn=turn, question=s.question, options=s.options, turns=spoken, agents=s.agents,
-                             role_of=s.role_of)
-        if self.config.trust:
-            ch.trust_before = s.trust[ch.agent]
-            s.trust[ch.agent] = verdict_update(s.trust[ch.agent], ch.verdict)
-            ch.trust_after = s.trust[ch.agent]
-            s.snapshot_trust(f"mm_turn_{turn}")
-        if self.config.shared_mental_model:
-            s.smm.debated_points.append({"turn": turn, "agent": ch.agent, "concern": ch.concern,
-                                         "response": ch.response, "outcome": ch.verdict})
-        s.challenges.append(ch)
-        s.notes.append(f"[turn {turn}] leader challenged {ch.agent}: {ch.concern} Reply: {ch.response} "
-                       f"(judged {ch.verdict}; now favours {ch.choice_after})")
-        s.transcript.add("MM", "challenge", ch.concern, agent=ch.agent, role=s.role_of[ch.agent], turn=turn,
-                         severity=ch.severity, response=ch.response, verdict=ch.verdict,
-                         choice_before=ch.choice_before, choice_after=ch.choice_after,
-                         trust_before=ch.trust_before, trust_after=ch.trust_after)
+        said = History()
+        last_choice = {a.agent: a.first for a in r2.assessments}
+        turns: list[Turn] = []
+        mediations: list[str] = []
+        loops: list[LoopExchange] = []
+        challenges: list[Challenge] = []
+        pending: Future[str] | None = None
+        for turn in range(1, c.n_turns + 1):
+            final = turn == c.n_turns
+            spoken: list[Turn] = []
+            loop_fs: list[Future[LoopExchange]] = []
+            for agent in team.agents:  # round-robin: each speaker sees everything said before it
+                if said.spoken(agent.id):
+                    context = later_context(mediation=mediations[-1] if mediations else "",
+                                            trust=format_trust(trust) if c.trust else "")
+                else:
+                    context = first(agent.id)
+                out = self.discussion.speak(agent=agent, turn=turn, final=final, question=question, options=options,
+                                            role=agent.brief() if c.team_orientation else agent.role,
+                                            team_context=context, history=said.since(agent.id),
+                                            default_choice=last_choice[agent.id])
+                spoken.append(out)
+                said.said(out)
+                last_choice[agent.id] = out.choice
+                if self.closed_loop is not None and not final:  # acknowledged while the next one speaks
+                    loop_fs.append(bg.start(self.closed_loop, said=out, receiver=receiver_of(agent.id, team.ids),
+                                            role_of=team.role_of))
+            turns.extend(spoken)
+            mediation_f = None
+            if self.leader is not None:
+                messages = "\n".join(f"{t.agent} favours {t.choice} ({options[t.choice]}): {t.message}" for t in spoken)
+                mediation_f = bg.start(self._mediate, messages, smm.context())
+            if final:
+                pending = mediation_f
+                break
+            challenge_f = None
+            if self.monitoring is not None:
+                challenge_f = bg.start(self.monitoring, turn=turn, options=options, turns=spoken,
+                                       agents=team.agents, role_of=team.role_of)
+            for loop in (f.result() for f in loop_fs):
+                loops.append(loop)
+                if loop.correction:
+                    said.note(f"[t{turn}] {loop.sender} clarified: {loop.correction}")
+            if mediation_f is not None:
+                mediations.append(mediation_f.result())
+            if challenge_f is not None:
+                ch = challenge_f.result()
+                if c.trust:
+                    before = trust[ch.agent]
+                    trust[ch.agent] = verdict_update(before, ch.verdict)
+                    ch = ch.model_copy(update={"trust_before": before, "trust_after": trust[ch.agent]})
+                    history.append(TrustSnapshot(stage=f"mm_turn_{turn}", scores=dict(trust)))
+                if c.shared_mental_model:
+                    smm.debated_points.append({"turn": turn, "agent": ch.agent, "concern": ch.concern,
+                                               "response": ch.response, "outcome": ch.verdict})
+                challenges.append(ch)
+                last_choice[ch.agent] = ch.choice_after
+                said.note(f"[t{turn}] leader challenged {ch.agent}: {ch.concern} (reply judged {ch.verdict}; "
+                          f"{ch.agent} now favours {ch.choice_after})", reply=(ch.agent, ch.response))
+        final_turns = [t for t in turns if t.turn == c.n_turns]
+        log = DiscussionLog(
+            turns=turns, mediations=mediations, loops=loops, challenges=challenges,
+            debated_points=[DebatedPoint(**p) for p in smm.debated_points], trust_history=history,
+            final=[FinalVote(agent=t.agent, ranking=t.ranking or [t.choice], first=t.choice, confidence=t.confidence,
+                             rationale=t.message, fell_back=t.fell_back) for t in final_turns])
+        return log, trust, pending
+
+    def _mediate(self, messages: str, shared: str) -> str:
+        assert self.leader is not None
+        return self.leader.mediate(turn_messages=messages,
+                                   shared_context=shared).synthesis or ""
 
     # ------------------------------------------------------------------ phase 4
-    def _aggregate(self, s: _State) -> dspy.Prediction:
+    def _decide(self, question: str, options: dict[str, str], team: Team, r2: RoundTwo, talk: DiscussionLog,
+                trust: dict[str, float]) -> Decision:
         c = self.config
-        rankings = {agent: t.ranking or [t.choice] for agent, t in s.final.items()}
+        letters = list(options)
+        counted = {v.agent: v.ranking for v in talk.final if not v.fell_back}
+        abstained = [v.agent for v in talk.final if v.fell_back]
+        if not counted:
+            _count_repairs(sum(a.repaired + a.invalid_letters for a in r2.assessments)
+                           + sum(t.repaired + t.invalid_letters for t in talk.turns))
+            raise NoAnswerError(
+                f"no agent produced a parseable final ranking ({len(abstained)} of {len(team.agents)} fell back to "
+                "a default); the team has no answer. Check that the model returns the requested JSON "
+                "(the row's parse_failures count the unparseable replies)")
         if c.trust:
-            method, weights = "trust_borda", dict(s.trust)
+            method, weights = "trust_borda", dict(trust)
         elif c.team_orientation:
-            method, weights = "hierarchical_borda", {a.id: a.weight for a in s.agents}
+            method, weights = "hierarchical_borda", {a.id: a.weight for a in team.agents}
         else:
             method, weights = "borda", None
-        scores = borda_scores(rankings, s.letters, weights)
+        scores = borda_scores(counted, letters, weights)
         top = winners(scores)
         answer, tie = top[0], None
+        shared = _leader_context(team, r2, talk, None)
+        votes = "\n".join(f"{v.agent} ({team.role_of.get(v.agent, '?')}): {'>'.join(v.ranking)}. {v.rationale}"
+                          for v in talk.final if not v.fell_back)
         if len(top) > 1:
+            initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
+            rule = rule_tie_break(top, counted, initial, letters)
             if self.leader is not None:
-                out = self.leader.resolve_tie(
-                    question=s.question, tied_options={k: s.options[k] for k in top},
-                    rankings=format_history(list(s.final.values()), s.agents, []),
-                    shared_context=_leader_context(s, c.trust),
-                )
-                answer = out.answer if out.answer in top else rule_tie_break(top, rankings, _r2_rankings(s), s.letters)
-                tie = {"tied": top, "resolved_by": "leader", "answer": answer, "reason": out.reason or ""}
+                tie = self.leader.break_tie(options=options, tied=top, rankings=votes, rule_answer=rule,
+                                            shared=_leader_context(team, r2, talk, trust if c.trust else None))
             else:
-                answer = rule_tie_break(top, rankings, _r2_rankings(s), s.letters)
-                tie = {"tied": top, "resolved_by": "rule", "answer": answer,
-                       "reason": "first-place votes, then round-2 Borda, then letter"}
-            s.transcript.add("AGG", "tie_break", tie["reason"], agent="leader" if self.leader else None, **tie)
-        s.transcript.add("AGG", "vote", f"{method}: " + ", ".join(f"{k}={v:.2f}" for k, v in scores.items()),
-                         answer=answer)
-        confidence = _team_confidence([t.confidence for t in s.final.values() if t.choice == answer])
-        rationale = _rationale(s, answer, scores, method)
-        record = self._record(s, scores, method, tie)
-        return dspy.Prediction(answer=answer, rationale=rationale, confidence=confidence, record=record,
-                               transcript=s.transcript.events)
-
-    def _record(self, s: _State, scores: dict[str, float], method: str, tie: dict | None) -> dict[str, Any]:
-        votes = {a.agent: [a.first] for a in s.r2}
-        for t in s.turns:
-            votes[t.agent].append(t.choice)
-        repairs = sum(a.repaired for a in s.r2) + sum(t.repaired for t in s.turns)
-        return {
-            "agents": [as_plain(a) for a in s.agents],
-            "r2": [{**as_plain(a), "first": a.first} for a in s.r2],
-            "final": [{"agent": t.agent, "ranking": t.ranking, "first": t.choice, "confidence": t.confidence,
-                       "rationale": t.message} for t in s.final.values()],
-            "votes_by_turn": votes,
-            "challenges": as_plain(s.challenges),
-            "closed_loop": s.loops,
-            "mediations": s.mediations,
-            "report": s.report,
-            "smm": s.smm.as_dict(),
-            "trust_history": s.trust_history,
-            "trust": dict(s.trust) if self.config.trust else None,
-            "scores": {k: round(v, 6) for k, v in scores.items()},
-            "aggregation": method,
-            "tie": tie,
-            "early_consensus": s.early_consensus,
-            "ranking_repairs": repairs,
-        }
+                tie = TieBreak(tied=top, resolved_by="rule", answer=rule,
+                               reason="first-place votes, then round-2 Borda, then letter")
+            answer = tie.answer
+        aggregated, override = answer, None
+        if self.leader is not None and self.leader.correct is not None:
+            override = self.leader.review(options=options, team_answer=aggregated,
+                                          rankings=votes, shared=shared)
+            answer = override.answer
+        backers = [v.confidence for v in talk.final if v.first == answer and not v.fell_back]
+        return Decision(answer=answer, aggregated=aggregated, method=method, scores=scores, tie=tie,
+                        leader_override=override, abstained=abstained, confidence=_team_confidence(backers))
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this configuration runs (each one named predictor)."""
         return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
 
 
-def _leader_context(s: _State, with_trust: bool) -> str:
-    return "\n".join(filter(None, [s.smm.context(), _format_trust(s.trust) if with_trust else ""]))
+def _trust_start(team: Team, trust: dict[str, float], *, on: bool) -> list[TrustSnapshot]:
+    """The trust history before discussion: the initial scores, then (trust on) the post-round-2 update."""
+    history = [TrustSnapshot(stage="initial", scores=initial_trust(team.ids))]
+    if on:
+        history.append(TrustSnapshot(stage="post_r2", scores=dict(trust)))
+    return history
 
 
-def _r2_rankings(s: _State) -> dict[str, list[str]]:
-    return {a.agent: a.ranking for a in s.r2}
+def _early_consensus(r2: RoundTwo, history: list[TrustSnapshot]) -> DiscussionLog:
+    """Round-2 first choices agree: the assessments are the final votes and no one discusses."""
+    return DiscussionLog(
+        early_consensus=True,
+        trust_history=history,
+        final=[FinalVote(agent=a.agent, ranking=a.ranking, first=a.first, confidence=a.confidence,
+                         rationale=a.justification, fell_back=a.fell_back) for a in r2.assessments])
 
 
-def _format_trust(trust: dict[str, float]) -> str:
-    return ", ".join(f"{agent}={score:.2f}" for agent, score in trust.items())
+def _leader_context(team: Team, r2: RoundTwo, talk: DiscussionLog, trust: dict[str, float] | None) -> str:
+    smm = SharedMentalModel(question_analysis=team.question_analysis, verified_facts=list(r2.verified_facts),
+                            debated_points=[p.model_dump() for p in talk.debated_points])
+    return "\n".join(filter(None, [smm.context(), f"Reliability: {format_trust(trust)}" if trust else ""]))
+
+
+def _count_repairs(n: int) -> None:
+    """Ranking repairs (invalid letters included) into the question's `Usage`, where it counts them."""
+    record = getattr(usage, "record_ranking_repair", None)
+    if record is not None and n:
+        record(n=n)
 
 
 def _team_confidence(levels: list[str | None]) -> str:
@@ -291,15 +317,3 @@ def _team_confidence(levels: list[str | None]) -> str:
     if not known:
         return "Low"
     return max(("High", "Medium", "Low"), key=lambda lvl: (known.count(lvl), -("High", "Medium", "Low").index(lvl)))
-
-
-def _rationale(s: _State, answer: str, scores: dict[str, float], method: str) -> str:
-    backers = [t for t in s.final.values() if t.choice == answer]
-    lines = [f"Answer {answer} ({s.options[answer]}) by {method.replace('_', ' ')}: "
-             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(scores.items(), key=lambda kv: -kv[1]))]
-    lines += [f"- {t.agent} ({s.role_of.get(t.agent, '?')}): {t.message}" for t in backers if t.message]
-    if s.smm.verified_facts:
-        lines.append("Verified facts: " + "; ".join(s.smm.verified_facts))
-    if s.mediations:
-        lines.append("Leader's synthesis: " + s.mediations[-1])
-    return "\n".join(lines)

@@ -6,6 +6,7 @@ from teammed.signatures.discussion import DiscussionTurn, FinalRanking
 from teammed.signatures.leadership import (
     AssessmentQuality,
     ConsensusFacts,
+    CorrectionAuthority,
     FormalReport,
     Mediation,
     TieResolution,
@@ -32,6 +33,7 @@ __all__ = [
     "RespondToConcern",
     "EvaluateResponse",
     "TieResolution",
+    "CorrectionAuthority",
     "Acknowledge",
     "VerifyUnderstanding",
 ]

@@ -12,9 +12,9 @@ Confidence = Literal["High", "Medium", "Low"]
 
 
 class InitialAssessment(dspy.Signature):
-    """Work the question alone, as the clinician described in `role`. Rank every option from
-    most to least likely correct, justify your top choice in at most two sentences, list the
-    two to five medical facts your reasoning rests on, and say how confident you are."""
+    """Work the question alone, as the clinician in `role`: rank every option from most to least
+    likely correct, justify your top choice, list the medical facts your reasoning rests on,
+    and say how confident you are."""
 
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")

@@ -6,8 +6,8 @@ import dspy
 
 
 class Acknowledge(dspy.Signature):
-    """A colleague has just addressed the team. As the clinician in `role`, acknowledge the
-    message by restating its key clinical claim in your own words, and say whether you agree."""
+    """As the clinician in `role`, acknowledge a colleague's message: restate its key clinical
+    claim in your own words and say whether you agree."""
 
     role: str = dspy.InputField()
     sender: str = dspy.InputField(desc="Who sent the message.")

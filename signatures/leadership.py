@@ -1,8 +1,8 @@
-"""What the team leader does: distil facts, write the case report, judge work, mediate, break ties."""
+"""What the team leader does: distil facts, write the case report, judge work, mediate, break ties, correct."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import dspy
 
@@ -10,23 +10,20 @@ from teammed.schema import Choice, SameLengthAs
 
 
 class ConsensusFacts(dspy.Signature):
-    """As team leader, read the independent assessments and keep only the medical facts that
-    several clinicians rely on or that are uncontroversial. Drop opinions and answer choices."""
+    """As team leader, keep only the medical facts that several clinicians rely on or that are
+    uncontroversial. Drop opinions and answer choices."""
 
-    question: str = dspy.InputField()
-    assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
-    facts: list[str] = dspy.OutputField(desc="Up to six verified facts.", max_length=6)
+    assessments: str = dspy.InputField(desc="The facts each clinician's independent assessment rests on.")
+    facts: list[str] = dspy.OutputField(desc="Up to four verified facts.", max_length=4)
 
 
 class FormalReport(dspy.Signature):
     """As team leader, write a short structured case report for the team: the key findings, the
     leading hypotheses with the evidence for and against each, and the open questions."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
+    assessments: str = dspy.InputField(desc="Each clinician's ranking and justification.")
     shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
-    report: str = dspy.OutputField(desc="Under 150 words.")
+    report: str = dspy.OutputField(desc="Under 60 words.")
 
 
 class AssessmentQuality(dspy.Signature):
@@ -34,7 +31,6 @@ class AssessmentQuality(dspy.Signature):
     correct facts, complete consideration of the options, and confidence that matches the
     strength of the evidence. Grade the reasoning, not whether you agree with the answer."""
 
-    question: str = dspy.InputField()
     assessments: str = dspy.InputField(desc="Each clinician's ranking, justification and facts.")
     agents: list[str] = dspy.InputField(desc="The ids of the clinicians to grade.")
     # Plain floats: decoders do not enforce numeric bounds, so out-of-range grades are clamped in code.
@@ -44,24 +40,35 @@ class AssessmentQuality(dspy.Signature):
 
 
 class Mediation(dspy.Signature):
-    """As team leader, mediate this discussion turn: state where the team agrees, name the
-    disagreement that matters most for the answer, and point out any reasoning error you see.
-    Do not impose your own answer."""
+    """As team leader, mediate this turn: where the team agrees, the disagreement that matters
+    most, any reasoning error you see. Do not impose your own answer."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     turn_messages: str = dspy.InputField(desc="What each clinician said this turn.")
     shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
-    synthesis: str = dspy.OutputField(desc="Under 120 words.")
+    synthesis: str = dspy.OutputField(desc="Under 50 words.")
 
 
 class TieResolution(dspy.Signature):
     """The team's vote is tied. As team leader, choose one of the tied options, weighing the
     final rankings, how reliable each clinician has been, and the verified facts."""
 
-    question: str = dspy.InputField()
     tied_options: dict[str, str] = dspy.InputField(desc="Only the tied options, keyed by letter.")
     rankings: str = dspy.InputField(desc="Each clinician's final ranking and rationale.")
     shared_context: str = dspy.InputField(desc="Verified facts, debated points, reliability notes.")
     answer: Choice("tied_options") = dspy.OutputField()  # type: ignore[valid-type]
     reason: str = dspy.OutputField(desc="One or two sentences.")
+
+
+class CorrectionAuthority(dspy.Signature):
+    """As team leader with correction authority, check the reasoning behind the team's answer.
+    If it rests on a clear error (a wrong fact, a misread finding, an ignored key detail),
+    `override`: state the flaw and give the option the evidence supports. Otherwise `uphold`:
+    override for a clear error, never for a different opinion."""
+
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    team_answer: str = dspy.InputField(desc="The option the team's vote chose.")
+    rankings: str = dspy.InputField(desc="Each clinician's final ranking and reason.")
+    shared_context: str = dspy.InputField(desc="Question analysis, verified facts, debated points.")
+    decision: Literal["uphold", "override"] = dspy.OutputField(default="uphold")
+    flaw: str = dspy.OutputField(desc="One sentence; empty when the reasoning holds.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]

@@ -28,17 +28,16 @@ class SpecialtyRecruitment(dspy.Signature):
     whose judgement matters most for this question, most relevant first."""
 
     question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     n_agents: int = dspy.InputField(desc="How many specialists to recruit.")
     question_analysis: str = dspy.InputField(desc="Known pitfalls of the question; may be empty.")
     specialists: list[Specialist] = dspy.OutputField(desc="Most relevant first.")
 
 
 class QuestionTricks(dspy.Signature):
-    """Read the question like an exam writer. In one or two sentences, name what could trip a
+    """Read the question like an exam writer. In one sentence, name what could trip a
     careful clinician up: a negation (EXCEPT, NOT), a time course, a 'most likely' versus
     'next best step' distinction, a distractor finding. Do not answer the question."""
 
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    analysis: str = dspy.OutputField(desc="One or two sentences.")
+    analysis: str = dspy.OutputField(desc="One sentence.")

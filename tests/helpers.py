@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import dspy
+from pydantic import BaseModel
 
 from teammed import usage
 from teammed.adapter import SchemaAdapter
@@ -27,4 +28,7 @@ def run(program: dspy.Module, responder: Callable[[ScriptedCall], Any] | None = 
     inputs = {"question": QUESTION, "options": OPTIONS, **inputs}
     with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track() as u:
         prediction = program(**inputs)
+    record = getattr(prediction, "record", None)
+    # the stored form of the record, as the runner writes it
+    prediction.json_record = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
     return prediction, u, lm

@@ -16,6 +16,10 @@ from tests.helpers import run
 def _valid_subsets():
     for flags in itertools.product([False, True], repeat=len(COMPONENTS)):
         values = dict(zip(COMPONENTS, flags, strict=True))
+        if values["leadership"]:  # the correction authority on (the default) and off
+            for correction in (True, False):
+                yield {**values, "leader_correction": correction}
+            continue
         try:
             TeamworkConfig.build(**values)
         except ConfigError:
@@ -27,8 +31,9 @@ SUBSETS = list(_valid_subsets())
 
 
 def test_every_valid_subset_is_enumerated():
-    # 64 subsets, of which the 16 with mutual monitoring but no leadership are invalid
-    assert len(SUBSETS) == 48
+    # 64 subsets, of which the 16 with mutual monitoring but no leadership are invalid;
+    # the 32 with leadership run with the correction authority on and off
+    assert len(SUBSETS) == 48 + 32
 
 
 @pytest.mark.parametrize("n_turns", [2, 3])
@@ -37,16 +42,17 @@ def test_formula_matches_calls_for_every_subset(n_agents, n_turns):
     for values in SUBSETS:
         config = TeamworkConfig(**values, n_agents=n_agents, n_turns=n_turns)
         prediction, usage, lm = run(TeamworkProgram(config))  # unanimous rankings: no tie
-        assert prediction.record["tie"] is None
-        assert usage.calls == len(lm.calls) == expected_calls(config, n_agents), config.components
+        assert prediction.json_record["tie"] is None
+        assert usage.calls == len(lm.calls) == expected_calls(config, n_agents), values
+        assert sum(c.signature == "CorrectionAuthority" for c in lm.calls) == int(config.corrects)
 
 
 def test_auto_count_adds_one_call_and_sets_team_size():
     config = TeamworkConfig(n_agents="auto", leadership=True)
     prediction, usage, _ = run(TeamworkProgram(config),
                                lambda call: {"n_agents": 4} if call.signature == "AgentCount" else None)
-    assert len(prediction.record["agents"]) == 4
-    assert usage.calls == expected_calls(config, 4) == 1 + 4 + 4 * 2 + 2
+    assert len(prediction.json_record["agents"]) == 4
+    assert usage.calls == expected_calls(config, 4) == 1 + 4 + 4 * 2 + 2 + 1  # +1: the leader's review
 
 
 def _split_vote(call):
@@ -63,7 +69,7 @@ def _split_vote(call):
 def test_tie_adds_the_leaders_call_only_with_leadership(leadership):
     config = TeamworkConfig(n_agents=4, leadership=leadership)
     prediction, usage, lm = run(TeamworkProgram(config), _split_vote)
-    tie = prediction.record["tie"]
+    tie = prediction.json_record["tie"]
     assert tie["tied"] == ["A", "B"]
     assert tie["resolved_by"] == ("leader" if leadership else "rule")
     assert usage.calls == expected_calls(config, 4, tie=True)
@@ -73,15 +79,15 @@ def test_tie_adds_the_leaders_call_only_with_leadership(leadership):
 def test_early_consensus_skips_discussion_and_is_recorded():
     config = TeamworkConfig(n_agents=3, leadership=True, mutual_monitoring=True, early_consensus=1.0)
     prediction, usage, lm = run(TeamworkProgram(config))
-    assert prediction.record["early_consensus"] is True
-    assert usage.calls == expected_calls(config, 3, early_consensus=True) == 3
+    assert prediction.json_record["early_consensus"] is True
+    assert usage.calls == expected_calls(config, 3, early_consensus=True) == 3 + 1  # +1: the leader's review
     assert not any(c.signature in ("DiscussionTurn", "FinalRanking", "Mediation") for c in lm.calls)
 
 
 def test_early_consensus_threshold_not_met_runs_discussion():
     config = TeamworkConfig(n_agents=4, early_consensus=0.8)
     prediction, usage, _ = run(TeamworkProgram(config), _split_vote)
-    assert prediction.record["early_consensus"] is False
+    assert prediction.json_record["early_consensus"] is False
     assert usage.calls == expected_calls(config, 4, tie=False) == 4 + 8
 
 

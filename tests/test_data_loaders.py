@@ -97,17 +97,23 @@ def test_offline_without_local_copy_says_how_to_provide_one(tmp_path: Path) -> N
     with pytest.raises(DataError) as caught:
         load_dataset("medqa", data_dir=tmp_path)
     message = str(caught.value)
-    assert "hub was skipped because TEAMMED_OFFLINE=1" in message
+    assert "skipped because TEAMMED_OFFLINE=1" in message
     assert "DIR/medqa_test.*" in message and "DIR/medqa/test.*" in message
     assert "--data-dir DIR" in message and "TEAMMED_DATA_DIR" in message
     assert "answer_idx" in message
 
 
-def test_hf_hub_offline_also_skips_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hf_hub_offline_reads_only_the_local_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import datasets
+
     _online(monkeypatch)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(DataError, match="skipped because HF_HUB_OFFLINE=1"):
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "empty-cache")
+    with pytest.raises(DataError) as caught:
         load_dataset("pubmedqa")
+    message = str(caught.value)
+    assert "not in the local Hugging Face cache and HF_HUB_OFFLINE=1 forbids downloading it" in message
+    assert "datasets.load_dataset('qiaojin/PubMedQA'" in message
 
 
 def test_local_only_data_sets_never_try_the_hub(monkeypatch: pytest.MonkeyPatch) -> None:

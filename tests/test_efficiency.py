@@ -169,9 +169,13 @@ def test_parallel_requests_bounds_requests_in_flight(tmp_path, fake_server):
 
 
 def test_concurrency_below_one_is_refused(tmp_path, capsys):
-    assert main(["run", "--dataset", "demo", "--model", "scripted", "--concurrency", "0",
-                 "--out", str(tmp_path)]) == 2
-    assert "--concurrency must be at least 1" in capsys.readouterr().err
+    for flag in ("--concurrency", "--parallel-requests"):
+        try:
+            code = main(["run", "--dataset", "demo", "--model", "scripted", flag, "0", "--out", str(tmp_path)])
+        except SystemExit as exc:  # refused while parsing the flag
+            code = exc.code
+        assert code == 2
+        assert flag in capsys.readouterr().err
 
 
 def test_search_honours_concurrency(tmp_path, fake_server):

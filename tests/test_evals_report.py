@@ -163,10 +163,10 @@ def test_figures_are_valid_pngs(report: Path) -> None:
 
 def test_transcripts_html_is_escaped_and_complete(report: Path) -> None:
     page = (report.parent / "transcripts.html").read_text(encoding="utf-8")
-    assert "<script" not in page
+    assert page.count("<script") == 1 and "<script src" not in page  # only the viewer's own inline script
     assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     assert "kidney &amp; &lt;fluids&gt;" in page and "&lt;b&gt;bold?&lt;/b&gt;" in page
-    assert page.count('<details><summary><span class="') == 4 * 3 * N_QUESTIONS  # one per question
+    assert page.count('<article class="q"') == 4 * 3 * N_QUESTIONS  # one per question
     assert "Challenges" in page and "0.8 → 0.7" in page and "Final trust" in page
 
 

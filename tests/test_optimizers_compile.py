@@ -252,8 +252,8 @@ def test_save_load_round_trip_keeps_demos_and_instructions(tmp_path, compiled, e
     path = save_program(compiled, tmp_path / "program.json", system="teamwork", config=CONFIG,
                         meta={"optimizer": "bootstrap", "dataset": "planted", "score_before": 0.0,
                               "score_after": 1.0})
-    document = json.loads(path.read_text())
-    assert document["format"] == "teammed-program/1" and document["config"] == CONFIG.model_dump(mode="json")
+    document = json.loads(path.read_text())["teammed"]
+    assert document["format"] == "teammed-program/2" and document["config"] == CONFIG.model_dump(mode="json")
     assert document["behaviours"] == sorted(n for n, _ in compiled.named_predictors())
     loaded, meta = load_program(path, config=CONFIG)
     assert meta["optimizer"] == "bootstrap" and meta["dspy_version"] == dspy.__version__ and meta["created"]

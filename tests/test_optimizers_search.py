@@ -50,7 +50,7 @@ def active_components(inputs: dict) -> set[str]:
     """Which components shaped a final-ranking call, read from its inputs."""
     context, history, role = (str(inputs.get(k, "")) for k in ("team_context", "history", "role"))
     marks = {
-        "trust": "Reliability so far" in context,
+        "trust": "Reliability" in context,
         "leadership": "Leader's latest mediation" in context,
         "shared_mental_model": "Shared knowledge:" in context,
         "team_orientation": "; focus:" in role,

@@ -11,7 +11,7 @@ from tests.helpers import OPTIONS, run
 
 def test_base_uses_generic_roles_equal_weights_and_standard_borda():
     out, _, lm = run(TeamworkProgram(TeamworkConfig(n_agents=3)))
-    record = out.record
+    record = out.json_record
     assert [a["role"] for a in record["agents"]] == ["Medical Expert 1", "Medical Expert 2", "Medical Expert 3"]
     assert all(a["weight"] == pytest.approx(1 / 3) for a in record["agents"])
     assert record["aggregation"] == "borda" and record["trust"] is None
@@ -28,11 +28,11 @@ def test_team_orientation_recruits_specialists_with_hidden_hierarchical_weights(
         return None
 
     out, _, lm = run(TeamworkProgram(preset("team_orientation", n_agents=3)), responder)
-    agents = out.record["agents"]
+    agents = out.json_record["agents"]
     assert [a["role"] for a in agents] == ["Cardiologist", "Radiologist", "Medical Expert 3"]
     assert [a["weight"] for a in agents] == [0.5, 0.3, 0.2]
-    assert out.record["aggregation"] == "hierarchical_borda"
-    assert out.record["report"]  # TO + L: the leader's formal report
+    assert out.json_record["aggregation"] == "hierarchical_borda"
+    assert out.json_record["report"]  # TO + L: the leader's formal report
     for call in lm.calls:
         assert "0.5" not in str(call.inputs.get("role", "")) and "weight" not in str(call.inputs).lower()
 
@@ -46,7 +46,7 @@ def test_smm_is_updated_at_its_three_points():
                 "RaiseConcern": {"concern": "Why not dissection?", "severity": "high"}}.get(call.signature)
 
     out, _, lm = run(TeamworkProgram(config), responder)
-    smm = out.record["smm"]
+    smm = out.json_record["smm"]
     assert smm["question_analysis"] == "Note the word MOST."
     assert smm["verified_facts"] == ["Troponin rises within hours"]
     assert smm["debated_points"][0]["concern"] == "Why not dissection?"
@@ -62,7 +62,7 @@ def test_smm_without_leader_intersects_facts_without_a_call():
         return None
 
     out, _, lm = run(TeamworkProgram(TeamworkConfig(n_agents=2, shared_mental_model=True)), responder)
-    assert out.record["smm"]["verified_facts"] == ["Troponin is raised in infarction"]
+    assert out.json_record["smm"]["verified_facts"] == ["Troponin is raised in infarction"]
     assert "ConsensusFacts" not in {c.signature for c in lm.calls}
 
 
@@ -79,14 +79,14 @@ def test_trust_ema_then_mm_verdict_and_trust_weighted_borda():
         return None
 
     out, _, _ = run(TeamworkProgram(config), responder)
-    history = out.record["trust_history"]
+    history = out.json_record["trust_history"]
     assert [h["stage"] for h in history] == ["initial", "post_r2", "mm_turn_1"]
     assert history[1]["scores"] == pytest.approx({"agent_1": 0.86, "agent_2": 0.56})
     assert history[2]["scores"] == pytest.approx({"agent_1": 0.86, "agent_2": 0.51})
-    challenge = out.record["challenges"][0]
+    challenge = out.json_record["challenges"][0]
     assert challenge["agent"] == "agent_2" and challenge["verdict"] == "weak"
     assert (challenge["trust_before"], challenge["trust_after"]) == pytest.approx((0.56, 0.51))
-    assert out.record["aggregation"] == "trust_borda"
+    assert out.json_record["aggregation"] == "trust_borda"
 
 
 def test_trust_without_leader_scores_assessments_by_rule():
@@ -98,7 +98,7 @@ def test_trust_without_leader_scores_assessments_by_rule():
         return None
 
     out, _, _ = run(TeamworkProgram(TeamworkConfig(n_agents=2, trust=True)), responder)
-    assert out.record["trust"] == pytest.approx({"agent_1": 0.86, "agent_2": 0.56 + 0.3 * 0.25})
+    assert out.json_record["trust"] == pytest.approx({"agent_1": 0.86, "agent_2": 0.56 + 0.3 * 0.25})
 
 
 def test_mutual_monitoring_runs_between_turns_only_and_tracks_answer_change():
@@ -110,8 +110,8 @@ def test_mutual_monitoring_runs_between_turns_only_and_tracks_answer_change():
         return None
 
     out, _, lm = run(TeamworkProgram(config), responder)
-    assert [c["turn"] for c in out.record["challenges"]] == [1, 2]
-    assert all((c["choice_before"], c["choice_after"]) == ("A", "B") for c in out.record["challenges"])
+    assert [c["turn"] for c in out.json_record["challenges"]] == [1, 2]
+    assert all((c["choice_before"], c["choice_after"]) == ("A", "B") for c in out.json_record["challenges"])
     assert sum(c.signature == "Mediation" for c in lm.calls) == 3
 
 
@@ -135,7 +135,7 @@ def test_closed_loop_correction_joins_the_history():
         return None
 
     out, _, lm = run(TeamworkProgram(TeamworkConfig(n_agents=2, closed_loop=True)), responder)
-    loops = out.record["closed_loop"]
+    loops = out.json_record["closed_loop"]
     assert [(lp["sender"], lp["receiver"]) for lp in loops] == [("agent_1", "agent_2"), ("agent_2", "agent_1")]
     final = [c for c in lm.calls if c.signature == "FinalRanking"]
     assert all("I said troponin, not CK-MB." in c.inputs["history"] for c in final)
@@ -157,8 +157,8 @@ def test_invalid_letters_from_the_lm_are_repaired_and_counted():
 
     out, used, _ = run(TeamworkProgram(TeamworkConfig(n_agents=2)), responder)
     assert out.answer == "C"
-    assert out.record["final"][0]["ranking"] == ["C", "A", "B", "D"]
-    assert out.record["ranking_repairs"] == 4
+    assert out.json_record["final"][0]["ranking"] == ["C", "A", "B", "D"]
+    assert out.json_record["ranking_repairs"] == 4
 
 
 def test_binary_and_ten_option_questions():
@@ -166,15 +166,15 @@ def test_binary_and_ten_option_questions():
     assert out.answer in ("A", "B")
     ten = {chr(65 + i): f"option {i}" for i in range(10)}
     out, _, _ = run(TeamworkProgram(TeamworkConfig(n_agents=2)), options=ten)
-    assert out.answer in ten and len(out.record["final"][0]["ranking"]) == 10
+    assert out.answer in ten and len(out.json_record["final"][0]["ranking"]) == 10
 
 
 def test_only_used_behaviours_are_predictors():
     base = TeamworkProgram(TeamworkConfig(n_agents=2))
     full = TeamworkProgram(preset("all"))
     assert len(base.named_predictors()) == 3
-    assert len(full.named_predictors()) == 17
-    assert len({name for name, _ in full.named_predictors()}) == 17
+    assert len(full.named_predictors()) == 18  # 17 behaviours + the leader's correction authority
+    assert len({name for name, _ in full.named_predictors()}) == 18
 
 
 def test_image_questions_reach_round_two_as_images(tmp_path):

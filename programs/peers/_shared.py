@@ -14,8 +14,10 @@ from typing import Any, Self
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from teammed.errors import ConfigError
-from teammed.programs.behaviour import Behaviour
+from teammed.errors import ConfigError, NoAnswerError
+from teammed.programs.behaviour import Behaviour, showing_image
+from teammed.programs.options import validated_options
+from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
 
 __all__ = [
@@ -26,6 +28,8 @@ __all__ = [
     "as_confidence",
     "as_demos",
     "as_letter",
+    "answer_letter",
+    "letter_of",
     "distinct_roles",
     "format_statements",
     "question_text",
@@ -54,12 +58,37 @@ class Settings(BaseModel):
             raise ConfigError(f"{system}: {problems}; pass a value within the stated bounds") from None
 
 
-class PeerSystem(dspy.Module):
-    """Base of the peer systems: the same forward contract as `TeamworkProgram`."""
+class PeerSystem(SavesConfig, dspy.Module):
+    """Base of the peer systems: the same forward contract as `TeamworkProgram`.
+
+    Calling a system validates the options (`validated_options`) and, given ``image=`` (a
+    path, URL or data URI), shows the image to every behaviour of the question: the backend
+    must be a vision model.
+    """
+
+    accepts_images = True
+
+    def __call__(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
+        args, kwargs = _checked(args, kwargs)
+        with showing_image(image):
+            return super().__call__(*args, **kwargs)
+
+    async def acall(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
+        args, kwargs = _checked(args, kwargs)
+        with showing_image(image):
+            return await super().acall(*args, **kwargs)
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this system can call (each one named predictor)."""
         return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
+
+
+def _checked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if "options" in kwargs:
+        kwargs["options"] = validated_options(kwargs["options"])
+    elif len(args) >= 2:
+        args = (args[0], validated_options(args[1]), *args[2:])
+    return args, kwargs
 
 
 @dataclass
@@ -72,6 +101,7 @@ class Statement:
     text: str
     choice: str
     confidence: str = "Low"
+    parsed: bool = True  # False: the choice is a default standing in for an unusable answer
 
 
 def question_text(question: str, context: str | None) -> str:
@@ -79,12 +109,11 @@ def question_text(question: str, context: str | None) -> str:
     return f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
 
 
-def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
-    """A valid option letter from whatever the LM gave; never raises.
+def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
+    """The option letter ``raw`` names, or None when it names none.
 
     Accepts the letter itself in any case, decorated (``"(b)"``, ``"B) ..."``, ``"B. ..."``)
-    or the full text of an option. Anything else becomes ``fallback`` if it is a valid
-    letter, else the first option.
+    or the full text of an option.
     """
     text = str(raw or "").strip()
     if text in options:
@@ -97,7 +126,28 @@ def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = No
     for letter, option in options.items():
         if text and text.casefold() == str(option).strip().casefold():
             return letter
+    return None
+
+
+def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
+    """A valid option letter from whatever the LM gave; never raises.
+
+    `letter_of`, else ``fallback`` if it is a valid letter, else the first option. Where the
+    letter is the system's final answer and no agent's answer parsed, use `answer_letter`.
+    """
+    letter = letter_of(raw, options)
+    if letter is not None:
+        return letter
     return fallback if fallback is not None and fallback in options else next(iter(options))
+
+
+def answer_letter(raw: object, options: Mapping[str, str], *, system: str) -> str:
+    """A single agent's final answer; `NoAnswerError` when it names no option (never a silent default)."""
+    letter = letter_of(raw, options)
+    if letter is None:
+        raise NoAnswerError(f"{system}: the agent's answer {str(raw)[:80]!r} names no option, so the system has "
+                            "no answer; check that the model returns the requested JSON")
+    return letter
 
 
 def as_confidence(raw: object) -> str:

@@ -15,9 +15,9 @@ from teammed.programs.behaviour import Behaviour
 from teammed.programs.peers._shared import (
     PeerSystem,
     Settings,
+    answer_letter,
     as_confidence,
     as_demos,
-    as_letter,
     question_text,
     select_examples,
 )
@@ -28,7 +28,7 @@ __all__ = ["ZeroShot", "FewShot", "ChainOfThought"]
 
 
 def _single(phase: str, out: Any, options: dict[str, str], reasoning: str) -> dspy.Prediction:
-    answer = as_letter(out.answer, options)
+    answer = answer_letter(out.answer, options, system=phase)
     confidence = as_confidence(out.confidence)
     transcript = Transcript()
     transcript.add(

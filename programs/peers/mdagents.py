@@ -29,6 +29,7 @@ from teammed.programs.peers._shared import (
     PeerSystem,
     Settings,
     Statement,
+    answer_letter,
     as_confidence,
     as_demos,
     as_letter,
@@ -125,7 +126,7 @@ class AdaptiveComplexity(PeerSystem):
     # ------------------------------------------------------------------ basic
     def _primary_care(self, s: _Case) -> dspy.Prediction:
         out = self.primary_care(question=s.question, options=s.options)
-        answer = as_letter(out.answer, s.options)
+        answer = answer_letter(out.answer, s.options, system="mdagents basic route")
         s.transcript.add(
             "basic", "answer", str(out.reasoning or ""), agent="agent_1", role=_PRIMARY_CARE, choice=answer
         )

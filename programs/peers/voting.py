@@ -15,6 +15,7 @@ from typing import Any
 import dspy
 from pydantic import Field
 
+from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -24,6 +25,7 @@ from teammed.programs.peers._shared import (
     as_confidence,
     as_letter,
     format_statements,
+    letter_of,
     question_text,
 )
 from teammed.programs.peers._votes import confidence_from_share, plurality, shares
@@ -78,6 +80,7 @@ def _ballot(agent: Agent, turn: int, out: Any, options: dict[str, str]) -> State
         str(out.reasoning or ""),
         as_letter(out.answer, options),
         as_confidence(out.confidence),
+        parsed=letter_of(out.answer, options) is not None,
     )
 
 
@@ -90,6 +93,9 @@ def _cast(vote: Behaviour, p: _Panel) -> list[Statement]:
 
 
 def _decide(p: _Panel, method: str) -> dspy.Prediction:
+    if not any(b.parsed for b in p.rounds[-1]):
+        raise NoAnswerError(f"{method}: no expert's final vote named an option ({len(p.rounds[-1])} fell back to a "
+                            "default), so the panel has no answer; check that the model returns the requested JSON")
     answer, share = plurality(p.votes, p.letters)
     counts = ", ".join(f"{k} {v:.0%}" for k, v in shares(p.votes, p.letters).items() if v)
     p.transcript.add("vote", "decision", f"{method}: {counts}", answer=answer)

@@ -19,15 +19,46 @@ from typing import Any
 import dspy
 
 from teammed import usage
+from teammed.lm_usage import call_lm
 from teammed.schema import output_schema, parse_outputs
 
-__all__ = ["SchemaAdapter", "response_format_for", "calling_signature"]
+__all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text"]
 
 logger = logging.getLogger(__name__)
 
 # The behaviour being called: set by `teammed.programs.Behaviour`, so names survive
 # optimizers that rebuild signatures (``with_instructions`` renames them).
 calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed_signature", default="?")
+
+
+def compact_system_text(signature: type[dspy.Signature]) -> str:
+    """The system text under an enforced schema: the instruction and what the less obvious inputs are.
+
+    No field list, type notes or reply template: the enforced schema says what to return.
+    """
+    lines = [" ".join(signature.instructions.split())]
+    for name, field in signature.input_fields.items():
+        desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
+        if desc and not str(desc).startswith("${") and name not in _SELF_EVIDENT:
+            lines.append(f"{name}: {desc}")
+    return "\n".join(lines)
+
+
+# Inputs whose name says what they are: no description in the compact system text.
+_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history", "shared_context"})
+
+
+def _compact_value(value: Any) -> Any:
+    """Letter-keyed text (answer options) as one ``A. text`` line each: fewer tokens than JSON."""
+    if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        return "\n".join(f"{k}. {v}" for k, v in value.items())
+    return value
+
+
+def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
+    from dspy.adapters.base import _expand_legacy_custom_type_markers_in_chat_message
+
+    return _expand_legacy_custom_type_markers_in_chat_message(message)
 
 
 def response_format_for(dialect: str, schema: dict[str, Any]) -> dict[str, Any] | None:
@@ -60,10 +91,10 @@ class SchemaAdapter(dspy.JSONAdapter):
         fmt = response_format_for(getattr(lm, "structured_output", "json_schema"), schema)
         if fmt is not None:
             request["response_format"] = fmt
-        messages = self.format(signature, demos, inputs)
+        messages = self.format(signature, demos, inputs, compact=fmt is not None)
         token = calling_signature.set(name)
         try:
-            outputs = lm(messages=messages, **request)
+            outputs = call_lm(lm, signature=name, messages=messages, request=request)
         finally:
             calling_signature.reset(token)
         values = []
@@ -78,3 +109,34 @@ class SchemaAdapter(dspy.JSONAdapter):
 
     async def acall(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
         return self(lm, lm_kwargs, signature, demos, inputs)
+
+    # ------------------------------------------------------------------ prompt formatting
+    def format(  # type: ignore[override]
+        self,
+        signature: type[dspy.Signature],
+        demos: list[dict[str, Any]],
+        inputs: dict[str, Any],
+        *,
+        compact: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The call's messages. ``compact`` when the backend enforces the output schema.
+
+        Compact messages keep what the model needs to read: the instruction, what the less
+        obvious inputs are, and the inputs (answer options one per line). They drop DSPy's field lists, type
+        notes and JSON template, which only repeat what the enforced schema already says.
+        Without a schema the full JSON-adapter format stays, since the prompt alone must
+        then ask for the JSON.
+        """
+        if not compact:
+            return super().format(signature, demos, inputs)
+        messages = [{"role": "system", "content": compact_system_text(signature)}]
+        messages.extend(self.format_demos(signature, demos))
+        messages.append({"role": "user", "content": self._compact_user(signature, inputs)})
+        return messages
+
+    def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
+        # DSPy's own formatting keeps images and other custom types (split into content parts)
+        kept = {k: _compact_value(v) for k, v in inputs.items() if k in signature.input_fields}
+        # the trailing newline keeps an empty last field well-formed ("[[ ## name ## ]]\n")
+        message = {"role": "user", "content": self.format_user_message_content(signature, kept) + "\n"}
+        return _expand_custom_types(message)["content"]

@@ -4,17 +4,42 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import json
 import logging
 import os
 import sys
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
+from teammed.cli_args import (
+    OneLineParser,
+    api_base,
+    check_unique_ids,
+    check_writable_dir,
+    config_values,
+    describe_os_error,
+    load_config_file,
+    model_spec,
+    non_negative_float,
+    non_negative_int,
+    one_line,
+    parse_options,
+    positive_float,
+    positive_int,
+    preset_list,
+    read_json_object,
+    report_error,
+    seed_list,
+    storage_url,
+    system_name,
+    validation_message,
+)
 from teammed.config import PRESETS, TeamworkConfig, config_from_components, preset
-from teammed.errors import TeammedError
+from teammed.errors import BackendError, FatalBackendError, TeammedError
 
 __all__ = ["main", "build_parser"]
 
@@ -25,33 +50,57 @@ log = logging.getLogger("teammed")
 def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None:
     g = p.add_argument_group("teamwork configuration")
     if many:
-        g.add_argument("--presets", help=f"comma-separated presets to run as a grid ({', '.join(PRESETS)})")
-    g.add_argument("--preset", help=f"a named configuration: {', '.join(PRESETS)} (default: base)")
+        g.add_argument("--presets", type=preset_list,
+                       help=f"comma-separated presets to run as a grid ({', '.join(PRESETS)})")
+    g.add_argument("--preset", type=lambda raw: preset_list(raw)[0],
+                   help=f"a named configuration: {', '.join(PRESETS)} (default: base)")
     g.add_argument("--components", help="exactly these components: smm,leadership,team_orientation,trust,mm,cl")
-    g.add_argument("--config", type=Path, help="a TeamworkConfig JSON or a special_sets/<dataset>.json file")
+    g.add_argument("--config", type=Path, help='a TeamworkConfig JSON (e.g. {"leadership": true, "trust": true}) '
+                   "or a special_sets/<dataset>.json file written by `teammed search`")
     g.add_argument("--n-agents", choices=["auto", "2", "3", "4"], help="team size (default: auto)")
-    g.add_argument("--n-turns", type=int, help="discussion turns (default: 2)")
-    g.add_argument("--early-consensus", type=float, help="skip discussion when this share of first choices agree")
-    g.add_argument("--system", default="teamwork", help="teamwork (default) or a peer system: zero_shot, few_shot, "
-                   "cot, mdagents, kamac, consultation, majority_vote, consensus")
+    g.add_argument("--n-turns", type=positive_int, help="discussion turns, 1-5 (default: 2)")
+    g.add_argument("--early-consensus", type=float, help="skip discussion when this share of first choices agree, "
+                   "in (0.5, 1.0] (default: off)")
+    g.add_argument("--system", type=system_name, default="teamwork",
+                   help="teamwork (default) or a peer system: zero_shot, few_shot, cot, mdagents, kamac, "
+                   "consultation, majority_vote, consensus (hyphens allowed: zero-shot)")
     g.add_argument("--program", type=Path, help="a compiled program written by `teammed compile`")
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("backend")
-    g.add_argument("--model", action="append", help="litellm model string, `local` (default) or local:PATH.gguf; "
+    g.add_argument("--model", action="append", type=model_spec,
+                   help="litellm model string, `local` (default), local:PATH.gguf or scripted (a dry run); "
                    "repeat for several deployments (questions are assigned round-robin)")
-    g.add_argument("--api-base", help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
-    g.add_argument("--concurrency", type=int, default=4, help="questions in flight (default 4)")
-    g.add_argument("--parallel-requests", type=int, help="requests in flight per deployment "
+    g.add_argument("--api-base", type=api_base,
+                   help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
+    g.add_argument("--concurrency", type=positive_int, default=4, help="questions in flight (default: 4)")
+    g.add_argument("--parallel-requests", type=positive_int, help="requests in flight per deployment "
                    "(default: 4 x --concurrency; local: 1)")
-    g.add_argument("--timeout", type=float, default=180.0, help="seconds per LM request")
-    g.add_argument("--max-tokens", type=int, default=512, help="completion token limit per call")
-    g.add_argument("--retry-attempts", type=int, default=6)
-    g.add_argument("--retry-base", type=float, default=60.0, help="first backoff in seconds (doubles, jittered)")
-    g.add_argument("--retry-cap", type=float, default=300.0, help="longest backoff in seconds")
+    g.add_argument("--timeout", type=positive_float, default=180.0, help="seconds per LM request (default: 180)")
+    g.add_argument("--max-tokens", type=positive_int, default=512,
+                   help="completion token limit per call (default: 512)")
+    g.add_argument("--retry-attempts", type=positive_int, default=6,
+                   help="tries per LM request, the first included (default: 6)")
+    g.add_argument("--retry-base", type=non_negative_float, default=60.0,
+                   help="first backoff in seconds (doubles, jittered; default: 60)")
+    g.add_argument("--retry-cap", type=non_negative_float, default=300.0,
+                   help="longest backoff in seconds (default: 300)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+
+
+_TEAMWORK_FLAGS = ("preset", "presets", "components", "config", "n_agents", "n_turns", "early_consensus")
+
+
+def _check_system_flags(args: argparse.Namespace) -> None:
+    """Teamwork flags do nothing for a peer system: refuse them instead of silently ignoring them."""
+    if args.system == "teamwork":
+        return
+    given = [f"--{name.replace('_', '-')}" for name in _TEAMWORK_FLAGS if getattr(args, name, None) is not None]
+    if given:
+        raise TeammedError(f"{', '.join(given)} configure the teamwork system, not {args.system}; drop "
+                           f"{'them' if len(given) > 1 else 'it'} or use --system teamwork")
 
 
 def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
@@ -60,22 +109,31 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
         "n_turns": args.n_turns,
         "early_consensus": args.early_consensus,
     }
+    if args.components is not None and not args.components.replace(",", "").strip():
+        raise TeammedError(f"--components {args.components!r} names no component; list some (e.g. smm,leadership) "
+                           f"or use --preset base for none")
     chosen = [x for x in (preset_name or args.preset, args.components, args.config) if x]
     if len(chosen) > 1:
         raise TeammedError("give only one of --preset/--presets, --components and --config")
     if args.components:
         return config_from_components(args.components, **overrides)
     if args.config:
-        from teammed.optimizers import load_special_set
-
-        base = load_special_set(args.config)
-        values = base.model_dump()
+        values = load_config_file(args.config).model_dump()
         values.update({k: v for k, v in overrides.items() if v is not None})
-        return TeamworkConfig.build(**values)
+        return config_values(values, where=f"--config {args.config} with the command-line overrides")
     return preset(preset_name or args.preset or "base", **overrides)
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
+    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
+    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _deployments(args: argparse.Namespace):
+    if not args.no_cache and args.cache_dir is not None:
+        check_writable_dir(args.cache_dir, flag="--cache-dir")
     from teammed.backends.cache import ResponseCache
     from teammed.backends.resolve import open_deployments
     from teammed.backends.retry import RetryPolicy
@@ -98,8 +156,9 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
     if args.program:
         from teammed.optimizers.saved import load_program
 
-        explicit = config if (args.preset or args.components or args.config or args.n_agents or args.n_turns) else None
-        program, _ = load_program(args.program, system=system, config=explicit)
+        explicit = config if (args.preset or args.components or args.config) else None
+        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
+                                  vision=vision)
         return lambda: program
     if system == "teamwork":
         from teammed.programs.teamwork import TeamworkProgram
@@ -123,22 +182,26 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from teammed.adapter import SchemaAdapter
     from teammed.render import render_transcript
 
-    options: dict[str, str] = {}
-    for item in args.option or []:
-        letter, sep, text = item.partition("=")
-        if not sep or not text.strip():
-            raise TeammedError(f"--option takes LETTER=TEXT (got {item!r})")
-        options[letter.strip().upper()] = text.strip()
+    _check_system_flags(args)
+    options = parse_options(args.option)
+    if not args.question.strip():
+        raise TeammedError("the question is empty; give its text as the first argument")
     from teammed.types import Question
 
     question = Question(id="ask", question=args.question, options=options)
     config = _config_from_args(args) if args.system == "teamwork" else None
     factory = _program_factory(args, config)
+    from teammed.progress import CallProgress
+
     with _deployments(args) as deployments:
-        with dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
+        with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
+                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
                 usage.track() as used:
             prediction = factory()(question=question.question, options=options)
     print(render_transcript(prediction))
+    if prediction.answer not in options:
+        raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
+                           f"try another --model or rerun with -v to see the calls")
     print(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  (confidence {prediction.confidence})")
     print(f"\nRationale:\n{prediction.rationale}")
     print(f"\n[{used.calls} LM calls, {used.prompt_tokens}+{used.completion_tokens} tokens, "
@@ -147,13 +210,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- run
-def _progress(stats: dict[str, Any]) -> None:
-    seconds = stats["eta_s"]
-    eta = time.strftime("%M:%S", time.gmtime(seconds)) if seconds < 3600 else f"{seconds / 3600:.1f}h"
-    print(f"  {stats['done']}/{stats['total']} questions | accuracy {stats['accuracy']:.1%} | "
-          f"{stats['calls']} calls | {stats['failed']} failed | ETA {eta}", file=sys.stderr, flush=True)
-
-
 def _require_vision(questions: list, deployments: list) -> None:
     """Image questions need a vision model: say so before spending anything."""
     if not any(q.image for q in questions):
@@ -169,55 +225,84 @@ def _require_vision(questions: list, deployments: list) -> None:
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); the teamwork program shows the image to every clinician in round 2"
+                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
+                f"in round 2)"
             )
+
+
+def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
+    """Every (label, config) of the grid, built and checked before anything is written."""
+    _check_system_flags(args)
+    if args.preset and args.presets:
+        raise TeammedError("give --preset NAME for one configuration or --presets a,b for a grid, not both")
+    explicit = bool(args.preset or args.presets or args.components or args.config)
+    plan = []
+    for name in args.presets or [None]:
+        config = _config_from_args(args, name) if args.system == "teamwork" else None
+        if args.program:
+            from teammed.optimizers.saved import saved_config
+
+            if not explicit:
+                config = saved_config(args.program, overrides=_overrides(args))
+            _program_factory(args, config)  # loads the program: a mismatch is refused now
+        plan.append((name or (config.label() if config else args.system), config))
+    return plan
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.resolve import describe
     from teammed.cli_optimize import dataset_label
     from teammed.data import load_dataset, sample_questions
+    from teammed.progress import RunProgress, expected_calls_per_question
     from teammed.runner import RunSettings, run_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
-    seeds = [int(s) for s in str(args.seeds).split(",")] if args.seeds else [args.seed]
-    labels = [p.strip() for p in args.presets.split(",")] if args.presets else [None]
-    grid = len(seeds) > 1 or len(labels) > 1
     if args.resume and not args.out:
         raise TeammedError("--resume needs the --out directory of the run to continue")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
+    plan = _run_plan(args)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split, revision=args.revision)
     dataset_name = dataset_label(args.dataset)
+    check_unique_ids([q.id for q in questions], dataset=args.dataset)
+    seeds = args.seeds or [args.seed]
+    grid = len(seeds) > 1 or len(plan) > 1
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    cells = []
+    for label, config in plan:
+        for seed in seeds:
+            sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
+                                      shuffle_options=args.shuffle_options)
+            out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{dataset_name}"
+            if grid or not args.out:
+                out = out / f"{label}" / f"seed{seed}"
+            check_writable_dir(out)
+            results = out / "results.jsonl"
+            if not args.resume and results.is_file() and results.stat().st_size > 0:
+                raise TeammedError(f"{results} already holds results; pass --resume to continue that run or "
+                                   f"choose another --out")
+            cells.append((label, config, seed, sample, out))
     summaries = []
     with _deployments(args) as deployments:
         model = "+".join(describe(d.spec) for d in deployments)
-        for label_name in labels:
-            config = _config_from_args(args, label_name) if args.system == "teamwork" else None
-            if args.program and not (args.preset or args.presets or args.components or args.config):
-                saved = json.loads(Path(args.program).read_text()).get("config")
-                config = TeamworkConfig(**saved) if saved else None
-            label = label_name or (config.label() if config else args.system)
-            for seed in seeds:
-                sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
-                                          shuffle_options=args.shuffle_options)
-                _require_vision(sample, deployments)
-                out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{dataset_name}"
-                if grid or not args.out:
-                    out = out / f"{label}" / f"seed{seed}"
-                settings = RunSettings(out_dir=out, system=args.system, label=label,
-                                       config=config.model_dump() if config else None, dataset=dataset_name,
-                                       seed=seed, model=model, resume=args.resume)
-                print(f"{label} | {dataset_name} | seed {seed} | {len(sample)} questions | {model} -> {out}",
-                      file=sys.stderr)
-                chosen = {q.id for q in sample}  # few-shot examples never include the test questions
-                pool = [q for q in questions if q.id not in chosen]
-                factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
+        for _, _, _, sample, _ in cells:
+            _require_vision(sample, deployments)
+        for label, config, seed, sample, out in cells:
+            settings = RunSettings(out_dir=out, system=args.system, label=label,
+                                   config=config.model_dump() if config else None, dataset=dataset_name,
+                                   seed=seed, model=model, resume=args.resume)
+            print(f"{label} | {dataset_name} | seed {seed} | {len(sample)} questions | {model} -> {out}",
+                  file=sys.stderr)
+            chosen = {q.id for q in sample}  # few-shot examples never include the test questions
+            pool = [q for q in questions if q.id not in chosen]
+            factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
+            per_question = expected_calls_per_question(config, system=args.system)
+            with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
+                             concurrency=args.concurrency) as bar:
                 summary = run_questions(sample, program_factory=factory,
-                                        deployments=deployments, settings=settings, progress=_progress,
+                                        deployments=deployments, settings=settings, progress=bar.update,
                                         questions_in_flight=args.concurrency,
                                         extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                                                  "shuffle_options": args.shuffle_options},
                                                     "command": sys.argv})
-                summaries.append((out, summary))
+            summaries.append((out, summary))
     for out, s in summaries:
         print(f"\n{s['label']} seed {s['seed']}: accuracy {s['accuracy']:.1%} on {s['n']} questions "
               f"({s['n_failed']} failed) | {s['calls_per_question']:.1f} calls, "
@@ -229,16 +314,39 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- report
+def _check_run_files(run_dir: Path) -> None:
+    """A torn or hand-edited summary.json/run.json is named, with the fix, before the report reads it."""
+    for name in ("summary.json", "run.json"):
+        path = run_dir / name
+        if path.exists():
+            read_json_object(path, what="run file", fix="delete it (the report reads the rows in results.jsonl) "
+                             "or rerun that run")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from teammed.evals import build_report
+    from teammed.evals.report import ReportError
 
     run_dirs = []
     for d in args.dirs:
+        if not Path(d).is_dir():
+            raise TeammedError(f"{d} is not a directory; pass run directories written by `teammed run`")
         found = sorted(p.parent for p in Path(d).rglob("results.jsonl"))
         if not found:
-            raise TeammedError(f"no results.jsonl under {d}")
+            raise TeammedError(f"no results.jsonl under {d}; pass run directories written by `teammed run`")
         run_dirs.extend(found)
-    path = build_report(run_dirs, Path(args.out), baseline=args.baseline)
+    for run_dir in run_dirs:
+        _check_run_files(run_dir)
+    check_writable_dir(Path(args.out))
+    baseline = args.baseline or "base"
+    try:
+        path = build_report(run_dirs, Path(args.out), baseline=baseline)
+    except ReportError as exc:
+        if args.baseline or not str(exc).startswith("baseline"):
+            raise
+        print("teammed: no run is labelled 'base', so the report has no significance tests; "
+              "pass --baseline LABEL to compare with another configuration", file=sys.stderr)
+        path = build_report(run_dirs, Path(args.out), baseline=None)
     print(f"report: {path}")
     return 0
 
@@ -247,34 +355,55 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     from teammed.cli_optimize import compile_command
 
+    _check_system_flags(args)
+    if args.out.is_dir():
+        raise TeammedError(f"--out {args.out} is a directory; give the compiled program's file name, "
+                           f"e.g. {args.out / 'program.json'}")
+    check_writable_dir(args.out.parent)
+    if args.system == "teamwork":
+        _config_from_args(args)  # a bad config is refused before the optimizer spends anything
     return compile_command(args, config_from_args=_config_from_args, deployments=_deployments)
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from teammed.cli_optimize import search_command
 
+    check_writable_dir(args.out)
     return search_command(args, deployments=_deployments)
 
 
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("teammed")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="teammed", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what the library does")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="teammed", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log what the library does; show a traceback on unexpected errors")
+    parser.add_argument("--version", action="version", version=f"teammed {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ask = sub.add_parser("ask", help="deliberate over one question and show the transcript")
-    ask.add_argument("question")
-    ask.add_argument("--option", action="append", help='an answer option, LETTER="text" (repeat)')
+    ask.add_argument("question", help="the question's text")
+    ask.add_argument("--option", action="append", help='an answer option, LETTER="text" (repeat; A, B, ... in order)')
     _add_config_flags(ask)
     _add_model_flags(ask)
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...) or a JSONL/CSV file")
+    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
+                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     run.add_argument("--split", help="data split (default: the benchmark's test split)")
-    run.add_argument("--n", type=int, help="questions to sample (default: all)")
-    run.add_argument("--seed", type=int, default=111, help="sampling seed (papers: 111, 222, 333)")
-    run.add_argument("--seeds", help="comma-separated seeds: run each (a grid with --presets)")
+    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
+    run.add_argument("--n", type=positive_int, help="questions to sample (default: all)")
+    run.add_argument("--seed", type=int, default=111, help="sampling seed (default: 111; the papers use 111, 222, 333)")
+    run.add_argument("--seeds", type=seed_list, help="comma-separated sampling seeds: run each (a grid with --presets)")
     run.add_argument("--stratify", help="a meta field to stratify the sample by")
     run.add_argument("--shuffle-options", action="store_true", help="shuffle option order (seeded)")
     run.add_argument("--out", help="run directory (default: runs/<time>-<dataset>/<label>/seed<seed>)")
@@ -285,43 +414,63 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="tables, significance tests and plots over run directories")
     report.add_argument("dirs", nargs="+", help="run directories (searched recursively for results.jsonl)")
-    report.add_argument("--out", default="report", help="report directory")
-    report.add_argument("--baseline", help="label to test every other configuration against (default: base)")
+    report.add_argument("--out", default="report", help="report directory (default: report)")
+    report.add_argument("--baseline", help="label to test every other configuration against (default: base, "
+                        "when a run is labelled base)")
     report.set_defaults(func=cmd_report)
 
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
-    comp.add_argument("--dataset", required=True)
-    comp.add_argument("--data-dir", type=Path)
-    comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"])
-    comp.add_argument("--train", type=int, default=20)
-    comp.add_argument("--val", type=int, default=10)
-    comp.add_argument("--test", type=int, default=10, help="held-out questions for before/after accuracy")
-    comp.add_argument("--seed", type=int, default=111)
-    comp.add_argument("--teacher-model", help="litellm model for bootstrapping demonstrations")
-    comp.add_argument("--reflection-model", help="litellm model for GEPA's reflection")
+    comp.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
+    comp.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
+    comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"],
+                      help="the DSPy optimizer")
+    comp.add_argument("--train", type=positive_int, default=20, help="training questions (default: 20)")
+    comp.add_argument("--val", type=non_negative_int, default=10, help="validation questions (default: 10)")
+    comp.add_argument("--test", type=non_negative_int, default=10,
+                      help="held-out questions for before/after accuracy (default: 10)")
+    comp.add_argument("--seed", type=int, default=111, help="seed of the split and the optimizer (default: 111)")
+    comp.add_argument("--teacher-model", type=model_spec, help="litellm model for bootstrapping demonstrations")
+    comp.add_argument("--reflection-model", type=model_spec, help="litellm model for GEPA's reflection")
     comp.add_argument("--out", required=True, type=Path, help="where to write the compiled program (JSON)")
     _add_config_flags(comp)
     _add_model_flags(comp)
     comp.set_defaults(func=cmd_compile)
 
     search = sub.add_parser("search", help="search component subsets with Optuna; write the Special Set")
-    search.add_argument("--dataset", required=True)
-    search.add_argument("--data-dir", type=Path)
-    search.add_argument("--n", type=int, default=20, help="dev questions per trial")
-    search.add_argument("--trials", type=int, default=10)
-    search.add_argument("--storage", help="sqlite:///file.db, a .log journal file, or postgresql://...")
+    search.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
+    search.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
+    search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
+    search.add_argument("--storage", type=storage_url,
+                        help="sqlite:///file.db, a .log journal file, or postgresql://... "
+                        "(default: sqlite <out>/<dataset>_study/study.db)")
     search.add_argument("--study", help="study name (default: teammed-<dataset>)")
-    search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"])
-    search.add_argument("--sampler", default="tpe", choices=["tpe", "grid", "brute"])
-    search.add_argument("--seed", type=int, default=111)
-    search.add_argument("--batch-size", type=int, default=5, help="questions per pruning step")
+    search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
+                        help="what to maximise (default: accuracy)")
+    search.add_argument("--sampler", default="tpe", choices=["tpe", "grid", "brute"],
+                        help="Optuna sampler (default: tpe)")
+    search.add_argument("--seed", type=int, default=111, help="sampling and sampler seed (default: 111)")
+    search.add_argument("--batch-size", type=positive_int, default=5,
+                        help="questions per pruning step (default: 5)")
     search.add_argument("--search-turns", action="store_true", help="also search n_turns in {2, 3}")
     search.add_argument("--search-agents", action="store_true", help="also search n_agents")
-    search.add_argument("--search-early-consensus", action="store_true")
-    search.add_argument("--out", type=Path, default=Path("special_sets"), help="directory of <dataset>.json")
+    search.add_argument("--search-early-consensus", action="store_true",
+                        help="also search the early-consensus threshold")
+    search.add_argument("--out", type=Path, default=Path("special_sets"),
+                        help="directory of <dataset>.json (default: special_sets)")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
     return parser
+
+
+def _fail(message: object, code: int, *, verbose: bool, exiting: bool) -> int:
+    report_error(str(message))
+    if verbose:
+        traceback.print_exc()
+    elif exiting:  # the process ends: threads winding down must not bury the one line under warnings
+        logging.disable(logging.CRITICAL)
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,17 +479,36 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     # litellm logs every request at INFO; keep our own INFO (-v) readable
     logging.getLogger("LiteLLM").setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    verbose = bool(args.verbose)
     try:
         return int(args.func(args) or 0)
-    except TeammedError as exc:
-        print(f"teammed: error: {exc}", file=sys.stderr)
-        return 2
-    except FileExistsError as exc:
-        print(f"teammed: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        print("teammed: interrupted; finished questions are saved (use --resume)", file=sys.stderr)
+        saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
+        print(f"teammed: interrupted{saved}", file=sys.stderr)
         return 130
+    except BackendError as exc:  # a wrong key/model/request is the user's to fix (2); a dead server is not (1)
+        user_fixable = isinstance(exc, FatalBackendError) and exc.kind != "connection"
+        return _fail(exc, 2 if user_fixable else 1, verbose=verbose, exiting=argv is None)
+    except TeammedError as exc:  # refused on purpose: the message names the value and the fix
+        return _fail(exc, 2, verbose=verbose, exiting=argv is None)
+    except ValidationError as exc:  # a value a user supplied broke a model's rule
+        return _fail(validation_message(exc), 2, verbose=verbose, exiting=argv is None)
+    except OSError as exc:  # unreadable input, unwritable --out, a full disk
+        out = getattr(args, "out", None)
+        message, code = describe_os_error(exc, where=f"--out {out}" if out else None)
+        return _fail(message, code, verbose=verbose, exiting=argv is None)
+    except ValueError as exc:  # a value from user input that a library refused
+        return _fail(f"{one_line(exc)}", 2, verbose=verbose, exiting=argv is None)
+    except Exception as exc:  # a bug: one line, the traceback with -v
+        if type(exc).__module__.startswith("sqlalchemy") and not verbose:  # the study database (--storage)
+            first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
+            return _fail(f"cannot use the --storage database: {first}; check the URL, that the server runs "
+                         f"and the credentials", 1, verbose=verbose, exiting=argv is None)
+        if verbose:
+            raise
+        report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and "
+                     f"report it)")
+        return 1
 
 
 def console_main() -> None:

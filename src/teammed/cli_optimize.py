@@ -15,8 +15,9 @@ __all__ = ["compile_command", "search_command", "dataset_label"]
 
 
 def dataset_label(dataset: str) -> str:
-    """How results name a data set: a file's stem, or the benchmark's name."""
-    return Path(dataset).stem if Path(dataset).suffix else dataset
+    """How results name a data set: a file's or directory's name, or the benchmark's name."""
+    path = Path(dataset)
+    return path.stem if path.suffix or path.is_dir() else dataset
 
 
 def compile_command(args: argparse.Namespace, *, config_from_args: Callable[..., Any],
@@ -26,7 +27,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
     from teammed.data import load_dataset
     from teammed.optimizers import compile_program, evaluate, examples_from_questions, save_program, split_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir)
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, revision=getattr(args, "revision", None))
     train, val, test = split_questions(questions, train=args.train, val=args.val, test=args.test, seed=args.seed)
     config = config_from_args(args) if args.system == "teamwork" else None
     if args.system == "teamwork":
@@ -37,7 +38,9 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         from teammed.programs.peers import build_system
 
         student = build_system(args.system)
-    with deployments(args) as opened:
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
         lm = opened[0].lm
         teacher = LiteLLMBackend(args.teacher_model) if args.teacher_model else None
         reflection = LiteLLMBackend(args.reflection_model, max_tokens=2048) if args.reflection_model else None
@@ -45,10 +48,12 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
             reflection = lm
         threads = args.concurrency  # questions in flight; the backend bounds requests in flight
         before, _ = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
-        print(f"held-out accuracy before: {before:.1%} on {len(test)} questions", file=sys.stderr)
+        bar.display.line(f"held-out accuracy before: {before:.1%} on {len(test)} questions")
+        bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                    reflection_lm=reflection, seed=args.seed, num_threads=threads)
+        bar.set_label("compile: held-out accuracy after")
         after, _ = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
         model = describe(opened[0].spec)
     path = save_program(compiled, args.out, system=args.system, config=config,
@@ -70,7 +75,10 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
         raise TeammedError(f"{args.dataset} has no questions to search on")
     study_name = args.study or f"teammed-{dataset}"
     work_dir = args.out / f"{dataset}_study"
-    with deployments(args) as opened:
+    from teammed.progress import CallProgress
+
+    with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
+                                                   stream=sys.stderr):
         result = search_special_set(
             questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage, study_name=study_name,
             objectives=args.objectives, sampler=args.sampler, seed=args.seed, batch_size=args.batch_size,

@@ -50,7 +50,10 @@ class TeamworkConfig(BaseModel):
       * mutual monitoring requires leadership: the leader raises and judges challenges;
       * mutual monitoring and closed-loop communication act between discussion turns,
         so they require ``n_turns >= 2``;
-      * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off.
+      * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off;
+      * ``leader_correction`` (the leader's authority to override the aggregated answer when
+        the reasoning behind it is flawed, spec §3.2) requires leadership; left unset it is
+        on exactly when leadership is on.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,6 +67,17 @@ class TeamworkConfig(BaseModel):
     n_agents: Literal["auto", 2, 3, 4] = "auto"
     n_turns: int = Field(default=2, ge=1, le=5)
     early_consensus: float | None = None
+    # None: follows leadership (the default). Only a deviation is stored (False with leadership),
+    # so merging a dumped config with ``leadership=True`` keeps the default on.
+    leader_correction: bool | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _store_only_a_deviation(cls, values: object) -> object:
+        if isinstance(values, dict) and values.get("leader_correction") is not None:
+            if bool(values["leader_correction"]) == bool(values.get("leadership", False)):
+                return {**values, "leader_correction": None}
+        return values
 
     @model_validator(mode="after")
     def _check_rules(self) -> TeamworkConfig:
@@ -71,6 +85,11 @@ class TeamworkConfig(BaseModel):
             raise ValueError(
                 "mutual_monitoring requires leadership (got leadership=False); "
                 "enable leadership or disable mutual_monitoring"
+            )
+        if self.leader_correction is not None and not self.leadership:
+            raise ValueError(
+                "leader_correction requires leadership (got leadership=False); "
+                "enable leadership or set leader_correction=False"
             )
         for name in ("mutual_monitoring", "closed_loop"):
             if getattr(self, name) and self.n_turns < 2:
@@ -91,8 +110,12 @@ class TeamworkConfig(BaseModel):
         try:
             return cls(**values)  # type: ignore[arg-type]
         except ValidationError as exc:
-            messages = "; ".join(err["msg"].removeprefix("Value error, ") for err in exc.errors())
-            raise ConfigError(messages) from None
+            raise ConfigError("; ".join(_field_message(err) for err in exc.errors())) from None
+
+    @property
+    def corrects(self) -> bool:
+        """Whether the leader reviews (and may override) the aggregated answer."""
+        return self.leadership and self.leader_correction is not False
 
     @property
     def components(self) -> tuple[str, ...]:
@@ -107,8 +130,16 @@ class TeamworkConfig(BaseModel):
         return "+".join(self.components)
 
 
+def _field_message(err: object) -> str:
+    """``n_turns: Input should be greater than or equal to 1 (got 0)``; rule errors keep their own text."""
+    e = dict(err)  # type: ignore[call-overload]
+    msg = str(e["msg"]).removeprefix("Value error, ")
+    field = ".".join(str(x) for x in e.get("loc", ()))
+    return f"{field}: {msg} (got {e.get('input')!r})" if field else msg
+
+
 def _cfg(*components: str) -> TeamworkConfig:
-    return TeamworkConfig(**{name: True for name in components})
+    return TeamworkConfig.model_validate({name: True for name in components})
 
 
 # The spec's §5.2: each single-component preset carries the companions it needs.

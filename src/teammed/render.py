@@ -5,6 +5,8 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from pydantic import BaseModel
+
 __all__ = ["render_transcript"]
 
 _PHASES = {"R1": "Phase 1 - recruitment", "R2": "Phase 2 - independent assessment",
@@ -27,6 +29,8 @@ def _who(event: dict[str, Any]) -> str:
 def render_transcript(prediction: Any) -> str:
     """The team, the phases (who said what), trust before and after, challenges, and the vote."""
     record = getattr(prediction, "record", {}) or {}
+    if isinstance(record, BaseModel):  # the typed `Deliberation`: read its stored form
+        record = record.model_dump(mode="json")
     lines = []
     agents = record.get("agents") or []
     if agents:

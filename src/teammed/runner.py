@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import dspy
+from pydantic import BaseModel
 
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
@@ -76,7 +77,8 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
     if answer not in question.options:
         answer = None
         error = error or "the system returned no valid option"
-    record = getattr(prediction, "record", None) or {}
+    record = getattr(prediction, "record", None)
+    record = record.model_dump(mode="json") if isinstance(record, BaseModel) else dict(record or {})
     agents = record.get("agents") or []
     trust = record.get("trust")
     return {
@@ -92,6 +94,8 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
         "failed": error is not None,
         "error": error,
         "confidence": getattr(prediction, "confidence", None) if prediction is not None else None,
+        "question": question.question,  # the viewer shows the stem
+        "context": question.context,
         "options": dict(question.options),
         "binary_positive": _binary_positive(question.options),
         **used.as_dict(),
@@ -110,7 +114,7 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
 
 def read_results(path: Path) -> list[dict[str, Any]]:
     """Rows of a results file; a torn last line (a crash mid-write) is ignored."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     if not path.exists():
         return rows
     for line in path.read_text().splitlines():
@@ -132,7 +136,7 @@ def _git_commit() -> str | None:
 
 def environment() -> dict[str, Any]:
     """Package versions, Python and git commit: what a run must record to be reproduced."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in ("teammed", "dspy", "litellm", "pydantic", "optuna", "datasets", "llama_cpp_python"):
         try:
             versions[name] = metadata.version(name)

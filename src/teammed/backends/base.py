@@ -44,7 +44,7 @@ class MeteredLM(dspy.BaseLM):
             retries=int(info.get("retries") or 0),
         )
         if info.get("cache_hit"):
-            response.cache_hit = True
+            response.cache_hit = True  # type: ignore[attr-defined]
         return response
 
     async def aforward(self, prompt=None, messages=None, **kwargs):  # type: ignore[no-untyped-def]

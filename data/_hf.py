@@ -1,0 +1,105 @@
+"""Local data in Hugging Face layouts, read through ``datasets``.
+
+* a ``save_to_disk`` directory of a ``Dataset`` (``state.json``, ``dataset_info.json``,
+  ``data-*.arrow``) or of a ``DatasetDict`` (``dataset_dict.json`` and one folder per split);
+* a single ``.arrow`` file (as ``datasets`` writes them, e.g. ``data-00000-of-00001.arrow``);
+* a copy of a hub repository (``data/test-00000-of-00001.parquet``, ``test.jsonl``, one folder
+  per config...), read by ``datasets.load_dataset(directory)`` with the hub's split rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from teammed.data._rows import Row
+from teammed.errors import DataError
+
+__all__ = ["is_hf_directory", "hf_directory_rows", "arrow_rows", "table_rows", "HF_DATA_SUFFIXES"]
+
+logger = logging.getLogger(__name__)
+
+HF_DATA_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv")
+_SAVED_MARKERS = ("dataset_dict.json", "state.json")
+
+
+def _is_saved(path: Path) -> bool:
+    return any((path / marker).is_file() for marker in _SAVED_MARKERS)
+
+
+def _has_data_files(path: Path) -> bool:
+    return any(p.is_file() and p.suffix.lower() in HF_DATA_SUFFIXES for p in path.rglob("*"))
+
+
+def is_hf_directory(path: Path) -> bool:
+    """A ``save_to_disk`` directory, or a directory of data files ``datasets`` can read."""
+    return path.is_dir() and (_is_saved(path) or _has_data_files(path))
+
+
+def table_rows(table: Any, where: str) -> list[Row]:
+    """Rows of a ``datasets.Dataset``, each naming where it came from."""
+    return [Row(f"{where}, row {i + 1}", item) for i, item in enumerate(table)]
+
+
+def _pick_split(tables: Any, split: str, where: str) -> Any:
+    names = list(tables)
+    if split in tables:
+        return tables[split]
+    aliases = {"validation": ("validation", "valid", "val", "dev")}
+    for alias in aliases.get(split, ()):
+        if alias in tables:
+            return tables[alias]
+    if len(names) == 1 and split == "test":
+        logger.warning("%s has only the split %r; reading it as the test split", where, names[0])
+        return tables[names[0]]
+    raise DataError(f"{where} has no split {split!r} (splits: {', '.join(names)}); pass --split with one of them")
+
+
+@contextlib.contextmanager
+def _quiet_datasets() -> Iterator[None]:
+    """datasets logs its own ERROR line before raising; the DataError we raise says it once."""
+    log = logging.getLogger("datasets")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+def hf_directory_rows(path: Path, split: str) -> list[Row]:
+    """The rows of ``split`` in a local Hugging Face directory (saved with save_to_disk, or a hub copy)."""
+    import datasets
+
+    try:
+        with _quiet_datasets():
+            if _is_saved(path):
+                loaded = datasets.load_from_disk(str(path))
+            else:
+                loaded = datasets.load_dataset(str(path))
+    except DataError:
+        raise
+    except Exception as exc:  # datasets raises many unrelated types for a bad directory
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise DataError(f"{path}: datasets cannot read this directory ({type(exc).__name__}: {first}); give a "
+                        f"save_to_disk directory, a copy of a hub repository or a data file") from exc
+    if isinstance(loaded, datasets.DatasetDict | datasets.IterableDatasetDict):
+        table = _pick_split(loaded, split, str(path))
+        where = f"{path} [{split}]"
+    else:
+        table, where = loaded, str(path)
+    return table_rows(table, where)
+
+
+def arrow_rows(path: Path) -> list[Row]:
+    """The rows of one ``.arrow`` file as ``datasets`` writes them."""
+    import datasets
+
+    try:
+        table = datasets.Dataset.from_file(str(path))
+    except Exception as exc:  # pyarrow/datasets raise several types for a bad file
+        raise DataError(f"{path}: cannot read this .arrow file ({type(exc).__name__}: {exc})") from exc
+    return table_rows(table, str(path))

@@ -1,0 +1,78 @@
+"""The readable transcript of a deliberation, derived from its typed record (a pure function)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teammed.programs.context import format_trust
+from teammed.programs.record import Deliberation, RoundTwo, Team
+from teammed.programs.team import Transcript
+
+__all__ = ["transcript_of", "rationale_of"]
+
+
+def transcript_of(d: Deliberation, *, team: Team, r2: RoundTwo) -> list[dict[str, Any]]:
+    """Who said what, in which phase, in the order the algorithm runs the phases."""
+    t = Transcript()
+    role = team.role_of
+    if team.count_reason:
+        t.add("R1", "agent_count", team.count_reason, n_agents=len(team.agents))
+    if team.question_analysis:
+        t.add("R1", "question_analysis", team.question_analysis)
+    for a in team.agents:
+        t.add("R1", "recruited", a.brief(), agent=a.id, role=a.role, weight=a.weight)
+    for a in d.r2:
+        t.add("R2", "assessment", a.justification, agent=a.agent, role=role[a.agent], ranking=a.ranking,
+              confidence=a.confidence, facts=a.facts, fell_back=a.fell_back)
+    if d.smm.verified_facts:
+        t.add("R2", "verified_facts", "\n".join(d.smm.verified_facts))
+    if d.report:
+        t.add("R2", "formal_report", d.report, agent="leader", role="Leader")
+    post_r2 = next((s for s in d.trust_history if s.stage == "post_r2"), None)
+    if post_r2 is not None:
+        t.add("R2", "trust_update", format_trust(post_r2.scores), quality=r2.quality)
+    if d.early_consensus:
+        t.add("R3", "early_consensus", "Round-2 first choices agree; discussion skipped.")
+    turns = sorted({v.turn for v in d.turns})
+    for number in turns:
+        for said in [x for x in d.turns if x.turn == number]:
+            final = said.ranking is not None
+            t.add("R3", "final_ranking" if final else "discussion", said.message, agent=said.agent,
+                  role=role.get(said.agent), turn=number, choice=said.choice, ranking=said.ranking,
+                  confidence=said.confidence, fell_back=said.fell_back)
+        if number - 1 < len(d.mediations):
+            t.add("R3", "mediation", d.mediations[number - 1], agent="leader", role="Leader", turn=number)
+        for loop in [lp for lp in d.closed_loop if lp.turn == number]:
+            t.add("CL", "closed_loop", loop.restatement, agent=loop.receiver, turn=number, sender=loop.sender,
+                  confirmed=loop.confirmed, correction=loop.correction)
+        for ch in [c for c in d.challenges if c.turn == number]:
+            t.add("MM", "challenge", ch.concern, agent=ch.agent, role=role.get(ch.agent), turn=number,
+                  severity=ch.severity, response=ch.response, verdict=ch.verdict, choice_before=ch.choice_before,
+                  choice_after=ch.choice_after, trust_before=ch.trust_before, trust_after=ch.trust_after)
+    if d.tie is not None:
+        t.add("AGG", "tie_break", d.tie.reason, agent="leader" if d.tie.leader_pick is not None else None,
+              **d.tie.model_dump(mode="json"))
+    t.add("AGG", "vote", f"{d.aggregation}: " + ", ".join(f"{k}={v:.2f}" for k, v in d.scores.items()),
+          answer=d.tie.answer if d.tie else max(d.scores, key=lambda k: d.scores[k]), abstained=d.abstained)
+    if d.leader_override is not None:
+        o = d.leader_override
+        t.add("AGG", "leader_override" if o.overridden else "leader_review", o.flaw or "upheld", agent="leader",
+              role="Leader", **o.model_dump(mode="json"))
+    return t.events
+
+
+def rationale_of(d: Deliberation, *, team: Team, options: dict[str, str]) -> str:
+    """The answer, the vote behind it, the backers' reasons, the facts and the leader's last word."""
+    answer = d.answer
+    lines = [f"Answer {answer} ({options[answer]}) by {d.aggregation.replace('_', ' ')}: "
+             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1]))]
+    if d.leader_override is not None and d.leader_override.overridden:
+        o = d.leader_override
+        lines.append(f"The leader overrode the team's {o.original} with {o.answer}: {o.flaw}")
+    lines += [f"- {v.agent} ({team.role_of.get(v.agent, '?')}): {v.rationale}"
+              for v in d.final if v.first == answer and v.rationale and not v.fell_back]
+    if d.smm.verified_facts:
+        lines.append("Verified facts: " + "; ".join(d.smm.verified_facts))
+    if d.mediations:
+        lines.append("Leader's synthesis: " + d.mediations[-1])
+    return "\n".join(lines)

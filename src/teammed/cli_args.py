@@ -1,0 +1,330 @@
+"""Checking what a user typed, before anything runs or is written.
+
+Each ``argparse`` ``type=`` function here turns a bad value into one line that names the
+value and the fix (argparse reports it with exit code 2); the file readers turn unreadable,
+binary, non-JSON or mis-shaped files into a `ConfigError` naming the path and the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import string
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from teammed.config import PRESETS, TeamworkConfig
+from teammed.errors import ConfigError, TeammedError
+
+__all__ = [
+    "OneLineParser",
+    "positive_int",
+    "non_negative_int",
+    "positive_float",
+    "non_negative_float",
+    "seed_list",
+    "preset_list",
+    "system_name",
+    "model_spec",
+    "read_json_object",
+    "load_config_file",
+    "parse_options",
+    "one_line",
+    "describe_os_error",
+    "SYSTEM_NAMES",
+]
+
+# The teamwork program and the peer systems (programs/peers SYSTEMS); kept here so that
+# parsing a command line does not import DSPy.
+SYSTEM_NAMES = ("teamwork", "zero_shot", "few_shot", "cot", "mdagents", "kamac", "consultation",
+                "majority_vote", "consensus")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line: what was wrong and where to read more."""
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def one_line(text: object) -> str:
+    """Any message as one line (pydantic and JSON errors span several)."""
+    return " ".join(str(text).split())
+
+
+def _number(kind: Callable[[str], Any], raw: str) -> Any:
+    try:
+        return kind(raw)
+    except ValueError:
+        noun = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
+
+
+def positive_int(raw: str) -> int:
+    value = _number(int, raw)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
+    return int(value)
+
+
+def non_negative_int(raw: str) -> int:
+    value = _number(int, raw)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more (got {value})")
+    return int(value)
+
+
+def positive_float(raw: str) -> float:
+    value = _number(float, raw)
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {raw})")
+    return float(value)
+
+
+def non_negative_float(raw: str) -> float:
+    value = _number(float, raw)
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more (got {raw})")
+    return float(value)
+
+
+def _items(raw: str, what: str, example: str) -> list[str]:
+    parts = [p.strip() for p in raw.split(",")]
+    if not raw.strip() or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"{raw!r} has an empty {what}; give a comma-separated list like {example}")
+    if len(set(parts)) != len(parts):
+        twice = sorted({p for p in parts if parts.count(p) > 1})
+        raise argparse.ArgumentTypeError(f"{raw!r} names {', '.join(twice)} twice; list each {what} once")
+    return parts
+
+
+def seed_list(raw: str) -> list[int]:
+    """``111,222,333`` -> [111, 222, 333]."""
+    parts = _items(raw, "seed", "111,222,333")
+    try:
+        return [int(p) for p in parts]
+    except ValueError:
+        bad = next(p for p in parts if not p.lstrip("-").isdigit())
+        raise argparse.ArgumentTypeError(f"seed {bad!r} in {raw!r} is not a whole number; "
+                                         f"give a list like 111,222,333") from None
+
+
+def preset_list(raw: str) -> list[str]:
+    """``base,trust`` -> ['base', 'trust'], each a known preset (hyphens allowed)."""
+    names = [p.replace("-", "_").lower() for p in _items(raw, "preset", "base,trust")]
+    unknown = [n for n in names if n not in PRESETS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown preset {unknown[0]!r}{_did_you_mean(unknown[0], list(PRESETS))}")
+    return names
+
+
+def _did_you_mean(name: str, choices: Sequence[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, choices, n=1)
+    return (f"; did you mean {close[0]!r}?" if close else ";") + f" available: {', '.join(choices)}"
+
+
+def system_name(raw: str) -> str:
+    """A system name; ``zero-shot`` and ``Zero_Shot`` both mean ``zero_shot``."""
+    name = raw.strip().lower().replace("-", "_")
+    if name not in SYSTEM_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown system {raw!r}{_did_you_mean(name, SYSTEM_NAMES)}")
+    return name
+
+
+def model_spec(raw: str) -> str:
+    """``--model``: ``local``, ``local:PATH.gguf``, ``scripted[:SECONDS]`` or a litellm model string."""
+    spec = raw.strip()
+    if not spec:
+        raise argparse.ArgumentTypeError("is empty; give a litellm model (e.g. openai/gpt-4o-mini) or `local`")
+    kind, sep, rest = spec.partition(":")
+    if kind == "scripted" and sep:
+        try:
+            delay = float(rest)
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay < float("inf"):
+            raise argparse.ArgumentTypeError(f"{raw!r}: scripted:SECONDS takes seconds per call, "
+                                             f"e.g. scripted:0.5 (or plain `scripted`)")
+    if kind == "local" and sep:
+        path = Path(rest).expanduser()
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"{raw!r}: no GGUF file at {path}; give local:PATH.gguf of a model "
+                                             f"file, or plain `local` for the bundled model")
+    return spec
+
+
+def read_json_object(path: Path, *, what: str, fix: str) -> dict[str, Any]:
+    """The JSON object in ``path``; anything else is a `ConfigError` naming the path and ``fix``."""
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{what} {path} does not exist; {fix}") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{what} {path} is a directory, not a JSON file; {fix}") from None
+    except PermissionError:
+        raise ConfigError(f"{what} {path} cannot be read (permission denied); {fix}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{what} {path} is not text (binary content); {fix}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
+                          f"{fix}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what} {path} holds a JSON {type(data).__name__}, not an object; {fix}")
+    return data
+
+
+_CONFIG_FIX = ('give a TeamworkConfig JSON such as {"leadership": true, "trust": true} '
+               "or a special_sets/<dataset>.json file")
+
+
+def config_values(values: Any, *, where: str) -> TeamworkConfig:
+    """A `TeamworkConfig` from a JSON object; an error names the field, the value and the fix."""
+    if not isinstance(values, dict):
+        raise ConfigError(f"{where} must be a JSON object of TeamworkConfig fields (got a JSON "
+                          f"{type(values).__name__}); {_CONFIG_FIX}")
+    known = set(TeamworkConfig.model_fields)
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{where} has unknown field {unknown[0]!r}{_did_you_mean(unknown[0], sorted(known))}")
+    try:
+        return TeamworkConfig(**values)
+    except ValidationError as exc:
+        raise ConfigError(f"{where}: {validation_message(exc)}") from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """pydantic's errors as ``field: message (got value)``, joined on one line."""
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(x) for x in err.get("loc", ()))
+        msg = err["msg"].removeprefix("Value error, ")
+        got = f" (got {err['input']!r})" if field and "input" in err and not isinstance(err["input"], dict) else ""
+        parts.append(f"{field}: {msg}{got}" if field else msg)
+    return one_line("; ".join(parts))
+
+
+def load_config_file(path: Path) -> TeamworkConfig:
+    """``--config``: a plain TeamworkConfig JSON, a special-set file, or ``{"config": {...}}``."""
+    data = read_json_object(path, what="--config", fix=_CONFIG_FIX)
+    if "config" in data:  # a special set (or another document that wraps its config)
+        return config_values(data["config"], where=f"--config {path}, field 'config',")
+    return config_values(data, where=f"--config {path}")
+
+
+def parse_options(items: Sequence[str] | None) -> dict[str, str]:
+    """``--option A=text`` (repeated) -> {'A': 'text', ...}: two or more, lettered A, B, C, ... in order."""
+    options: dict[str, str] = {}
+    for item in items or []:
+        letter, sep, text = item.partition("=")
+        letter = letter.strip().upper()
+        if not sep or not text.strip() or len(letter) != 1 or letter not in string.ascii_uppercase:
+            raise ConfigError(f"--option takes LETTER=TEXT, e.g. --option A=\"Aspirin\" (got {item!r})")
+        if letter in options:
+            raise ConfigError(f"option {letter} is given twice; give each letter once")
+        options[letter] = text.strip()
+    if len(options) < 2:
+        raise ConfigError(f"a question needs at least two answer options (got {len(options)}); "
+                          f"add them with --option A=... --option B=...")
+    expected = list(string.ascii_uppercase[: len(options)])
+    if sorted(options) != expected:
+        raise ConfigError(f"options must be lettered {', '.join(expected)} (got {', '.join(sorted(options))}); "
+                          f"re-letter them from A")
+    return {letter: options[letter] for letter in expected}
+
+
+def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
+    """A one-line message naming the path and the fix, and the exit code (2: the user's path; 1: the machine).
+
+    ``where`` names what was being written when the error carries no file name (e.g. ``--out``).
+    """
+    path = exc.filename if exc.filename is not None else (where or "the output files")
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on the device writing {path}; free space or choose another --out", 1
+    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        return f"cannot write {path} ({reason}); choose a writable --out directory", 2
+    if exc.errno == errno.ENOTDIR:
+        return f"{path} is under a file, not a directory ({reason}); choose another --out", 2
+    if exc.errno == errno.EISDIR:
+        return f"{path} is a directory where a file was expected; give a file path", 2
+    if exc.errno == errno.ENOENT:
+        return f"{path} does not exist; check the path", 2
+    if isinstance(exc, FileExistsError):
+        return one_line(exc), 2
+    return f"{one_line(exc)}", 1
+
+
+def report_error(message: str) -> None:
+    print(f"teammed: error: {one_line(message)}", file=sys.stderr)
+
+
+def check_unique_ids(ids: Sequence[str], *, dataset: str) -> None:
+    """Results are keyed by question id: two questions with one id would overwrite each other."""
+    seen: set[str] = set()
+    for qid in ids:
+        if qid in seen:
+            raise TeammedError(f"{dataset} has two questions with id {qid!r}; give every question a unique "
+                               f"id (an 'id' column) so results and --resume can tell them apart")
+        seen.add(qid)
+
+
+def check_writable_dir(path: Path, *, flag: str = "--out") -> None:
+    """``path`` can be created or written: checked before anything is written (nothing half-done)."""
+    import os
+
+    probe = Path(path).absolute()
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ConfigError(f"{flag} {path} is under {probe}, which is a file, not a directory; choose another {flag}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path} cannot be written ({probe} is read-only or not ours); "
+                          f"choose a writable {flag} directory")
+    try:  # os.access ignores read-only mounts for root: ask the file system
+        if os.statvfs(probe).f_flag & os.ST_RDONLY:
+            raise ConfigError(f"{flag} {path} is on a read-only file system; choose a writable {flag} directory")
+    except (AttributeError, OSError):
+        pass
+
+
+def api_base(raw: str) -> str:
+    """``--api-base``: an http(s) URL of an OpenAI-compatible server."""
+    url = raw.strip()
+    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s) URL; give the server's base URL, "
+                                         f"e.g. http://127.0.0.1:8000/v1")
+    return url
+
+
+def storage_url(raw: str) -> str:
+    """``--storage``: ``sqlite:///file.db``, a ``.log``/``.journal`` journal file, or a database URL."""
+    value = raw.strip()
+    if "://" not in value:
+        if value.endswith((".log", ".journal")):
+            return value
+        raise argparse.ArgumentTypeError(f"{raw!r} is neither a database URL nor a journal file; give "
+                                         f"sqlite:///study.db, a path ending in .log, or postgresql://...")
+    try:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(value)
+    except Exception:  # sqlalchemy's ArgumentError and friends
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a database URL; give sqlite:///study.db or "
+                                         f"postgresql://user@host/db") from None
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        try:
+            check_writable_dir(Path(url.database).parent, flag="--storage")
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix("--storage ")) from None
+    return value
