@@ -40,8 +40,10 @@ TEAM = ["--n-agents", "3", "--n-turns", "2"]
 
 # Runs ``teammed`` from a source tree: src/teammed is the package, the tree's root holds its
 # subpackages (programs, data, evals, ...), as pyproject's package-dir maps them.
+# The tree's console entry point is used when it has one (it may exit faster than main() returns).
 LAUNCH = ("import sys; tree = sys.argv.pop(1); sys.path.insert(0, tree + '/src'); import teammed; "
-          "teammed.__path__.append(tree); from teammed.cli import main; sys.exit(main(sys.argv[1:]))")
+          "teammed.__path__.append(tree); from teammed import cli; entry = getattr(cli, 'console_main', None); "
+          "sys.exit(entry() if entry else cli.main(sys.argv[1:]))")
 
 
 # ---------------------------------------------------------------- processes
