@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from teammed.types import Question
 
-__all__ = ["TUNE_SHARE", "Part", "part_of", "partition"]
+__all__ = ["TUNE_SHARE", "Part", "part_of", "partition", "SplitPlan", "plan_split", "apply_plan"]
 
 TUNE_SHARE = 0.3
 Part = Literal["tune", "eval"]
@@ -35,3 +36,71 @@ def partition(questions: Sequence[Question], *, part: Part, tune_share: float = 
     if part not in ("tune", "eval"):
         raise ValueError(f"part must be 'tune' or 'eval' (got {part!r})")
     return [q for q in questions if part_of(q.id, tune_share=tune_share) == part]
+
+
+# ---------------------------------------------------------------- which questions a command uses
+Purpose = Literal["tune", "eval"]
+_TUNING_SOURCE_SPLITS = ("validation", "train")
+
+
+@dataclass(frozen=True)
+class SplitPlan:
+    """Which questions a command reads: a source split (None: the file / default) and, when the
+    source has no split of its own for tuning, one part of the id partition.
+
+    ``name`` is how results record it: ``test``, ``validation``, ``test/eval``, ``file/tune``.
+    """
+
+    source_split: str | None
+    part: Part | None
+    name: str
+
+
+def _registry_splits(dataset: str) -> tuple[str, tuple[str, ...] | None] | None:
+    """(default split, known splits) of a registry name; None for a data file or unknown name."""
+    from pathlib import Path
+
+    from teammed.data import registry
+
+    if Path(dataset).expanduser().is_file():
+        return None
+    spec_name = registry._ALIASES.get(registry._key(dataset))
+    if spec_name is None:
+        return None
+    spec = registry._SCHEMAS[spec_name]
+    return spec.default_split, spec.splits
+
+
+def plan_split(dataset: str, *, purpose: Purpose, split: str | None = None) -> SplitPlan:
+    """The questions ``purpose`` draws from when the user gave ``--split split`` (or nothing).
+
+    Defaults: tuning (`search`, `compile`) reads the source's own validation split, else its
+    train split, where the registry knows one besides the default split; otherwise the *tune*
+    part of the default split (or of the file). Evaluation (`run`) reads the default split
+    whole when tuning has its own split, else its *eval* part. ``--split tune``/``--split eval``
+    pick a part of the default split, ``--split all`` the default split (or file) whole; any other
+    value names a source split, used whole.
+    """
+    known = _registry_splits(dataset)
+    base = "file" if known is None else known[0]
+    if split == "all":  # the default split (or the file) whole: tuning and evaluation may then overlap
+        return SplitPlan(None, None, base)
+    if split in ("tune", "eval"):
+        return SplitPlan(None, split, f"{base}/{split}")  # type: ignore[arg-type]
+    if split is not None:
+        return SplitPlan(split, None, split)
+    tuning_split = None
+    if known is not None and known[1] is not None:
+        tuning_split = next((s for s in _TUNING_SOURCE_SPLITS if s in known[1] and s != known[0]), None)
+    if purpose == "tune":
+        if tuning_split is not None:
+            return SplitPlan(tuning_split, None, tuning_split)
+        return SplitPlan(None, "tune", f"{base}/tune")
+    if tuning_split is not None:
+        return SplitPlan(None, None, base)
+    return SplitPlan(None, "eval", f"{base}/eval")
+
+
+def apply_plan(questions: Sequence[Question], plan: SplitPlan) -> list[Question]:
+    """The questions of ``plan`` among those loaded from its source split."""
+    return list(questions) if plan.part is None else partition(questions, part=plan.part)

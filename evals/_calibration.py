@@ -2,14 +2,15 @@
 
 Confidence is a label ("High", "Medium", "Low"); to compare it with accuracy each label is
 mapped to a probability, by default High=0.9, Medium=0.6, Low=0.3 (`DEFAULT_CONFIDENCE_MAP`).
-Rows whose confidence is null or not in the map are left out of every calibration metric.
+Rows whose confidence is null or not in the map, and unlabeled rows, are left out of every
+calibration metric.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from teammed.evals._rows import Row, is_correct
+from teammed.evals._rows import Row, is_correct, is_labeled
 
 __all__ = ["DEFAULT_CONFIDENCE_MAP", "accuracy_by_confidence", "ece", "brier"]
 
@@ -19,6 +20,8 @@ DEFAULT_CONFIDENCE_MAP: Mapping[str, float] = {"High": 0.9, "Medium": 0.6, "Low"
 def _scored(rows: Iterable[Row], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
     out = []
     for row in rows:
+        if not is_labeled(row):
+            continue
         level = row.get("confidence")
         if level in confidence_map:
             out.append((str(level), float(confidence_map[level]), is_correct(row)))

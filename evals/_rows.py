@@ -20,6 +20,14 @@ def items(mapping: Mapping[str, Any], key: str) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else []
 
 
+def is_labeled(row: Row) -> bool:
+    """A row with a gold answer. Unlabeled rows (``labeled`` false, or a null ``gold``) are answered
+    but left out of accuracy, calibration and paired tests."""
+    if "labeled" in row:
+        return bool(row["labeled"])
+    return not ("gold" in row and row["gold"] is None)
+
+
 def is_correct(row: Row) -> bool:
     """Correct and not failed: a failed question never counts as correct."""
     return bool(row.get("correct")) and not row.get("failed")

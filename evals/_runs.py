@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from teammed.errors import DataError
+from teammed.records import load_row
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +25,13 @@ class Run:
     config: str
     system: str
     seed: Any
+    dataset_sha256: str | None = None
+    n_planned: int | None = None  # questions the run meant to answer (run.json), when known
+
+    @property
+    def partial(self) -> bool:
+        """Fewer rows than the run planned (stopped, killed or still running)."""
+        return self.n_planned is not None and len(self.rows) < self.n_planned
 
 
 @dataclass(frozen=True)
@@ -41,18 +49,22 @@ class Group:
 
 
 def _read_rows(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    rows: list[dict[str, Any]] = []
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
+            if number == len(lines) and not text.endswith("\n"):
+                logger.warning("%s: ignoring a torn last line (the run was interrupted; --resume cuts it)", path)
+                continue
             message = f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line"
             raise DataError(message) from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{number} must be a JSON object per question (got {type(row).__name__})")
-        rows.append(row)
+        # typed and versioned: rows written before schema versions are upgraded, newer ones refused
+        rows.append(load_row(row, where=f"{path}:{number}").model_dump(mode="json", exclude_unset=True))
     return rows
 
 
@@ -80,9 +92,10 @@ def load_run(run_dir: Path) -> Run:
     rows = _read_rows(results)
     if not rows:
         raise DataError(f"{results} has no result rows; rerun it or leave that run directory out")
-    summary_path = run_dir / "summary.json"
-    summary = json.loads(summary_path.read_text(encoding="utf-8")) if summary_path.is_file() else {}
+    summary = _json(run_dir / "summary.json")
+    manifest = _json(run_dir / "run.json")
     system = _field(summary, rows, "system") or "teamwork"
+    planned = manifest.get("n_questions", summary.get("n_planned"))
     return Run(
         path=run_dir,
         rows=rows,
@@ -91,7 +104,35 @@ def load_run(run_dir: Path) -> Run:
         config=config_name(_field(summary, rows, "label"), system),
         system=str(system),
         seed=_field(summary, rows, "seed"),
+        dataset_sha256=_field(summary, rows, "dataset_sha256"),
+        n_planned=planned if isinstance(planned, int) else None,
     )
+
+
+def _json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        logger.warning("%s is not valid JSON; ignoring it", path)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def distinguish_datasets(runs: list[Run]) -> list[Run]:
+    """Runs whose data sets share a name but not a content hash get ``name@hash8`` as their
+    data set, so two different files called ``sampled_50.jsonl`` never share a column."""
+    hashes: dict[str, set[str | None]] = {}
+    for run in runs:
+        hashes.setdefault(run.dataset, set()).add(run.dataset_sha256)
+    out = []
+    for run in runs:
+        if len(hashes[run.dataset]) > 1:
+            suffix = run.dataset_sha256[:8] if run.dataset_sha256 else "unhashed"
+            run = replace(run, dataset=f"{run.dataset}@{suffix}")
+        out.append(run)
+    return out
 
 
 def group_runs(runs: list[Run]) -> list[Group]:

@@ -29,6 +29,8 @@ def _fmt(value: Any, spec: str, *, scale: float = 1.0) -> str:
 
 
 def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
+    if accuracy.get("mean") is None:
+        return _DASH
     mean = f"{100 * accuracy['mean']:.1f}"
     return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
 
@@ -39,7 +41,13 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     An "Average" column (mean of the per-data-set means) is added for configurations run on
     every data set when there is more than one.
     """
-    cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups}
+    cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
+    partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
+    majority: dict[str, float] = {}
+    for g in groups:
+        base = _get(g, "metrics", "majority_baseline", "accuracy")
+        if base is not None:
+            majority.setdefault(g["dataset"], base)
     columns = list(datasets)
     averages: dict[str, float] = {}
     if len(datasets) > 1:
@@ -62,9 +70,27 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
             else:
                 acc = cells.get((config, column))
                 mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
+                if (config, column) in partial:
+                    text += " †"
             row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
         body.append(row)
+    if majority:
+        body.append(["*majority class*", *(_fmt(majority.get(c), ".1f", scale=100) if c != "Average" else _DASH
+                                          for c in columns)])
     return markdown_table(["Config", *columns], body)
+
+
+def spread_table(groups: Sequence[Stats]) -> str | None:
+    """Per (configuration, data set): the most common answer, its share, and a CONSTANT flag."""
+    body = []
+    for g in groups:
+        spread = _get(g, "metrics", "answer_spread")
+        if not spread:
+            continue
+        flag = "CONSTANT" if spread.get("constant") else ""
+        body.append([g["config"], g["dataset"], str(spread["top"]), _fmt(spread.get("share"), ".1f", scale=100),
+                     str(spread.get("n_answered")), flag])
+    return markdown_table(["Config", "Dataset", "Top answer", "Share %", "Answered", "Flag"], body) if body else None
 
 
 def significance_table(comparisons: Sequence[Stats]) -> str:
@@ -91,6 +117,8 @@ _EFFICIENCY: list[_Column] = [
     ("Calls", _cell("efficiency", "calls", spec=".1f")),
     ("Prompt tok", _cell("efficiency", "prompt_tokens", spec=".0f")),
     ("Completion tok", _cell("efficiency", "completion_tokens", spec=".0f")),
+    ("Spent prompt tok", _cell("efficiency", "spent_prompt_tokens", spec=".0f")),
+    ("Spent completion tok", _cell("efficiency", "spent_completion_tokens", spec=".0f")),
     ("Latency (s)", _cell("efficiency", "latency_s", spec=".2f")),
     ("Cost (USD)", _cell("efficiency", "cost_usd", spec=".5f")),
     ("Cache hits", _cell("efficiency", "cache_hits", spec=".1f")),
@@ -120,8 +148,13 @@ def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None
 
 
 def efficiency_table(groups: Sequence[Stats]) -> str | None:
-    """Per-question cost of each (configuration, data set); None when no run reported usage."""
-    return _metric_table(groups, _EFFICIENCY)
+    """Per-question cost of each (configuration, data set); None when no run reported usage.
+
+    Tokens and cost are billable (independent of the cache); "Spent" is what was actually paid,
+    shown when some run reports it."""
+    columns = [c for c in _EFFICIENCY
+               if not c[0].startswith("Spent") or any(c[1](g) != _DASH for g in groups)]
+    return _metric_table(groups, columns)
 
 
 def teamwork_table(groups: Sequence[Stats]) -> str | None:

@@ -15,7 +15,7 @@ from teammed.evals._agreement import final_convergence, r2_disagreement_rate
 from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
 from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
 from teammed.evals._roles import decisiveness, roles_recruited
-from teammed.evals._rows import Row, is_correct, items, mean, number, ratio, record
+from teammed.evals._rows import Row, is_correct, is_labeled, items, mean, number, ratio, record
 from teammed.evals._teamwork import (
     final_trust,
     leadership_interventions,
@@ -28,6 +28,8 @@ from teammed.evals._teamwork import (
 __all__ = [
     "DEFAULT_CONFIDENCE_MAP",
     "accuracy",
+    "majority_baseline",
+    "answer_spread",
     "r2_disagreement_rate",
     "final_convergence",
     "accuracy_by_confidence",
@@ -50,13 +52,40 @@ __all__ = [
     "rounded",
 ]
 
-_PER_QUESTION = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cache_hits")
+# Tokens and cost are billable (the same whether or not the cache answered); spent_* is what was paid.
+_PER_QUESTION = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cache_hits",
+                 "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
+# A constant predictor: one letter is at least CONSTANT_SHARE of at least CONSTANT_MIN_N answers.
+CONSTANT_SHARE = 0.9
+CONSTANT_MIN_N = 10
 
 
 def accuracy(rows: Iterable[Row]) -> float | None:
-    """Share of questions answered correctly; failed questions stay in the denominator."""
-    rows = list(rows)
+    """Share of labeled questions answered correctly; failed questions stay in the denominator,
+    unlabeled ones (no gold) are left out (None when no row is labeled)."""
+    rows = [row for row in rows if is_labeled(row)]
     return sum(map(is_correct, rows)) / len(rows) if rows else None
+
+
+def majority_baseline(rows: Iterable[Row]) -> dict[str, Any] | None:
+    """The accuracy of always answering the most common gold letter, over labeled rows."""
+    golds = [str(row["gold"]) for row in rows if is_labeled(row) and row.get("gold") is not None]
+    if not golds:
+        return None
+    letter, count = Counter(golds).most_common(1)[0]
+    return {"letter": letter, "accuracy": count / len(golds)}
+
+
+def answer_spread(rows: Iterable[Row]) -> dict[str, Any] | None:
+    """The most common predicted letter among answered (not failed) rows and its share;
+    ``constant`` when the share is at least `CONSTANT_SHARE` over at least `CONSTANT_MIN_N` answers."""
+    answers = [str(p) for row in rows if (p := row.get("prediction")) is not None and not row.get("failed")]
+    if not answers:
+        return None
+    letter, count = Counter(answers).most_common(1)[0]
+    share = count / len(answers)
+    return {"top": letter, "share": share, "n_answered": len(answers),
+            "constant": len(answers) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
 
 
 def _column(rows: list[Row], key: str) -> list[float]:
@@ -142,7 +171,10 @@ def summarize(
     summary: dict[str, Any] = {
         "n": len(rows),
         "n_failed": sum(bool(row.get("failed")) for row in rows),
+        "n_unlabeled": sum(not is_labeled(row) for row in rows),
         "accuracy": accuracy(rows),
+        "majority_baseline": majority_baseline(rows),
+        "answer_spread": answer_spread(rows),
         "agreement": {
             "r2_disagreement_rate": r2_disagreement_rate(rows),
             "final_convergence": final_convergence(rows),

@@ -17,8 +17,16 @@ from typing import Any
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import transcripts_html
-from teammed.evals._runs import Group, group_runs, load_run
-from teammed.evals.metrics import accuracy, binary_metrics, rounded, summarize, trust_by_stage
+from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run
+from teammed.evals.metrics import (
+    CONSTANT_MIN_N,
+    CONSTANT_SHARE,
+    accuracy,
+    binary_metrics,
+    rounded,
+    summarize,
+    trust_by_stage,
+)
 from teammed.evals.stats import mean_se, paired_comparison
 
 __all__ = ["build_report", "ReportError"]
@@ -31,17 +39,33 @@ class ReportError(TeammedError, ValueError):
 
 
 def _group_stats(group: Group) -> dict[str, Any]:
-    per_seed = [accuracy(run.rows) or 0.0 for run in group.runs]
-    acc = mean_se(per_seed)
+    per_seed = [a for run in group.runs if (a := accuracy(run.rows)) is not None]
+    if per_seed:
+        acc = mean_se(per_seed)
+        accuracy_stats = {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
+    else:  # no labeled question: there is no accuracy to report
+        accuracy_stats = {"mean": None, "se": None, "k": 0, "per_seed": []}
+    partial = [f"{run.path} ({len(run.rows)}/{run.n_planned})" for run in group.runs if run.partial]
     return {
         "dataset": group.dataset,
         "config": group.config,
         "system": group.system,
         "seeds": [run.seed for run in group.runs],
         "runs": [str(run.path) for run in group.runs],
-        "accuracy": {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed},
+        "partial": partial,
+        "accuracy": accuracy_stats,
         "metrics": summarize(group.rows),
     }
+
+
+def _check_out_dir(out_dir: Path, run_dirs: Sequence[Path]) -> None:
+    """The report never writes into (or under) a run directory."""
+    target = out_dir.resolve()
+    for run_dir in run_dirs:
+        run = Path(run_dir).resolve()
+        if target == run or run in target.parents:
+            raise ReportError(f"the report directory {out_dir} is inside the run directory {run_dir}; a report "
+                              f"never writes into a run: pass another --out")
 
 
 def _check_baseline(baseline: str, configs: list[str]) -> None:
@@ -116,7 +140,15 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
     lines += _section(
         "Table 1. Accuracy (%)", _tables.accuracy_table(stats, configs, datasets),
         "Mean ± standard error over seeds (SE = sample std / √k; a lone seed shows its accuracy only); "
-        "failed questions count as wrong; **bold** is the best per column.",
+        "failed questions count as wrong; unlabeled questions are left out; **bold** is the best per column. "
+        "*majority class*: the accuracy of always answering the most common gold letter. "
+        "† marks a partial run (fewer rows than planned: stopped, killed or still running).",
+    )
+    lines += _section(
+        "Answer spread", _tables.spread_table(stats),
+        f"Most common answer and its share of the answered questions. CONSTANT flags a system that gave one "
+        f"letter to at least {CONSTANT_SHARE:.0%} of at least {CONSTANT_MIN_N} answered questions: its accuracy "
+        f"is close to that letter's share of the gold answers, not evidence of reasoning.",
     )
     baseline = numbers["baseline"]
     if baseline is None:
@@ -128,7 +160,10 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
             "answered correctly; exact two-sided McNemar p (unadjusted for multiple comparisons); "
             "percentile paired-bootstrap CI of the accuracy difference.",
         )
-    lines += _section("Efficiency (per question)", _tables.efficiency_table(stats))
+    lines += _section("Efficiency (per question)", _tables.efficiency_table(stats),
+                      "Tokens and cost are billable: what the backend charges for these calls, the same whether "
+                      "or not the response cache answered them. *Spent* columns: what this run actually paid "
+                      "(0 for cache hits), where the backend reports it.")
     lines += _section(
         "Teamwork and calibration", _tables.teamwork_table(stats),
         "ECE/Brier map confidence High/Medium/Low to 0.9/0.6/0.3. Trust div: mean per-question std of final "
@@ -160,7 +195,8 @@ def build_report(
     """
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
-    runs = [load_run(Path(d)) for d in run_dirs]
+    _check_out_dir(Path(out_dir), run_dirs)
+    runs = distinguish_datasets([load_run(Path(d)) for d in run_dirs])
     groups = group_runs(runs)
     configs = list(dict.fromkeys(g.config for g in groups))
     datasets = list(dict.fromkeys(g.dataset for g in groups))
@@ -180,11 +216,13 @@ def build_report(
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = _figures(groups, numbers["groups"], configs, datasets, out_dir)
+    scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
+    figures = _figures(groups, scored, configs, datasets, out_dir)
     numbers["figures"] = [p.name for p in figures]
     summary = json.dumps(rounded(numbers), indent=2, default=str)
     (out_dir / "summary.json").write_text(summary, encoding="utf-8")
-    titled = [(f"{run.config} · {run.dataset} · seed {run.seed}", run.rows) for run in runs]
+    titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
+              for run in runs]
     (out_dir / "transcripts.html").write_text(transcripts_html(titled), encoding="utf-8")
     report = out_dir / "report.md"
     report.write_text(_markdown(numbers, figures), encoding="utf-8")

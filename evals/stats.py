@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from teammed.evals._rows import Row, is_correct
+from teammed.evals._rows import Row, is_correct, is_labeled
 
 __all__ = [
     "MeanSE",
@@ -62,7 +62,7 @@ def mcnemar(b: int, c: int) -> float:
 
 
 def _by_key(rows: Iterable[Row]) -> dict[tuple[str, str], bool]:
-    return {(str(row.get("seed")), str(row.get("id"))): is_correct(row) for row in rows}
+    return {(str(row.get("seed")), str(row.get("id"))): is_correct(row) for row in rows if is_labeled(row)}
 
 
 def match_pairs(rows: Iterable[Row], baseline_rows: Iterable[Row]) -> list[tuple[bool, bool]]:

@@ -18,6 +18,7 @@ import dspy
 
 from teammed import usage
 from teammed.adapter import SchemaAdapter
+from teammed.errors import FatalBackendError
 
 __all__ = ["score_examples", "accuracy_of", "standard_error", "mean_of"]
 
@@ -25,12 +26,13 @@ logger = logging.getLogger(__name__)
 
 
 def _score_one(program: dspy.Module, example: dspy.Example, lm: dspy.BaseLM) -> dict[str, Any]:
-    answer, error = None, None
+    answer, error, kind, fix = None, None, None, ""
     with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage.track() as used:
         try:
             answer = getattr(program(**example.inputs()), "answer", None)
         except Exception as exc:  # scored wrong and reported, never dropped
             error = f"{type(exc).__name__}: {exc}"
+            kind, fix = _fatal_kind(exc)
             logger.warning("example %s failed: %s", example.get("id", "?"), error)
     gold = example.get("answer")
     return {
@@ -39,10 +41,23 @@ def _score_one(program: dspy.Module, example: dspy.Example, lm: dspy.BaseLM) -> 
         "answer": answer,
         "correct": error is None and answer is not None and answer == gold,
         "error": error,
+        "error_kind": kind,
+        "fix": fix if kind else None,
         "calls": used.calls,
         "tokens": used.prompt_tokens + used.completion_tokens,
         "cost_usd": used.cost_usd,
     }
+
+
+def _fatal_kind(exc: BaseException | None) -> tuple[str | None, str]:
+    """The kind and fix of the FatalBackendError behind ``exc`` (None when there is none)."""
+    for _ in range(20):
+        if exc is None:
+            break
+        if isinstance(exc, FatalBackendError):
+            return exc.kind, exc.fix
+        exc = exc.__cause__ or exc.__context__
+    return None, ""
 
 
 def score_examples(

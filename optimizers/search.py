@@ -26,7 +26,7 @@ import optuna
 from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
-from teammed.errors import ConfigError
+from teammed.errors import ConfigError, TeammedError
 from teammed.optimizers._scoring import accuracy_of, mean_of, score_examples, standard_error
 from teammed.optimizers._space import SearchSpace
 from teammed.optimizers._storage import open_storage
@@ -35,7 +35,7 @@ from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.types import Question
 
-__all__ = ["search_special_set", "open_study", "SAMPLERS", "OBJECTIVES"]
+__all__ = ["search_special_set", "open_study", "SAMPLERS", "OBJECTIVES", "TrialFailed", "SearchAborted"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,31 @@ _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 _STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
               "n_failed")
 _WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial, for distributed studies
+
+
+class TrialFailed(TeammedError):
+    """Every question of a trial failed: the trial is FAILED (not a 0% result) and the study goes on."""
+
+
+class SearchAborted(TeammedError):
+    """Every question so far failed with the same fatal backend error: no trial can succeed."""
+
+
+def _check_failures(trial: optuna.Trial, rows: Sequence[dict[str, Any]], *, finished: bool) -> None:
+    """Raise when the trial's questions all failed: `SearchAborted` for one fatal backend error
+    kind (bad key, unknown model, dead server), else `TrialFailed` once the trial is over."""
+    if not rows or any(r["error"] is None for r in rows):
+        return
+    trial.set_user_attr("n_failed", len(rows))
+    trial.set_user_attr("n", len(rows))
+    trial.set_user_attr("error", str(rows[0]["error"])[:500])
+    kinds = {r.get("error_kind") for r in rows}
+    if len(kinds) == 1 and None not in kinds:
+        raise SearchAborted(f"trial {trial.number}: all {len(rows)} questions failed with the same fatal "
+                            f"backend error ({rows[0]['error_kind']}): {rows[0]['error']} (no Special Set was "
+                            f"written; the search resumes its study once this is fixed)")
+    if finished:
+        raise TrialFailed(f"trial {trial.number}: all {len(rows)} questions failed (first: {rows[0]['error']})")
 
 
 class _Objective:
@@ -68,10 +93,12 @@ class _Objective:
         for start in range(0, len(self.examples), self.batch_size):
             rows += score_examples(program, self.examples[start:start + self.batch_size], lm,
                                    num_threads=self.num_threads)
+            _check_failures(trial, rows, finished=len(rows) >= len(self.examples))
             if self.multi:
                 continue
             trial.report(accuracy_of(rows), len(rows))
             if len(rows) < len(self.examples) and trial.should_prune():
+                _check_failures(trial, rows, finished=True)  # all failed so far: FAILED, not pruned at 0%
                 stats = _record(trial, rows)
                 logger.info("trial %d (%s) pruned at %d questions, accuracy %.3f", trial.number,
                             config.label(), len(rows), stats["accuracy"])
@@ -156,14 +183,14 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
     found = [d.name.lower() for d in study.directions]
     if found != directions:
         raise ConfigError(f"study {study_name!r} optimizes {found}, not {directions}; use the objectives "
-                          f"it was created with or a new --study-name")
+                          f"it was created with or a new --study")
     previous = study.user_attrs.get("search")
     if previous is None:
         study.set_user_attr("search", search)
     elif previous != search:
         raise ConfigError(f"study {study_name!r} searched {json.dumps(previous, sort_keys=True)}, but "
                           f"this run searches {json.dumps(search, sort_keys=True)}; repeat the original "
-                          f"search flags (and questions) to resume it, or choose a new --study-name")
+                          f"search flags (and questions) to resume it, or choose a new --study")
     return study
 
 
@@ -186,12 +213,17 @@ def search_special_set(
     search_agents: bool = False,
     search_early_consensus: bool = False,
     num_threads: int = 1,
+    tuning: dict[str, Any] | None = None,
 ) -> SpecialSet:
     """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
 
     ``base_config`` fixes ``n_agents``, ``n_turns`` and ``early_consensus`` when they are not
     searched. The chosen set is the most accurate configuration evaluated to the end (the
-    cheaper on ties); with two objectives the Pareto front is reported as well.
+    cheaper on ties); with two objectives the Pareto front is reported as well. A trial whose
+    questions all failed is FAILED, not scored 0; when they all failed with one fatal backend
+    error the search stops with `SearchAborted`. ``tuning`` (data set identity and the ids of
+    ``questions``) is stored in the Special Set so ``run`` can leave those questions out.
+    Tokens and cost are billable ones, the same whether or not the cache answered.
     """
     if (lm is None) == (lm_factory is None):
         raise ConfigError("give exactly one of lm= (shared by every trial) or lm_factory= (one LM per trial)")
@@ -226,14 +258,14 @@ def search_special_set(
         objective = _Objective(space=space, examples=examples_from_questions(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
-        study.optimize(objective, n_trials=remaining, callbacks=[budget])
+        study.optimize(objective, n_trials=remaining, callbacks=[budget], catch=(TrialFailed,))
     return special_set_from_study(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
-                                  trials=trials, storage=reference, space_size=space.size())
+                                  trials=trials, storage=reference, space_size=space.size(), tuning=tuning)
 
 
 def open_study(*, storage: str | None, study_name: str, out_dir: Path | str) -> optuna.Study:
     """An existing study, found the way `search_special_set` stores it (e.g. for `search_report`)."""
     backend, reference = open_storage(storage, Path(out_dir))
     if study_name not in optuna.get_all_study_names(storage=backend):
-        raise ConfigError(f"no study {study_name!r} in {reference}; check --study-name and --storage")
+        raise ConfigError(f"no study {study_name!r} in {reference}; check --study and --storage")
     return optuna.load_study(study_name=study_name, storage=backend)

@@ -22,7 +22,8 @@ from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError, TeammedError
 from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front
 
-__all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT"]
+__all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",
+           "NoTrialSucceeded"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,10 @@ FORMAT = "teammed-special-set/1"
 _PUBLIC = ("trial", "state", "components", "config", "accuracy", "se", "n", "tokens_per_question",
            "cost_per_question", "calls_per_question")
 _DEV = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question", "trial")
+
+
+class NoTrialSucceeded(TeammedError):
+    """No trial of the study ran to completion: there is no Special Set to write."""
 
 
 class SpecialSet(BaseModel):
@@ -50,6 +55,7 @@ class SpecialSet(BaseModel):
     pareto_front: list[dict[str, Any]] | None
     evaluated: list[dict[str, Any]]
     created: str
+    tuning: dict[str, Any] | None = None  # data set identity and the question ids the search was tuned on
 
     @property
     def teamwork_config(self) -> TeamworkConfig:
@@ -61,14 +67,18 @@ def _public(row: Row) -> dict[str, Any]:
 
 
 def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectives: str, sampler: str,
-                           seed: int, trials: int, storage: str, space_size: int) -> SpecialSet:
+                           seed: int, trials: int, storage: str, space_size: int,
+                           tuning: dict[str, Any] | None = None) -> SpecialSet:
     """The most accurate configuration evaluated to the end (the cheaper on ties), and the record."""
     all_trials = study.get_trials(deepcopy=False)
     rows = evaluated_rows(all_trials)
     best = best_row(rows)
     if best is None:
-        raise TeammedError(f"no trial of study {study.study_name!r} ran to completion; see the log for why, "
-                           f"then run the search again to resume it")
+        failed = [t for t in all_trials if t.state == TrialState.FAIL]
+        why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
+        raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
+                               f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
+                               f"search again to resume it")
     counts = {state.name.lower(): sum(t.state == state for t in all_trials)
               for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
     finished = counts["complete"] + counts["pruned"]
@@ -91,16 +101,16 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         pareto_front=[_public(r) for r in pareto_front(rows)] if multi else None,
         evaluated=[_public(r) for r in rows],
         created=datetime.now(UTC).isoformat(timespec="seconds"),
+        tuning=tuning,
     )
 
 
 def write_special_set(result: SpecialSet | dict[str, Any], path: Path | str) -> Path:
     """Write a special set as JSON (``special_sets/<dataset>.json``)."""
-    path = Path(path)
+    from teammed.records import write_atomic
+
     special = result if isinstance(result, SpecialSet) else SpecialSet(**result)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(special.model_dump(mode="json"), indent=2) + "\n")
-    return path
+    return write_atomic(Path(path), json.dumps(special.model_dump(mode="json"), indent=2) + "\n")
 
 
 def load_special_set(path: Path | str) -> TeamworkConfig:

@@ -15,6 +15,7 @@ from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.resolve import Deployment
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError
+from teammed.records import RunIdentity
 from teammed.runner import RunSettings, run_questions
 from teammed.signatures import InitialAssessment
 from teammed.types import Question
@@ -156,8 +157,9 @@ def test_round_robin_over_deployments(tmp_path):
             Deployment("one", LiteLLMBackend("openai/fake", api_base=one.api_base, api_key="k"), 1),
             Deployment("two", LiteLLMBackend("openai/fake", api_base=two.api_base, api_key="k"), 1),
         ]
-        settings = RunSettings(out_dir=tmp_path, system="zero_shot", label="zero_shot", config=None, dataset="t",
-                               seed=1, model="fake")
+        identity = RunIdentity(system="zero_shot", label="zero_shot", model="fake", dataset="t",
+                               dataset_sha256="0" * 64, split="test", seed=1, question_ids=[q.id for q in questions])
+        settings = RunSettings(out_dir=tmp_path, identity=identity)
         summary = run_questions(questions, program_factory=lambda: build_system("zero_shot"),
                                 deployments=deployments, settings=settings)
         assert len(one.requests) == 3 and len(two.requests) == 3

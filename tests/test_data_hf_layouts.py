@@ -203,7 +203,8 @@ def test_source_ids_win_and_row_order_does_not_matter(tmp_path: Path) -> None:
 def test_run_reads_a_save_to_disk_directory(tmp_path: Path) -> None:
     datasets.DatasetDict({"test": _table(MEDQA_ROWS)}).save_to_disk(tmp_path / "medqa_disk")
     out = tmp_path / "run"
-    assert main(["run", "--dataset", str(tmp_path / "medqa_disk"), "--system", "zero_shot", "--model", "scripted",
+    assert main(["run", "--dataset", str(tmp_path / "medqa_disk"), "--split", "all", "--system", "zero_shot",
+                 "--model", "scripted",
                  "--out", str(out)]) == 0
     rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 3 and rows[0]["dataset"] == "medqa_disk"

@@ -85,7 +85,8 @@ def test_run_answers_image_questions_on_a_vision_backend(tmp_path, slide, monkey
     server_logic = VisionServer()
     out = tmp_path / "run"
     with FakeOpenAI(server_logic) as server:
-        code = main(["run", "--dataset", str(_dataset(tmp_path, slide)), "--system", system, "--model",
+        code = main(["run", "--dataset", str(_dataset(tmp_path, slide)), "--split", "all", "--system", system,
+                     "--model",
                      "openai/gpt-4o", "--api-base", server.api_base, "--no-cache", "--out", str(out),
                      "--n-agents" if system == "teamwork" else "--seed", "2" if system == "teamwork" else "111"])
     assert code == 0
@@ -100,7 +101,8 @@ def test_run_answers_image_questions_on_a_vision_backend(tmp_path, slide, monkey
 @pytest.mark.parametrize("system", ["cot", "consultation", "teamwork"])
 def test_a_text_only_backend_is_refused_before_any_call(tmp_path, slide, capsys, system):
     out = tmp_path / "run"
-    code = main(["run", "--dataset", str(_dataset(tmp_path, slide)), "--system", system, "--model", "scripted",
+    code = main(["run", "--dataset", str(_dataset(tmp_path, slide)), "--split", "all", "--system", system,
+                 "--model", "scripted",
                  "--out", str(out)])
     assert code == 2
     assert "text-only model" in capsys.readouterr().err

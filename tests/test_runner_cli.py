@@ -108,20 +108,22 @@ def test_search_writes_special_set_that_run_accepts(tmp_path):
     out = tmp_path / "special_sets"
     assert main(["search", "--dataset", "demo", "--n", "3", "--trials", "2", "--sampler", "brute",
                  "--model", "scripted", "--out", str(out)]) == 0
-    special = json.loads((out / "demo.json").read_text())
+    (path,) = out.glob("demo-*.json")  # named by data set name + content hash
+    special = json.loads(path.read_text())
     assert special["trials"]["complete"] == 2 and "config" in special
-    assert main(["run", "--dataset", "demo", "--n", "2", "--config", str(out / "demo.json"), "--model", "scripted",
+    assert main(["run", "--dataset", "demo", "--n", "2", "--config", str(path), "--model", "scripted",
                  "--out", str(tmp_path / "run")]) == 0
     assert _rows(tmp_path / "run")[0]["config"] == special["config"]
 
 
 def test_compile_then_run_program_and_refuse_other_config(tmp_path, capsys):
     program = tmp_path / "prog.json"
-    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "2", "--test",
+    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "3", "--val", "1", "--test",
                  "2", "--preset", "leadership", "--n-agents", "2", "--model", "scripted", "--out", str(program)]) == 0
     assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--model", "scripted",
                  "--out", str(tmp_path / "run")]) == 0
-    assert _rows(tmp_path / "run")[0]["label"] == "leadership"
+    label = _rows(tmp_path / "run")[0]["label"]  # compiled runs never merge with uncompiled ones
+    assert label.startswith("leadership+compiled-") and label != "leadership"
     assert main(["run", "--dataset", "demo", "--n", "2", "--program", str(program), "--preset", "all",
                  "--model", "scripted", "--out", str(tmp_path / "run2")]) == 2
     assert "was compiled for [leadership]" in capsys.readouterr().err
@@ -151,5 +153,6 @@ def test_image_questions_need_a_vision_model(tmp_path, capsys):
     data = tmp_path / "vqa.jsonl"
     data.write_text(json.dumps({"question": "Is this carcinoma?", "options": {"A": "yes", "B": "no"},
                                 "answer_idx": "A", "image": str(tmp_path / "slide.png")}) + "\n")
-    assert main(["run", "--dataset", str(data), "--model", "scripted", "--out", str(tmp_path / "o")]) == 2
+    assert main(["run", "--dataset", str(data), "--split", "all", "--model", "scripted",
+                 "--out", str(tmp_path / "o")]) == 2
     assert "text-only model" in capsys.readouterr().err

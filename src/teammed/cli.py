@@ -45,6 +45,14 @@ __all__ = ["main", "build_parser"]
 
 log = logging.getLogger("teammed")
 
+SPLIT_HELP_EVAL = ("questions to evaluate on: a source split name (test, validation, ...), `all` for the "
+                   "default split (or file) whole, or `eval`/`tune` for a part of it (default: the default split "
+                   "where the source has its own train/validation split for tuning, else its `eval` part, "
+                   "disjoint from what search/compile tune on)")
+SPLIT_HELP_TUNE = ("questions to tune on: a source split name, `all`, or `tune`/`eval` (default: the source's "
+                   "validation, else train split; else the `tune` part of the default split, disjoint from what "
+                   "run evaluates)")
+
 
 # ---------------------------------------------------------------- shared flags
 def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None:
@@ -230,6 +238,33 @@ def _require_vision(questions: list, deployments: list) -> None:
             )
 
 
+def _program_identity(args: argparse.Namespace) -> dict[str, Any]:
+    """A compiled program's part of the run identity: path, content hash and saved config."""
+    if not args.program:
+        return {}
+    from teammed.optimizers.saved import saved_config
+    from teammed.records import file_digest
+
+    saved = saved_config(args.program)  # as compiled (no overrides): one clear error for a damaged file
+    return {"program": str(args.program), "program_sha256": file_digest(args.program),
+            "program_config": saved.model_dump(mode="json") if saved is not None else None}
+
+
+def _without_overlap(sample: list, tuned: set[str], source: str | None, *, allow: bool) -> tuple[list, dict]:
+    """Leave out the questions the Special Set / program was tuned on (unless ``allow``)."""
+    overlap = [q.id for q in sample if q.id in tuned]
+    record = {"source": source, "overlapping": len(overlap), "allowed": allow,
+              "excluded_ids": [] if allow else overlap}
+    if overlap and not allow:
+        print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
+              f"(--allow-overlap keeps them)", file=sys.stderr)
+        sample = [q for q in sample if q.id not in tuned]
+    elif overlap:
+        print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
+              f"(kept: --allow-overlap)", file=sys.stderr)
+    return sample, record
+
+
 def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
     """Every (label, config) of the grid, built and checked before anything is written."""
     _check_system_flags(args)
@@ -250,65 +285,93 @@ def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from teammed import __version__
     from teammed.backends.resolve import describe
-    from teammed.cli_optimize import dataset_label
-    from teammed.data import load_dataset, sample_questions
+    from teammed.cli_data import load_for, tuned_ids
+    from teammed.data import sample_questions
+    from teammed.evals import summarize
     from teammed.progress import RunProgress, expected_calls_per_question
-    from teammed.runner import RunSettings, run_questions
+    from teammed.records import RunIdentity, redacted_argv
+    from teammed.runner import RunSettings, RunStopped, run_questions
 
-    if args.resume and not args.out:
-        raise TeammedError("--resume needs the --out directory of the run to continue")
+    if (args.resume or args.retry_failed) and not args.out:
+        raise TeammedError("--resume/--retry-failed need the --out directory of the run to continue")
     plan = _run_plan(args)
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split, revision=args.revision)
-    dataset_name = dataset_label(args.dataset)
-    check_unique_ids([q.id for q in questions], dataset=args.dataset)
+    choice = load_for(args, purpose="eval")
+    check_unique_ids([q.id for q in choice.source], dataset=args.dataset)
     seeds = args.seeds or [args.seed]
     grid = len(seeds) > 1 or len(plan) > 1
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    program = _program_identity(args)
+    tuned, tuned_source = tuned_ids(args.program or args.config)
     cells = []
     for label, config in plan:
+        if program:  # a compiled program never merges with the uncompiled configuration
+            label = f"{label}+compiled-{program['program_sha256'][:8]}"
         for seed in seeds:
-            sample = sample_questions(questions, n=args.n, seed=seed, stratify_by=args.stratify,
+            sample = sample_questions(choice.questions, n=args.n, seed=seed, stratify_by=args.stratify,
                                       shuffle_options=args.shuffle_options)
-            out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{dataset_name}"
+            sample, overlap = _without_overlap(sample, tuned, tuned_source, allow=args.allow_overlap)
+            out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{choice.name}"
             if grid or not args.out:
                 out = out / f"{label}" / f"seed{seed}"
             check_writable_dir(out)
             results = out / "results.jsonl"
-            if not args.resume and results.is_file() and results.stat().st_size > 0:
+            if not (args.resume or args.retry_failed) and results.is_file() and results.stat().st_size > 0:
                 raise TeammedError(f"{results} already holds results; pass --resume to continue that run or "
                                    f"choose another --out")
-            cells.append((label, config, seed, sample, out))
+            cells.append((label, config, seed, sample, overlap, out))
     summaries = []
     with _deployments(args) as deployments:
         model = "+".join(describe(d.spec) for d in deployments)
-        for _, _, _, sample, _ in cells:
-            _require_vision(sample, deployments)
-        for label, config, seed, sample, out in cells:
-            settings = RunSettings(out_dir=out, system=args.system, label=label,
-                                   config=config.model_dump() if config else None, dataset=dataset_name,
-                                   seed=seed, model=model, resume=args.resume)
-            print(f"{label} | {dataset_name} | seed {seed} | {len(sample)} questions | {model} -> {out}",
-                  file=sys.stderr)
+        for cell in cells:
+            _require_vision(cell[3], deployments)
+        for label, config, seed, sample, overlap, out in cells:
+            identity = RunIdentity(
+                system=args.system, label=label, config=config.model_dump(mode="json") if config else None,
+                **program, model=model, deployments=[d.spec for d in deployments], dataset=choice.name,
+                dataset_sha256=choice.sha256, split=choice.split, n=args.n, seed=seed,
+                stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
+                question_ids=[q.id for q in sample], teammed_version=__version__,
+            )
+            settings = RunSettings(
+                out_dir=out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
+                max_consecutive_failures=args.max_consecutive_failures,
+                extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
+                                         "shuffle_options": args.shuffle_options},
+                            "split": choice.split, "overlap": overlap, "command": redacted_argv(sys.argv)},
+            )
+            print(f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
+                  f"{model} -> {out}", file=sys.stderr)
             chosen = {q.id for q in sample}  # few-shot examples never include the test questions
-            pool = [q for q in questions if q.id not in chosen]
+            pool = [q for q in choice.source if q.id not in chosen]
             factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
             per_question = expected_calls_per_question(config, system=args.system)
-            with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
-                             concurrency=args.concurrency) as bar:
-                summary = run_questions(sample, program_factory=factory,
-                                        deployments=deployments, settings=settings, progress=bar.update,
-                                        questions_in_flight=args.concurrency,
-                                        extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
-                                                                 "shuffle_options": args.shuffle_options},
-                                                    "command": sys.argv})
+            try:
+                with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
+                                 concurrency=args.concurrency) as bar:
+                    summary = run_questions(sample, program_factory=factory, deployments=deployments,
+                                            settings=settings, progress=bar.update, metrics=summarize,
+                                            questions_in_flight=args.concurrency)
+            except RunStopped as exc:
+                print(f"teammed: error: {exc}", file=sys.stderr)
+                return 1
             summaries.append((out, summary))
     for out, s in summaries:
-        print(f"\n{s['label']} seed {s['seed']}: accuracy {s['accuracy']:.1%} on {s['n']} questions "
-              f"({s['n_failed']} failed) | {s['calls_per_question']:.1f} calls, "
-              f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} tokens, "
+        accuracy = "n/a (no labeled questions)" if s["accuracy"] is None else f"{s['accuracy']:.1%}"
+        baseline = s["majority_baseline"]
+        majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
+        print(f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
+              f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
+              f"{s['calls_per_question']:.1f} calls, "
+              f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} billable tokens, "
               f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
-              f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls")
+              f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
+              f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks")
+        spread = s["answer_spread"]
+        if spread["constant"]:
+            print(f"  warning: answered {spread['top']} to {spread['share']:.0%} of {spread['n_answered']} "
+                  f"questions: a constant predictor", file=sys.stderr)
         print(f"  results: {out / 'results.jsonl'}\n  summary: {out / 'summary.json'}")
     return 0
 
@@ -399,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
                      ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
     run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
-    run.add_argument("--split", help="data split (default: the benchmark's test split)")
+    run.add_argument("--dataset-name", help="the name results and reports give this data set (default: the "
+                     "registry name or the file's stem; its content hash is recorded too)")
+    run.add_argument("--split", help=SPLIT_HELP_EVAL)
     run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     run.add_argument("--n", type=positive_int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (default: 111; the papers use 111, 222, 333)")
@@ -407,7 +472,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--stratify", help="a meta field to stratify the sample by")
     run.add_argument("--shuffle-options", action="store_true", help="shuffle option order (seeded)")
     run.add_argument("--out", help="run directory (default: runs/<time>-<dataset>/<label>/seed<seed>)")
-    run.add_argument("--resume", action="store_true", help="continue the run in --out, skipping finished questions")
+    run.add_argument("--resume", action="store_true", help="continue the run in --out (same identity only), "
+                     "skipping finished questions")
+    run.add_argument("--retry-failed", action="store_true", help="with --resume: answer the failed questions "
+                     "again, replacing their rows")
+    run.add_argument("--max-consecutive-failures", type=non_negative_int, default=5,
+                     help="stop the run after this many questions in a row fail with the same fatal backend "
+                     "error (0: never; default 5)")
+    run.add_argument("--allow-overlap", action="store_true", help="keep questions the --config Special Set or "
+                     "--program was tuned on (recorded in run.json)")
     _add_config_flags(run, many=True)
     _add_model_flags(run)
     run.set_defaults(func=cmd_run)
@@ -422,6 +495,9 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
     comp.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
     comp.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    comp.add_argument("--dataset-name", help="the name this data set is recorded under (default: registry name or "
+                      "file stem; its content hash is recorded too)")
+    comp.add_argument("--split", help=SPLIT_HELP_TUNE)
     comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"],
                       help="the DSPy optimizer")
@@ -440,6 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
     search = sub.add_parser("search", help="search component subsets with Optuna; write the Special Set")
     search.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
     search.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    search.add_argument("--dataset-name", help="the name this data set is recorded under (default: registry "
+                        "name or file stem; its content hash is recorded too)")
+    search.add_argument("--split", help=SPLIT_HELP_TUNE)
     search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
     search.add_argument("--storage", type=storage_url,

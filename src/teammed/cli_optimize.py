@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from teammed.errors import TeammedError
@@ -15,19 +14,36 @@ __all__ = ["compile_command", "search_command", "dataset_label"]
 
 
 def dataset_label(dataset: str) -> str:
-    """How results name a data set: a file's or directory's name, or the benchmark's name."""
-    path = Path(dataset)
-    return path.stem if path.suffix or path.is_dir() else dataset
+    """How results name a data set: a file's stem, or the benchmark's name (see `teammed.cli_data`)."""
+    from teammed.cli_data import dataset_name
+
+    return dataset_name(dataset)
+
+
+def _labeled(questions: list, what: str) -> list:
+    labeled = [q for q in questions if q.answer_idx is not None]
+    if len(labeled) < len(questions):
+        print(f"{what}: left out {len(questions) - len(labeled)} unlabeled questions (tuning needs gold answers)",
+              file=sys.stderr)
+    return labeled
+
+
+def _all_failed(rows: list[dict[str, Any]]) -> str | None:
+    """The first error when every row failed (an evaluation that measured nothing), else None."""
+    if rows and all(r["error"] is not None for r in rows):  # a fatal error's message ends with its fix
+        return f"all {len(rows)} questions failed (first: {rows[0]['error']})"
+    return None
 
 
 def compile_command(args: argparse.Namespace, *, config_from_args: Callable[..., Any],
                     deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.litellm_backend import LiteLLMBackend
     from teammed.backends.resolve import describe
-    from teammed.data import load_dataset
+    from teammed.cli_data import load_for, tuning_record
     from teammed.optimizers import compile_program, evaluate, examples_from_questions, save_program, split_questions
 
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, revision=getattr(args, "revision", None))
+    choice = load_for(args, purpose="tune")
+    questions = _labeled(choice.questions, "compile")
     train, val, test = split_questions(questions, train=args.train, val=args.val, test=args.test, seed=args.seed)
     config = config_from_args(args) if args.system == "teamwork" else None
     if args.system == "teamwork":
@@ -38,6 +54,8 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         from teammed.programs.peers import build_system
 
         student = build_system(args.system)
+    print(f"compile: {len(train)} train + {len(val)} val + {len(test)} held-out questions from "
+          f"{choice.name} ({choice.split})", file=sys.stderr)
     from teammed.progress import CallProgress
 
     with deployments(args) as opened, CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
@@ -47,45 +65,72 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
         threads = args.concurrency  # questions in flight; the backend bounds requests in flight
-        before, _ = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
+        before, before_rows = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
+        failed = _all_failed(before_rows)
+        if failed:
+            print(f"teammed: error: the evaluation before compiling failed: {failed}; nothing was saved",
+                  file=sys.stderr)
+            return 1
         bar.display.line(f"held-out accuracy before: {before:.1%} on {len(test)} questions")
         bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                    reflection_lm=reflection, seed=args.seed, num_threads=threads)
         bar.set_label("compile: held-out accuracy after")
-        after, _ = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
+        after, after_rows = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
+        failed = _all_failed(after_rows)
+        if failed:
+            print(f"teammed: error: the evaluation of the compiled program failed: {failed}; nothing was saved",
+                  file=sys.stderr)
+            return 1
         model = describe(opened[0].spec)
     path = save_program(compiled, args.out, system=args.system, config=config,
-                        meta={"optimizer": args.optimizer, "dataset": dataset_label(args.dataset), "model": model,
+                        meta={"optimizer": args.optimizer, "dataset": choice.name, "dataset_sha256": choice.sha256,
+                              "split": choice.split, "model": model,
                               "train": len(train), "val": len(val), "test": len(test), "seed": args.seed,
-                              "accuracy_before": before, "accuracy_after": after})
+                              "accuracy_before": before, "accuracy_after": after,
+                              "n_failed_before": sum(r["error"] is not None for r in before_rows),
+                              "n_failed_after": sum(r["error"] is not None for r in after_rows),
+                              "tuned_on": tuning_record(choice, [q.id for q in train + val]),
+                              "held_out_ids": [q.id for q in test]})
     print(f"{args.optimizer}: held-out accuracy {before:.1%} -> {after:.1%} ({len(test)} questions)")
     print(f"compiled program: {path}")
     return 0
 
 
 def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
-    from teammed.data import load_dataset, sample_questions
+    from teammed.cli_data import load_for, tuning_record
+    from teammed.data import sample_questions
     from teammed.optimizers import open_study, search_report, search_special_set, write_special_set
+    from teammed.optimizers.search import SearchAborted
+    from teammed.optimizers.special_set import NoTrialSucceeded
 
-    dataset = dataset_label(args.dataset)
-    questions = sample_questions(load_dataset(args.dataset, data_dir=args.data_dir), n=args.n, seed=args.seed)
+    choice = load_for(args, purpose="tune")
+    questions = sample_questions(_labeled(choice.questions, "search"), n=args.n, seed=args.seed)
     if not questions:
-        raise TeammedError(f"{args.dataset} has no questions to search on")
-    study_name = args.study or f"teammed-{dataset}"
-    work_dir = args.out / f"{dataset}_study"
+        raise TeammedError(f"{args.dataset} has no labeled questions in {choice.split} to search on; "
+                           f"pass another --split")
+    study_name = args.study or f"teammed-{choice.key}"
+    work_dir = args.out / f"{choice.key}_study"
+    print(f"search: {len(questions)} questions from {choice.name} ({choice.split}); study {study_name}",
+          file=sys.stderr)
     from teammed.progress import CallProgress
 
-    with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
-                                                   stream=sys.stderr):
-        result = search_special_set(
-            questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage, study_name=study_name,
-            objectives=args.objectives, sampler=args.sampler, seed=args.seed, batch_size=args.batch_size,
-            out_dir=work_dir, dataset=dataset, search_turns=args.search_turns, search_agents=args.search_agents,
-            search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
-        )
-    path = write_special_set(result, args.out / f"{dataset}.json")
+    try:
+        with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
+                                                       stream=sys.stderr):
+            result = search_special_set(
+                questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage,
+                study_name=study_name, objectives=args.objectives, sampler=args.sampler, seed=args.seed,
+                batch_size=args.batch_size, out_dir=work_dir, dataset=choice.name,
+                search_turns=args.search_turns, search_agents=args.search_agents,
+                search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
+                tuning=tuning_record(choice, [q.id for q in questions]),
+            )
+    except (SearchAborted, NoTrialSucceeded) as exc:
+        print(f"teammed: error: {exc}", file=sys.stderr)
+        return 1
+    path = write_special_set(result, args.out / f"{choice.key}.json")
     report = search_report(open_study(storage=args.storage, study_name=study_name, out_dir=work_dir), work_dir)
     dev = result.dev
     print(json.dumps({"special_set": result.components, "dev_accuracy": dev.get("accuracy"), "se": dev.get("se"),

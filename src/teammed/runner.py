@@ -1,22 +1,37 @@
-"""Run a system over questions: concurrent, durable, resumable, accounted.
+"""Run a system over questions: concurrent, durable, resumable, accounted, one identity per directory.
 
-Each finished question is appended to ``results.jsonl`` and fsync'd at once, so a run
-killed at any point (even ``kill -9``) loses at most the questions in flight; ``resume``
-skips every id already written. ``run.json`` records how the run was made.
+Each finished question is appended to ``results.jsonl`` as a typed `ResultRow` and fsync'd
+at once, so a run killed at any point (even ``kill -9``) loses at most the questions in
+flight. A run directory has one `RunIdentity` (``run.json``): ``resume`` continues only the
+same identity and refuses otherwise, naming every differing field. One process at a time
+writes into a directory (an exclusive ``flock`` on ``DIR/.lock``; a second one is refused at
+once, naming the holder). On resume a torn last line (crash mid-write, full disk) is cut
+before appending, so every question ends exactly once. ``retry_failed`` drops the failed
+rows (atomic rewrite) and answers those questions again. After ``max_consecutive_failures``
+questions in a row fail with the same fatal backend error (bad key, unknown model, dead
+server) the run stops: the rest are not attempted and `RunStopped` names the fix.
+
+This layer computes only counts and accounting; richer metrics are passed in by the caller
+(``metrics=``), so the runner never imports `teammed.evals`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import platform
+import socket
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -27,25 +42,59 @@ from pydantic import BaseModel
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.backends.resolve import Deployment
+from teammed.errors import DataError, FatalBackendError, TeammedError
+from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
 from teammed.types import Question
 
-__all__ = ["RunSettings", "answer_question", "run_questions", "read_results", "summarize_rows", "environment"]
+__all__ = [
+    "RunSettings",
+    "RunStopped",
+    "RunLocked",
+    "answer_question",
+    "run_questions",
+    "read_results",
+    "summarize_rows",
+    "answer_spread",
+    "environment",
+    "CONSTANT_SHARE",
+    "CONSTANT_MIN_N",
+]
 
 logger = logging.getLogger(__name__)
 
 BINARY_POSITIVE = {"yes", "true", "present"}
+# A system is flagged as a constant predictor when, over at least CONSTANT_MIN_N answered
+# questions, one letter is CONSTANT_SHARE or more of its answers.
+CONSTANT_SHARE = 0.9
+CONSTANT_MIN_N = 10
+
+
+class RunStopped(TeammedError):
+    """The run stopped early: questions kept failing with the same fatal backend error."""
+
+
+class RunLocked(TeammedError):
+    """Another process is writing into the same run directory."""
 
 
 @dataclass(frozen=True)
 class RunSettings:
+    """Where and as what a run is written. ``identity`` defines the run; the rest is how."""
+
     out_dir: Path
-    system: str
-    label: str
-    config: dict[str, Any] | None
-    dataset: str
-    seed: int | None
-    model: str
+    identity: RunIdentity
     resume: bool = False
+    retry_failed: bool = False
+    max_consecutive_failures: int = 5
+    extra_meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def system(self) -> str:
+        return self.identity.system
+
+    @property
+    def label(self) -> str:
+        return self.identity.label
 
 
 def _binary_positive(options: dict[str, str]) -> str | None:
@@ -56,12 +105,38 @@ def _binary_positive(options: dict[str, str]) -> str | None:
     return None
 
 
-def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *,
-                    settings: RunSettings, deployment: str) -> dict[str, Any]:
-    """One result row: the program's answer and record, its accounting, or its error."""
+def _plain_record(record: Any) -> dict[str, Any]:
+    if isinstance(record, BaseModel):
+        return record.model_dump(mode="json")
+    return dict(record or {})
+
+
+def _fatal_in(exc: BaseException | None) -> FatalBackendError | None:
+    """The FatalBackendError behind ``exc`` (itself, or along its cause/context chain)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, FatalBackendError):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def _count(record: dict[str, Any], key: str) -> int:
+    value = record.get(key)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list | dict):
+        return len(value)
+    return 0
+
+
+def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identity: RunIdentity,
+            deployment: str) -> tuple[ResultRow, BaseException | None]:
     started = time.perf_counter()
-    prediction = None
-    error = None
+    prediction, error, failure = None, None, None
     # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
     # response in memory (this question's trace lives only while it runs).
     with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage_mod.track() as used:
@@ -70,59 +145,141 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
             if question.image:
                 inputs["image"] = question.image
             prediction = program(**inputs)
-        except Exception as exc:  # recorded, counted as incorrect, never dropped
+        except Exception as exc:  # recorded as a failed row, never turned into an answer
+            if type(exc).__name__ == "BackendClosedError":  # the run is stopping: unfinished, not failed
+                raise
+            failure = exc
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("question %s failed: %s", question.id, error)
     answer = getattr(prediction, "answer", None) if prediction is not None else None
-    if answer not in question.options:
+    if failure is None and answer not in question.options:
+        error = f"the system returned no valid option (got {answer!r})"
+    if error is not None:
         answer = None
-        error = error or "the system returned no valid option"
-    record = getattr(prediction, "record", None)
-    record = record.model_dump(mode="json") if isinstance(record, BaseModel) else dict(record or {})
+    record = _plain_record(getattr(prediction, "record", None)) if prediction is not None else {}
     agents = record.get("agents") or []
-    trust = record.get("trust")
-    return {
-        "id": question.id,
-        "dataset": settings.dataset,
-        "seed": settings.seed,
-        "system": settings.system,
-        "label": settings.label,
-        "deployment": deployment,
-        "gold": question.answer_idx,
-        "prediction": answer,
-        "correct": bool(error is None and answer is not None and answer == question.answer_idx),
-        "failed": error is not None,
-        "error": error,
-        "confidence": getattr(prediction, "confidence", None) if prediction is not None else None,
-        "question": question.question,  # the viewer shows the stem
-        "context": question.context,
-        "options": dict(question.options),
-        "binary_positive": _binary_positive(question.options),
-        **used.as_dict(),
-        "latency_s": round(time.perf_counter() - started, 4),
-        "lm_latency_s": round(used.latency_s, 4),
-        "n_agents": len(agents) or None,
-        "roles": [a.get("role") for a in agents],
-        "trust": trust,
-        "config": settings.config,
-        "rationale": getattr(prediction, "rationale", None) if prediction is not None else None,
-        "record": record,
-        "transcript": getattr(prediction, "transcript", None) or [],
-        "meta": question.meta,
+    fatal = _fatal_in(failure)
+    spent = usage_mod_fields(used)
+    labeled = question.answer_idx is not None
+    counted = {  # the larger of what the backend/adapter counted and what the record counted
+        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
+        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
     }
+    spent.pop("latency_s", None)
+    fields: dict[str, Any] = dict(
+        id=question.id,
+        dataset=identity.dataset,
+        dataset_sha256=identity.dataset_sha256,
+        split=identity.split,
+        seed=identity.seed,
+        system=identity.system,
+        label=identity.label,
+        program_sha256=identity.program_sha256,
+        deployment=deployment,
+        gold=question.answer_idx,
+        prediction=answer,
+        correct=(error is None and answer == question.answer_idx) if labeled else None,
+        labeled=labeled,
+        failed=error is not None,
+        error=error,
+        error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
+        error_kind=getattr(fatal, "kind", None),
+        confidence=getattr(prediction, "confidence", None) if error is None else None,
+        question=question.question,  # the viewer shows the stem
+        context=question.context,
+        options=dict(question.options),
+        binary_positive=_binary_positive(question.options),
+        latency_s=round(time.perf_counter() - started, 4),
+        lm_latency_s=round(used.latency_s, 4),
+        n_agents=len(agents) or None,
+        roles=[a.get("role") for a in agents if isinstance(a, dict)],
+        trust=record.get("trust"),
+        config=identity.config,
+        rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
+        record=record,
+        transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
+        meta=question.meta,
+    )
+    row = ResultRow.model_validate({**spent, **counted, **fields})
+    return row, failure
 
 
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """Rows of a results file; a torn last line (a crash mid-write) is ignored."""
-    rows: list[dict[str, Any]] = []
+def usage_mod_fields(used: usage_mod.Usage) -> dict[str, Any]:
+    """The usage counters a row carries: billable tokens/cost, spent (if the backend reports it)."""
+    return dict(used.as_dict())
+
+
+def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, settings: RunSettings,
+                    deployment: str) -> dict[str, Any]:
+    """One result row (as JSON-ready data): the program's answer and record, its accounting, or its error."""
+    row, _ = _answer(program, question, lm, identity=settings.identity, deployment=deployment)
+    return row.model_dump(mode="json")
+
+
+# ---------------------------------------------------------------- files
+def _split_lines(data: bytes) -> tuple[list[bytes], int]:
+    """Complete lines and the byte length they cover (a trailing fragment is excluded)."""
+    end = data.rfind(b"\n") + 1
+    return data[:end].splitlines(), end
+
+
+def read_results(path: Path) -> list[ResultRow]:
+    """The rows of a results file. A torn last line (a crash mid-write) is left out; any other
+    unreadable line is an error naming the line."""
     if not path.exists():
-        return rows
-    for line in path.read_text().splitlines():
+        return []
+    lines, _ = _split_lines(path.read_bytes())
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            logger.warning("ignoring a torn line in %s", path)
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); the file was damaged: remove "
+                            f"that line and run again with --resume") from None
+        rows.append(load_row(data, where=f"{path}:{number}"))
     return rows
+
+
+def _cut_torn_tail(path: Path) -> int:
+    """Truncate a trailing fragment (no final newline); return how many bytes were cut."""
+    if not path.exists():
+        return 0
+    data = path.read_bytes()
+    _, end = _split_lines(data)
+    cut = len(data) - end
+    if cut:
+        with path.open("r+b") as handle:
+            handle.truncate(end)
+            handle.flush()
+            os.fsync(handle.fileno())
+        logger.warning("cut a torn last line (%d bytes) from %s before resuming", cut, path)
+    return cut
+
+
+@contextlib.contextmanager
+def run_lock(out_dir: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``out_dir/.lock`` or raise `RunLocked` naming the holder."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / ".lock"
+    handle = path.open("a+")
+    try:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise RunLocked(f"{out_dir} is being written by {holder}; wait for it to finish (or stop it), "
+                            f"or choose another --out") from None
+        handle.seek(0)
+        handle.truncate()
+        command = " ".join(redacted_argv(sys.argv))[:300]
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} ({command})\n")
+        handle.flush()
+        yield
+    finally:
+        handle.close()  # releases the lock
 
 
 def _git_commit() -> str | None:
@@ -145,63 +302,117 @@ def environment() -> dict[str, Any]:
     return {"python": platform.python_version(), "packages": versions, "git_commit": _git_commit()}
 
 
-def summarize_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy and accounting over rows; failed questions stay in the denominator."""
+# ---------------------------------------------------------------- summary
+def answer_spread(rows: Sequence[ResultRow | dict[str, Any]]) -> dict[str, Any]:
+    """How concentrated the answers are: the most common predicted letter and its share of the
+    answered questions; ``constant`` when that share is at least `CONSTANT_SHARE` over at least
+    `CONSTANT_MIN_N` answers."""
+    predictions = [p for r in rows if (p := _get(r, "prediction")) is not None and not _get(r, "failed")]
+    if not predictions:
+        return {"n_answered": 0, "top": None, "share": None, "constant": False}
+    top, count = Counter(predictions).most_common(1)[0]
+    share = count / len(predictions)
+    return {"n_answered": len(predictions), "top": top, "share": round(share, 4),
+            "constant": len(predictions) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
+
+
+def majority_baseline(rows: Sequence[ResultRow | dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy of always answering the most common gold letter (over labeled rows)."""
+    golds = [g for r in rows if (g := _get(r, "gold")) is not None]
+    if not golds:
+        return {"letter": None, "accuracy": None}
+    letter, count = Counter(golds).most_common(1)[0]
+    return {"letter": letter, "accuracy": round(count / len(golds), 4)}
+
+
+def _get(row: ResultRow | dict[str, Any], key: str) -> Any:
+    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+
+
+def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """Counts, accuracy and accounting over rows.
+
+    Failed questions stay in the accuracy denominator; unlabeled ones (no gold) are left out
+    of it and counted in ``n_unlabeled``. Tokens and cost per question are billable (the same
+    whether or not the cache answered); ``spent_*`` is what was actually paid, when known.
+    """
     n = len(rows)
-    n_failed = sum(bool(r.get("failed")) for r in rows)
-    calls = sum(r.get("calls", 0) for r in rows)
+    labeled = [r for r in rows if r.labeled and r.gold is not None]
+    calls = sum(r.calls for r in rows)
 
     def mean(key: str) -> float:
-        return round(sum(float(r.get(key) or 0) for r in rows) / n, 4) if n else 0.0
+        return round(sum(float(getattr(r, key, 0) or 0) for r in rows) / n, 4) if n else 0.0
 
     summary: dict[str, Any] = {
         "n": n,
-        "n_failed": n_failed,
-        "accuracy": round(sum(bool(r.get("correct")) for r in rows) / n, 4) if n else 0.0,
+        "n_failed": sum(r.failed for r in rows),
+        "n_unlabeled": n - len(labeled),
+        "n_labeled": len(labeled),
+        "accuracy": round(sum(bool(r.correct) for r in labeled) / len(labeled), 4) if labeled else None,
+        "majority_baseline": majority_baseline(labeled),
+        "answer_spread": answer_spread(rows),
         "calls_per_question": mean("calls"),
         "prompt_tokens_per_question": mean("prompt_tokens"),
         "completion_tokens_per_question": mean("completion_tokens"),
         "latency_s_per_question": mean("latency_s"),
         "cost_usd_per_question": mean("cost_usd"),
         "calls": calls,
-        "cache_hits": sum(r.get("cache_hits", 0) for r in rows),
-        "retries": sum(r.get("retries", 0) for r in rows),
-        "parse_failures": sum(r.get("parse_failures", 0) for r in rows),
-        "repaired": sum(r.get("repaired", 0) for r in rows),
+        "cache_hits": sum(r.cache_hits for r in rows),
+        "retries": sum(r.retries for r in rows),
+        "parse_failures": sum(r.parse_failures for r in rows),
+        "repaired": sum(r.repaired for r in rows),
+        "ranking_repairs": sum(r.ranking_repairs for r in rows),
+        "fallbacks": sum(r.fallbacks for r in rows),
     }
+    if any(r.spent_prompt_tokens is not None for r in rows):
+        for key in ("spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd"):
+            summary[f"{key}_per_question"] = mean(key)
     summary["fallback_rate"] = round((summary["parse_failures"] + summary["repaired"]) / calls, 4) if calls else 0.0
-    try:
-        from teammed.evals.metrics import summarize as eval_summarize
-    except ImportError:  # the metrics package is optional at this layer
-        return summary
-    summary["metrics"] = eval_summarize(list(rows))
     return summary
 
 
-def _in_memory(row: dict[str, Any]) -> dict[str, Any]:
-    """What the summary needs of a written row: its transcript and rationale stay on disk only."""
-    return {k: v for k, v in row.items() if k not in ("transcript", "rationale")}
+# ---------------------------------------------------------------- the run
+class _Streak:
+    """Consecutive questions failing with the same fatal backend error (in completion order)."""
+
+    def __init__(self, limit: int):
+        self.limit, self.count = limit, 0
+        self.key: tuple[str, str] | None = None
+        self.last: FatalBackendError | None = None
+
+    def add(self, failure: BaseException | None) -> bool:
+        fatal = _fatal_in(failure)
+        key = (type(fatal).__name__, fatal.kind) if fatal is not None else None
+        if key is None:
+            self.key, self.count, self.last = None, 0, None
+            return False
+        self.count = self.count + 1 if key == self.key else 1
+        self.key, self.last = key, fatal
+        return self.limit > 0 and self.count >= self.limit
 
 
-def _collect(pool, work, todo, results_path, lock, rows, progress, started, total) -> None:  # type: ignore[no-untyped-def]
-    """Submit every question, append each finished row durably, report progress."""
-    with results_path.open("a") as sink:
-        futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
-        for finished, future in enumerate(as_completed(futures), start=1):
-            row = future.result()
-            with lock:
-                sink.write(json.dumps(row, default=str) + "\n")
-                sink.flush()
-                os.fsync(sink.fileno())
-                rows.append(_in_memory(row))
-            if progress is not None:
-                elapsed = time.monotonic() - started
-                progress({
-                    "done": len(rows), "total": total,
-                    "accuracy": sum(r["correct"] for r in rows) / len(rows),
-                    "calls": sum(r.get("calls", 0) for r in rows), "failed": sum(r["failed"] for r in rows),
-                    "eta_s": elapsed / finished * (len(todo) - finished),
-                })
+def _check_identity(out: Path, identity: RunIdentity) -> None:
+    manifest = out / "run.json"
+    if not manifest.exists():
+        results = out / "results.jsonl"
+        if results.exists() and results.stat().st_size:
+            raise DataError(f"{out} holds results but no run.json, so its identity is unknown; it cannot be "
+                            f"resumed safely: choose another --out")
+        return
+    try:
+        data = json.loads(manifest.read_text())
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{manifest} is not valid JSON ({exc.msg}); it cannot be resumed safely: choose "
+                        f"another --out") from None
+    recorded = data.get("identity")
+    if recorded is None:
+        raise DataError(f"{manifest} was written by an older teammed without a run identity; it cannot be "
+                        f"resumed safely: choose another --out")
+    old = RunIdentity.model_validate(recorded)
+    differences = identity_differences(old, identity)
+    if differences:
+        raise TeammedError(f"--resume refused: {out} holds a different run; " + "; ".join(differences)
+                           + ". Repeat the original flags to continue it, or choose another --out")
 
 
 def run_questions(
@@ -211,7 +422,7 @@ def run_questions(
     deployments: Sequence[Deployment],
     settings: RunSettings,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    extra_meta: dict[str, Any] | None = None,
+    metrics: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
     questions_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
@@ -219,51 +430,143 @@ def run_questions(
     ``questions_in_flight`` questions run at once (default: the deployments' request slots
     summed); requests in flight are bounded by each deployment's LM, not here, so one
     question's parallel calls (round 2) run together even with one question in flight.
+
+    Raises `RunLocked` when another process writes into the directory, `TeammedError` when
+    ``resume`` meets a different identity (nothing is appended then), and `RunStopped` after
+    ``max_consecutive_failures`` same-kind fatal failures (the summary is written first).
     """
     out = settings.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    results_path = out / "results.jsonl"
-    existing = read_results(results_path)
-    if existing and not settings.resume:
-        raise FileExistsError(f"{results_path} already holds {len(existing)} results; pass --resume to continue "
-                              f"that run or choose another --out")
-    done_ids = {r["id"] for r in existing}
+    identity = settings.identity
     ids = [q.id for q in questions]
     if len(set(ids)) != len(ids):
-        raise ValueError("question ids must be unique within a run")
-    todo = [q for q in questions if q.id not in done_ids]
-    (out / "run.json").write_text(json.dumps({
-        "system": settings.system, "label": settings.label, "config": settings.config, "dataset": settings.dataset,
-        "seed": settings.seed, "model": settings.model, "deployments": [d.spec for d in deployments],
-        "n_questions": len(questions), "question_ids": ids, **environment(), **(extra_meta or {}),
-    }, indent=2))
+        raise DataError("question ids must be unique within a run; deduplicate the data set")
+    if list(identity.question_ids) != ids:
+        raise TeammedError("the run identity's question_ids must list the questions being run, in order")
+    with run_lock(out):
+        results_path = out / "results.jsonl"
+        resuming = settings.resume or settings.retry_failed
+        if not resuming:
+            if results_path.exists() and results_path.stat().st_size:
+                raise FileExistsError(f"{results_path} already holds results; pass --resume to continue that "
+                                      f"run or choose another --out")
+        else:
+            _check_identity(out, identity)
+            _cut_torn_tail(results_path)
+        existing = read_results(results_path)
+        seen = Counter(r.id for r in existing)
+        repeated = sorted(i for i, k in seen.items() if k > 1)
+        if repeated:
+            raise DataError(f"{results_path} holds {len(repeated)} questions more than once (e.g. {repeated[0]}); "
+                            f"it was written by two runs at once: start a fresh --out")
+        strangers = sorted(set(seen) - set(ids))
+        if strangers:
+            raise DataError(f"{results_path} holds questions outside this run (e.g. {strangers[0]}); start a "
+                            f"fresh --out")
+        retried = 0
+        if settings.retry_failed:
+            kept = [r for r in existing if not r.failed]
+            retried = len(existing) - len(kept)
+            if retried:
+                write_atomic(results_path, "".join(r.to_json() + "\n" for r in kept))
+                existing = kept
+        done_ids = {r.id for r in existing}
+        todo = [q for q in questions if q.id not in done_ids]
+        manifest = {"identity": identity.model_dump(mode="json"), "system": identity.system,
+                    "label": identity.label, "config": identity.config, "dataset": identity.dataset,
+                    "seed": identity.seed, "model": identity.model, "deployments": list(identity.deployments),
+                    "n_questions": len(questions), "question_ids": ids, **environment(), **settings.extra_meta}
+        write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
+        rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
+                                 questions_in_flight=questions_in_flight,
+                                 settings=settings, results_path=results_path, existing=existing,
+                                 progress=progress, total=len(questions))
+        order = {qid: i for i, qid in enumerate(ids)}
+        rows.sort(key=lambda r: order[r.id])
+        summary = {
+            **summarize_rows(rows),
+            "n_planned": len(questions),
+            "complete": len(rows) == len(questions),
+            "retried_failed": retried,
+            "stopped": str(stopped) if stopped else None,
+            "system": identity.system, "label": identity.label, "config": identity.config,
+            "dataset": identity.dataset, "dataset_sha256": identity.dataset_sha256, "split": identity.split,
+            "seed": identity.seed, "model": identity.model, "program_sha256": identity.program_sha256,
+            **environment(),
+        }
+        if metrics is not None:
+            summary["metrics"] = metrics([r.model_dump(mode="json") for r in rows])
+        write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
+    if stopped:
+        raise stopped
+    return summary
 
+
+def _execute(todo: list[Question], *, program_factory, deployments, settings: RunSettings,  # type: ignore[no-untyped-def]
+             results_path: Path, existing: list[ResultRow], progress, total: int,
+             questions_in_flight: int | None = None) -> tuple[list[ResultRow], RunStopped | None]:
     lock = threading.Lock()
-    rows = [_in_memory(r) for r in existing if r["id"] in set(ids)]
+    rows = list(existing)
+    streak = _Streak(settings.max_consecutive_failures)
     started = time.monotonic()
-    program = program_factory()
+    stopping = threading.Event()
+    program = program_factory() if todo else None
 
-    def work(index: int, question: Question) -> dict[str, Any]:
+    stop: list[RunStopped] = []
+
+    def work(index: int, question: Question) -> tuple[ResultRow, BaseException | None] | None:
         k = index % len(deployments)  # round-robin over deployments
-        return answer_question(program, question, deployments[k].lm, settings=settings,
+        if stopping.is_set():
+            return None  # not attempted: the run is stopping
+        row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
                                deployment=deployments[k].spec)
+        with lock:  # decided here, before this worker takes the next question
+            if not stop and streak.add(failure):
+                stopping.set()
+                fatal = streak.last
+                fix = "" if getattr(fatal, "fix", "") else " Fix the backend."  # str(fatal) ends with its fix
+                stop.append(RunStopped(
+                    f"stopped after {streak.count} consecutive questions failed with the same "
+                    f"{type(fatal).__name__} ({getattr(fatal, 'kind', '?')}): {fatal}{fix} The questions not "
+                    f"attempted remain: run again with --resume --retry-failed to continue"))
+        return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     pool = ThreadPoolExecutor(max_workers=workers)
+    stopped: RunStopped | None = None
     try:
-        _collect(pool, work, todo, results_path, lock, rows, progress, started, len(questions))
+        with results_path.open("a") as sink:
+            futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
+            for finished, future in enumerate(as_completed(futures), start=1):
+                if future.cancelled():
+                    continue
+                result = future.result()
+                if result is None:
+                    continue
+                row, _ = result
+                with lock:
+                    sink.write(row.to_json() + "\n")
+                    sink.flush()
+                    os.fsync(sink.fileno())
+                    # the transcript and rationale are on disk; the summary does not need them
+                    rows.append(row.model_copy(update={"transcript": [], "rationale": None}))
+                if stop and stopped is None:
+                    stopped = stop[0]
+                    for other in futures:
+                        other.cancel()
+                if progress is not None:
+                    labeled = [r for r in rows if r.correct is not None]
+                    elapsed = time.monotonic() - started
+                    progress({
+                        "done": len(rows), "total": total,
+                        "accuracy": sum(bool(r.correct) for r in labeled) / len(labeled) if labeled else 0.0,
+                        "calls": sum(r.calls for r in rows), "failed": sum(r.failed for r in rows),
+                        "eta_s": elapsed / finished * (len(todo) - finished),
+                    })
     except BaseException:
         # Ctrl-C, SIGTERM or an error: queued questions are dropped (resume picks them up) and
         # nothing waits for the ones in flight; closing the backends makes them give up.
+        stopping.set()
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
-    order = {qid: i for i, qid in enumerate(ids)}
-
-    rows.sort(key=lambda r: order[r["id"]])
-    summary = {
-        **summarize_rows(rows), "system": settings.system, "label": settings.label, "config": settings.config,
-        "dataset": settings.dataset, "seed": settings.seed, "model": settings.model, **environment(),
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    return summary
+    pool.shutdown(wait=True, cancel_futures=True)
+    return rows, stopped or (stop[0] if stop else None)

@@ -1,0 +1,247 @@
+"""The typed, versioned records a run writes: its identity and one result row per question.
+
+`RunIdentity` is what makes two runs the same run: system, label, configuration, compiled
+program (content hash), model and deployments, data set (name + content hash), split,
+sample (n, seed, question ids) and teammed version. ``--resume`` continues a run directory
+only under the same identity (`identity_differences` names what differs).
+
+`ResultRow` is one question's outcome. ``schema_version`` 2 is written today; rows written
+before it existed (no ``schema_version``) load as version 1 and are upgraded on reading
+(`load_row`): a row without a gold letter is *unlabeled* (``correct`` null), not wrong.
+A row from a newer schema is refused with a message naming the fix.
+
+This module is pure data plus two small file helpers (`write_atomic`, `dataset_digest`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from teammed.errors import DataError
+from teammed.types import Question
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "RunIdentity",
+    "ResultRow",
+    "load_row",
+    "identity_differences",
+    "dataset_digest",
+    "file_digest",
+    "write_atomic",
+    "redacted_argv",
+]
+
+SCHEMA_VERSION = 2
+
+
+class RunIdentity(BaseModel):
+    """Everything that must be equal for two sessions to write into one run directory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str
+    label: str
+    config: dict[str, Any] | None = None
+    program: str | None = Field(default=None, description="Path of the compiled program, as given.")
+    program_sha256: str | None = None
+    program_config: dict[str, Any] | None = None
+    model: str
+    deployments: list[str] = Field(default_factory=list, description="Redacted deployment specs.")
+    dataset: str
+    dataset_sha256: str
+    split: str
+    n: int | None = None
+    seed: int | None = None
+    stratify: str | None = None
+    shuffle_options: bool = False
+    question_ids: list[str] = Field(default_factory=list)
+    teammed_version: str | None = None
+
+
+# Fields compared on --resume; ``program`` (a path) is not: the content hash is what counts.
+_COMPARED = tuple(name for name in RunIdentity.model_fields if name != "program")
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, list) and len(value) > 6:
+        return f"[{len(value)} items: {', '.join(map(str, value[:3]))}, ...]"
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def identity_differences(old: RunIdentity, new: RunIdentity) -> list[str]:
+    """``field: old -> new`` for every compared field that differs (empty when the same run)."""
+    out = []
+    for name in _COMPARED:
+        before, after = getattr(old, name), getattr(new, name)
+        if before == after:
+            continue
+        if isinstance(before, dict) and isinstance(after, dict):  # name the keys that differ
+            out += [f"{name}.{key}: {_show(before.get(key))} (run) vs {_show(after.get(key))} (now)"
+                    for key in sorted(set(before) | set(after), key=str) if before.get(key) != after.get(key)]
+        else:
+            out.append(f"{name}: {_show(before)} (run) vs {_show(after)} (now)")
+    return out
+
+
+class ResultRow(BaseModel):
+    """One question's outcome: answer or error, accounting and the system's record.
+
+    ``correct`` is null for an unlabeled question (no gold letter): it is answered but left
+    out of accuracy and calibration. A failed row has ``failed`` true, ``prediction`` null
+    and ``error`` naming why (``error_type``/``error_kind`` classify it). Token and cost
+    fields are *billable* (what the backend would charge, cache or not); ``spent_*`` is what
+    this session actually paid. Unknown keys (e.g. newer usage counters) are kept.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = SCHEMA_VERSION
+    id: str
+    dataset: str | None = None
+    dataset_sha256: str | None = None
+    split: str | None = None
+    seed: int | None = None
+    system: str | None = None
+    label: str | None = None
+    program_sha256: str | None = None
+    deployment: str | None = None
+    gold: str | None = None
+    prediction: str | None = None
+    correct: bool | None = None
+    labeled: bool = True
+    failed: bool = False
+    error: str | None = None
+    error_type: str | None = None
+    error_kind: str | None = None
+    confidence: Any = None
+    question: str | None = None
+    context: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+    binary_positive: str | None = None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    spent_prompt_tokens: int | None = None
+    spent_completion_tokens: int | None = None
+    spent_cost_usd: float | None = None
+    cache_hits: int = 0
+    retries: int = 0
+    parse_failures: int = 0
+    repaired: int = 0
+    ranking_repairs: int = 0
+    fallbacks: int = 0
+    calls_by_signature: dict[str, int] = Field(default_factory=dict)
+    latency_s: float = 0.0
+    lm_latency_s: float = 0.0
+    n_agents: int | None = None
+    roles: list[Any] = Field(default_factory=list)
+    trust: Any = None
+    config: dict[str, Any] | None = None
+    rationale: str | None = None
+    record: dict[str, Any] = Field(default_factory=dict)
+    transcript: list[Any] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(self.model_dump(mode="json"), default=str)
+
+
+def load_row(data: Any, *, where: str = "row") -> ResultRow:
+    """A `ResultRow` from a decoded JSON line, upgrading rows written before schema versions.
+
+    Raises `DataError` naming ``where`` and the fix for a row that is not an object, comes
+    from a newer schema, or does not validate.
+    """
+    if not isinstance(data, dict):
+        raise DataError(f"{where} must be a JSON object per question (got {type(data).__name__})")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise DataError(f"{where} has result schema_version {version!r}, newer than this teammed reads "
+                        f"({SCHEMA_VERSION}); upgrade teammed to read it")
+    if version < SCHEMA_VERSION:
+        data = _upgrade_v1(data)
+    try:
+        return ResultRow.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(map(str, first["loc"]))
+        raise DataError(f"{where} is not a valid result row ({field}: {first['msg']}); fix or remove "
+                        f"that line") from None
+
+
+def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A row written before schema versions: an unlabeled question was scored wrong then."""
+    row = {k: v for k, v in data.items() if v is not None or k in ("gold", "prediction", "error")}
+    labeled = "gold" not in data or data["gold"] is not None
+    row["labeled"] = labeled
+    row["correct"] = bool(data.get("correct")) if labeled else None
+    row["schema_version"] = SCHEMA_VERSION
+    row["legacy_schema_version"] = 1
+    for key in ("seed", "n_agents"):
+        if key in row and not isinstance(row[key], int):
+            row[key] = None
+    return row
+
+
+def redacted_argv(argv: Sequence[str]) -> list[str]:
+    """The command line with credentials masked (URL passwords, key parameters, sk- keys)."""
+    try:
+        from teammed.redact import redact  # issue 10's full redaction, when present
+    except ImportError:
+        import re
+
+        def redact(text: object) -> str:
+            value = re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", r"\1:***@", str(text))
+            return re.sub(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}\b", "sk-***", value)
+    return [redact(a) for a in argv]
+
+
+def dataset_digest(questions: Sequence[Question]) -> str:
+    """sha256 of the questions' content (canonical JSON, in order): a data set's identity."""
+    digest = hashlib.sha256()
+    for q in questions:
+        digest.update(json.dumps(q.model_dump(mode="json"), sort_keys=True, default=str).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def file_digest(path: Path | str) -> str:
+    """sha256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def write_atomic(path: Path | str, text: str) -> Path:
+    """Write ``text`` so that ``path`` holds either the old or the new content, never a mix:
+    a temporary file in the same directory, fsync'd, then ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    return path
