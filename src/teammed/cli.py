@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -171,7 +173,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     with _deployments(args) as deployments:
         with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
-                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter()), usage.track() as used:
+                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
+                usage.track() as used:
             prediction = factory()(question=question.question, options=options)
     print(render_transcript(prediction))
     if prediction.answer not in options:
@@ -314,11 +317,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             pool = [q for q in choice.source if q.id not in chosen]
             factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
             per_question = expected_calls_per_question(config, system=args.system)
+            # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
+            in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
             try:
                 with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
-                                 concurrency=sum(d.concurrency for d in deployments)) as bar:
+                                 concurrency=in_flight) as bar:
                     summary = run_questions(sample, program_factory=factory, deployments=deployments,
-                                            settings=settings, progress=bar.update, metrics=summarize)
+                                            settings=settings, progress=bar.update, metrics=summarize,
+                                            questions_in_flight=in_flight)
             except RunStopped as exc:
                 print(f"teammed: error: {exc}", file=sys.stderr)
                 return 1
@@ -582,5 +588,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def console_main() -> None:
+    """The ``teammed`` command: `main`, then exit without tearing down every imported module.
+
+    Finalizing the interpreter after litellm and DSPy are loaded costs over a second of CPU
+    for nothing; threads are joined and ``atexit`` handlers run exactly as on a normal exit
+    (open files, logging, servers), then the process ends.
+    """
+    code = main()
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter itself runs first
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

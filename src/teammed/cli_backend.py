@@ -31,9 +31,10 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    "litellm_params {model, api_base, api_key_env, rpm, tpm, max_parallel_requests, "
                    "structured_output}; replaces --model")
     g.add_argument("--concurrency", type=positive_int, default=4,
-                   help="questions in flight per deployment (default 4; the embedded model: 1)")
-    g.add_argument("--max-parallel-requests", type=positive_int,
-                   help="requests in flight per deployment, whatever --concurrency is (default 4; local: 1)")
+                   help="questions in flight (default 4); requests are bounded by --max-parallel-requests")
+    g.add_argument("--max-parallel-requests", "--parallel-requests", dest="max_parallel_requests", type=positive_int,
+                   help="requests in flight per deployment, whatever --concurrency is "
+                   "(default 4 x --concurrency; the embedded model: 1)")
     g.add_argument("--structured-output", choices=["auto", *DIALECTS], default="auto",
                    help="how the output schema is sent (default auto: per provider, degrading when refused)")
     g.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per LM request (default 120)")
@@ -57,7 +58,8 @@ def backend_options(args: argparse.Namespace) -> Any:
     dialect = getattr(args, "structured_output", "auto")
     return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
                           max_tokens=args.max_tokens, structured_output=None if dialect == "auto" else dialect,
-                          max_parallel_requests=getattr(args, "max_parallel_requests", None))
+                          max_parallel_requests=getattr(args, "max_parallel_requests", None)
+                          or 4 * getattr(args, "concurrency", 1))
 
 
 def open_from_args(args: argparse.Namespace) -> Any:
