@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 def _score_one(program: dspy.Module, example: dspy.Example, lm: dspy.BaseLM) -> dict[str, Any]:
     answer, error, kind, fix = None, None, None, ""
-    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track() as used:
+    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage.track() as used:
         try:
             answer = getattr(program(**example.inputs()), "answer", None)
         except Exception as exc:  # scored wrong and reported, never dropped

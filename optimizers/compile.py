@@ -107,7 +107,7 @@ def compile_program(
                  reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
                  max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
                  max_metric_calls=max_metric_calls)
-    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True):  # flat memory
         return _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
 
 

@@ -24,9 +24,12 @@ def completion(content: str, *, prompt_tokens: int = 11, completion_tokens: int 
 class FakeOpenAI:
     """``with FakeOpenAI(handler) as server:`` — ``handler(n, request_json)`` returns (status, headers, body)."""
 
-    def __init__(self, handler: Callable[[int, dict[str, Any]], Reply | float]):
+    def __init__(self, handler: Callable[[int, dict[str, Any]], Any]):
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._lock = threading.Lock()
         outer = self
 
@@ -38,8 +41,29 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
                 with outer._lock:
                     outer.requests.append(body)
+                    outer.paths.append(self.path)
                     n = len(outer.requests)
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                try:
+                    self._answer(n, body)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+
+            def _answer(self, n: int, body: dict[str, Any]) -> None:
                 reply = outer.handler(n, body)
+                if reply == "drop":  # close the connection without an answer
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                if isinstance(reply, bytes):  # raw bytes after a 200 status line (garbage)
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(reply)))
+                    self.end_headers()
+                    self.wfile.write(reply)
+                    return
                 if isinstance(reply, int | float):  # a delay: hang, then answer
                     time.sleep(float(reply))
                     reply = (200, {}, completion("{}"))
@@ -54,6 +78,7 @@ class FakeOpenAI:
                 self.wfile.write(data)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -38,7 +38,7 @@ def test_retry_policy_by_hand():
     for k, delay in enumerate(delays):
         nominal = min(60 * 2**k, 300)
         assert 0.8 * nominal <= delay <= 1.2 * nominal
-    assert policy.delay(0, retry_after=500, rng=rng) == 500
+    assert policy.delay(0, retry_after=500, rng=rng) == 300  # Retry-After is capped by --retry-cap
     assert policy.delay(3, retry_after=1, rng=rng) >= 0.8 * 300
     with pytest.raises(ValueError):
         RetryPolicy(attempts=0)
@@ -76,7 +76,7 @@ def test_timeout_is_retried():
 
 def test_persistent_failure_gives_up_with_the_model_named():
     with FakeOpenAI(lambda n, b: (503, {}, {"error": {"message": "down"}})) as server:
-        with pytest.raises(BackendError, match="openai/fake still failing after 4 attempts"):
+        with pytest.raises(BackendError, match="openai/fake.* still failing after 4 attempts"):
             _ask(LiteLLMBackend("openai/fake", api_base=server.api_base, retry=FAST, api_key="k"))
         assert len(server.requests) == 4
 
@@ -109,7 +109,7 @@ def test_request_carries_the_schema_with_valid_letters_only():
 def test_response_format_dialects():
     schema = {"title": "T", "type": "object", "properties": {}}
     assert response_format_for("json_object_schema", schema) == {"type": "json_object", "schema": schema}
-    assert response_format_for("json_schema", schema)["json_schema"]["schema"] is schema
+    assert response_format_for("json_schema", schema)["json_schema"]["schema"] == schema
     assert response_format_for("none", schema) is None
     with pytest.raises(ValueError, match="dialect"):
         response_format_for("xml", schema)
@@ -141,7 +141,8 @@ def test_cache_is_keyed_by_backend_and_hits_cost_no_tokens(tmp_path):
             _ask(second)  # same model string, another server: not shared
         assert len(one.requests) == 1 and len(two.requests) == 1
     assert used.calls == 3 and used.cache_hits == 1
-    assert used.prompt_tokens == 22  # the cached call spent nothing
+    assert used.prompt_tokens == 33  # billable: the cached call counts what it would cost
+    assert used.spent_prompt_tokens == 22  # spent: the cached call cost nothing
 
 
 def test_round_robin_over_deployments(tmp_path):

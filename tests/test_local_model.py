@@ -25,7 +25,7 @@ def local_lm():
     with LocalServer() as server:
         yield LiteLLMBackend("openai/local", api_base=server.api_base, structured_output="json_object_schema",
                              retry=RetryPolicy(attempts=2, base_s=1, cap_s=2), max_concurrency=1,
-                             max_tokens=384, api_key="sk-local-no-key")
+                             max_tokens=384, api_key="sk-local-no-key", timeout_s=600)  # a loaded CI box
     port = int(server.api_base.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe:  # stopped: nothing answers on its port any more
         assert probe.connect_ex(("127.0.0.1", port)) != 0

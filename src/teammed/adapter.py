@@ -1,10 +1,11 @@
 """`SchemaAdapter`: one LM call per predictor call, decoding constrained to the output schema.
 
-The backend says how it takes a schema (``structured_output`` on the LM):
-
-* ``"json_object_schema"`` – llama.cpp's server: ``{"type": "json_object", "schema": ...}``;
-* ``"json_schema"`` – OpenAI, vLLM, Ollama through litellm: ``{"type": "json_schema", ...}``;
-* ``"none"`` – no constraint; the prompt alone asks for JSON.
+A teammed backend (``takes_schema``) receives the schema itself and decides per provider
+how to send it (`teammed.backends.dialects`: strict/non-strict ``json_schema``, llama.cpp's
+``json_object`` + schema, JSON mode, prompt only), degrading when a server refuses one; it
+also gets the full prompt lazily, for a dialect in which the schema is no longer enforced.
+Any other DSPy LM gets ``response_format`` in the dialect its ``structured_output`` names
+(default ``json_schema``).
 
 Whatever comes back is parsed by `teammed.schema.parse_outputs`, which repairs or falls
 back instead of raising; repairs and fallbacks are counted in the current `Usage`.
@@ -20,7 +21,7 @@ import dspy
 
 from teammed import usage
 from teammed.lm_usage import call_lm
-from teammed.schema import output_schema, parse_outputs
+from teammed.schema import DIALECTS, output_schema, parse_outputs
 
 __all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text"]
 
@@ -62,14 +63,16 @@ def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def response_format_for(dialect: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``response_format`` request field for a backend dialect."""
-    if dialect == "json_object_schema":
-        return {"type": "json_object", "schema": schema}
-    if dialect == "json_schema":
-        return {"type": "json_schema", "json_schema": {"name": schema["title"], "schema": schema, "strict": True}}
-    if dialect == "none":
-        return None
-    raise ValueError(f"unknown structured-output dialect {dialect!r}; use json_object_schema, json_schema or none")
+    """The ``response_format`` request field for a backend dialect (all schema keywords kept)."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"unknown structured-output dialect {dialect!r}; use one of {', '.join(DIALECTS)}")
+    from teammed.backends.dialects import response_format_for as build
+
+    return build(dialect, schema, profile="vllm")
+
+
+# Dialects in which the backend enforces the schema (the compact prompt is enough).
+_ENFORCING = frozenset({"json_schema_strict", "json_schema", "json_object_schema"})
 
 
 class SchemaAdapter(dspy.JSONAdapter):
@@ -88,10 +91,17 @@ class SchemaAdapter(dspy.JSONAdapter):
             name = signature.__name__
         schema = output_schema(signature, inputs, title=name)
         request = dict(lm_kwargs)
-        fmt = response_format_for(getattr(lm, "structured_output", "json_schema"), schema)
-        if fmt is not None:
-            request["response_format"] = fmt
-        messages = self.format(signature, demos, inputs, compact=fmt is not None)
+        if getattr(lm, "takes_schema", False):  # a teammed backend: it picks (and degrades) the dialect
+            request["teammed_schema"] = schema
+            compact = getattr(lm, "structured_output", "none") in _ENFORCING
+            if compact:  # the full prompt, should the backend fall back to a dialect without a schema
+                request["teammed_plain_messages"] = lambda: self.format(signature, demos, inputs)
+        else:
+            fmt = response_format_for(getattr(lm, "structured_output", "json_schema"), schema)
+            if fmt is not None:
+                request["response_format"] = fmt
+            compact = fmt is not None
+        messages = self.format(signature, demos, inputs, compact=compact)
         token = calling_signature.set(name)
         try:
             outputs = call_lm(lm, signature=name, messages=messages, request=request)
@@ -100,7 +110,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         values = []
         for output in outputs:
             text = output.get("text") if isinstance(output, dict) else output
-            outcome = parse_outputs(signature, text, inputs)
+            outcome = parse_outputs(signature, text, inputs, schema=schema)
             usage.record_parse(repaired=outcome.repaired and not outcome.failed, failed=outcome.failed)
             if outcome.repaired:
                 logger.info("%s output needed %s: %.400r", name, "a fallback" if outcome.failed else "repair", text)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
+import os
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -14,18 +17,15 @@ from pydantic import ValidationError
 
 from teammed.cli_args import (
     OneLineParser,
-    api_base,
     check_unique_ids,
     check_writable_dir,
     config_values,
     describe_os_error,
     load_config_file,
     model_spec,
-    non_negative_float,
     non_negative_int,
     one_line,
     parse_options,
-    positive_float,
     positive_int,
     preset_list,
     read_json_object,
@@ -73,25 +73,9 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("backend")
-    g.add_argument("--model", action="append", type=model_spec,
-                   help="litellm model string, `local` (default), local:PATH.gguf or scripted (a dry run); "
-                   "repeat for several deployments (questions are assigned round-robin)")
-    g.add_argument("--api-base", type=api_base,
-                   help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
-    g.add_argument("--concurrency", type=positive_int, default=4,
-                   help="concurrent questions per deployment, 1 or more (default: 4; local: 1)")
-    g.add_argument("--timeout", type=positive_float, default=180.0, help="seconds per LM request (default: 180)")
-    g.add_argument("--max-tokens", type=positive_int, default=512,
-                   help="completion token limit per call (default: 512)")
-    g.add_argument("--retry-attempts", type=positive_int, default=6,
-                   help="tries per LM request, the first included (default: 6)")
-    g.add_argument("--retry-base", type=non_negative_float, default=60.0,
-                   help="first backoff in seconds (doubles, jittered; default: 60)")
-    g.add_argument("--retry-cap", type=non_negative_float, default=300.0,
-                   help="longest backoff in seconds (default: 300)")
-    g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
-    g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+    from teammed.cli_backend import add_model_flags
+
+    add_model_flags(p)
 
 
 _TEAMWORK_FLAGS = ("preset", "presets", "components", "config", "n_agents", "n_turns", "early_consensus")
@@ -138,14 +122,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def _deployments(args: argparse.Namespace):
     if not args.no_cache and args.cache_dir is not None:
         check_writable_dir(args.cache_dir, flag="--cache-dir")
-    from teammed.backends.cache import ResponseCache
-    from teammed.backends.resolve import open_deployments
-    from teammed.backends.retry import RetryPolicy
+    from teammed.cli_backend import open_from_args
 
-    retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap)
-    cache = None if args.no_cache else ResponseCache(args.cache_dir)
-    return open_deployments(args.model or ["local"], api_base=args.api_base, concurrency=args.concurrency,
-                            retry=retry, cache=cache, timeout_s=args.timeout, max_tokens=args.max_tokens)
+    return open_from_args(args)
 
 
 def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *, pool: list | None = None,
@@ -194,7 +173,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     with _deployments(args) as deployments:
         with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
-                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter()), usage.track() as used:
+                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
+                usage.track() as used:
             prediction = factory()(question=question.question, options=options)
     print(render_transcript(prediction))
     if prediction.answer not in options:
@@ -337,11 +317,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             pool = [q for q in choice.source if q.id not in chosen]
             factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
             per_question = expected_calls_per_question(config, system=args.system)
+            # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
+            in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
             try:
                 with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
-                                 concurrency=sum(d.concurrency for d in deployments)) as bar:
+                                 concurrency=in_flight) as bar:
                     summary = run_questions(sample, program_factory=factory, deployments=deployments,
-                                            settings=settings, progress=bar.update, metrics=summarize)
+                                            settings=settings, progress=bar.update, metrics=summarize,
+                                            questions_in_flight=in_flight)
             except RunStopped as exc:
                 print(f"teammed: error: {exc}", file=sys.stderr)
                 return 1
@@ -529,19 +512,34 @@ def build_parser() -> argparse.ArgumentParser:
                         help="directory of <dataset>.json (default: special_sets)")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
+    from teammed.cli_cache import add_cache_command
     from teammed.cli_tune import add_parsers as add_tune_parsers  # tune, reproduce
 
+    add_cache_command(sub)
     add_tune_parsers(sub, model_flags=_add_model_flags, deployments=_deployments)
     return parser
 
 
 def _fail(message: object, code: int, *, verbose: bool, exiting: bool) -> int:
-    report_error(str(message))
+    from teammed.redact import redact
+
+    report_error(redact(message))
     if verbose:
         traceback.print_exc()
     elif exiting:  # the process ends: threads winding down must not bury the one line under warnings
         logging.disable(logging.CRITICAL)
     return code
+
+
+def _exit_now_if_signalled(code: int) -> None:
+    """After Ctrl-C/SIGTERM: rows are already on disk; skip third-party exit handlers (seconds in litellm)."""
+    from teammed.backends import resolve
+
+    if resolve.stopping():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -550,13 +548,23 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     # litellm logs every request at INFO; keep our own INFO (-v) readable
     logging.getLogger("LiteLLM").setLevel(logging.WARNING if args.verbose else logging.ERROR)
+    from teammed.redact import install_log_redaction
+
+    install_log_redaction()  # no password inside a URL reaches stderr
     verbose = bool(args.verbose)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
         print(f"teammed: interrupted{saved}", file=sys.stderr)
+        _exit_now_if_signalled(130)
         return 130
+    except SystemExit as exc:  # SIGTERM (see teammed.backends.resolve.shutdown_on_signals)
+        if isinstance(exc.code, int) and exc.code > 128:
+            saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
+            print(f"teammed: terminated{saved}", file=sys.stderr)
+            _exit_now_if_signalled(exc.code)
+        raise
     except BackendError as exc:  # a wrong key/model/request is the user's to fix (2); a dead server is not (1)
         user_fixable = isinstance(exc, FatalBackendError) and exc.kind != "connection"
         return _fail(exc, 2 if user_fixable else 1, verbose=verbose, exiting=argv is None)
@@ -582,5 +590,26 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def console_main() -> None:
+    """The ``teammed`` command: `main`, then exit without tearing down every imported module.
+
+    Finalizing the interpreter after litellm and DSPy are loaded costs over a second of CPU
+    for nothing; threads are joined and ``atexit`` handlers run exactly as on a normal exit
+    (open files, logging, servers), then the process ends.
+    """
+    code = main()
+    shutdown = getattr(threading, "_shutdown", None)  # what the interpreter itself runs first
+    if shutdown is None:
+        sys.exit(code)
+    shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -37,8 +37,10 @@ def _all_failed(rows: list[dict[str, Any]]) -> str | None:
 
 def compile_command(args: argparse.Namespace, *, config_from_args: Callable[..., Any],
                     deployments: Callable[[argparse.Namespace], Any]) -> int:
-    from teammed.backends.litellm_backend import LiteLLMBackend
+    import contextlib
+
     from teammed.backends.resolve import describe
+    from teammed.cli_backend import extra_lm
     from teammed.cli_data import load_for, tuning_record
     from teammed.optimizers import compile_program, evaluate, examples_from_questions, save_program, split_questions
 
@@ -58,13 +60,16 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
           f"{choice.name} ({choice.split})", file=sys.stderr)
     from teammed.progress import CallProgress
 
-    with deployments(args) as opened, CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
-        lm = opened[0].lm
-        teacher = LiteLLMBackend(args.teacher_model) if args.teacher_model else None
-        reflection = LiteLLMBackend(args.reflection_model, max_tokens=2048) if args.reflection_model else None
+    with deployments(args) as opened, contextlib.ExitStack() as extras, \
+            CallProgress("compile: held-out accuracy before", stream=sys.stderr) as bar:
+        lm = opened[0].lm  # teacher/reflection: the same backend options and shutdown as --model
+        teacher = extra_lm(args, args.teacher_model, stack=extras) if args.teacher_model else None
+        reflection = (extra_lm(args, args.reflection_model, stack=extras, max_tokens=2048)
+                      if args.reflection_model else None)
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
-        before, before_rows = evaluate(student, examples_from_questions(test), lm)
+        threads = args.concurrency  # questions in flight; the backend bounds requests in flight
+        before, before_rows = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
         failed = _all_failed(before_rows)
         if failed:
             print(f"teammed: error: the evaluation before compiling failed: {failed}; nothing was saved",
@@ -74,9 +79,9 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
         compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
                                    valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
-                                   reflection_lm=reflection, seed=args.seed)
+                                   reflection_lm=reflection, seed=args.seed, num_threads=threads)
         bar.set_label("compile: held-out accuracy after")
-        after, after_rows = evaluate(compiled, examples_from_questions(test), lm)
+        after, after_rows = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
         failed = _all_failed(after_rows)
         if failed:
             print(f"teammed: error: the evaluation of the compiled program failed: {failed}; nothing was saved",
@@ -123,7 +128,7 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
                 study_name=study_name, objectives=args.objectives, sampler=args.sampler, seed=args.seed,
                 batch_size=args.batch_size, out_dir=work_dir, dataset=choice.name,
                 search_turns=args.search_turns, search_agents=args.search_agents,
-                search_early_consensus=args.search_early_consensus,
+                search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
                 tuning=tuning_record(choice, [q.id for q in questions]),
             )
     except (SearchAborted, NoTrialSucceeded) as exc:

@@ -137,7 +137,9 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
             deployment: str) -> tuple[ResultRow, BaseException | None]:
     started = time.perf_counter()
     prediction, error, failure = None, None, None
-    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage_mod.track() as used:
+    # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
+    # response in memory (this question's trace lives only while it runs).
+    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage_mod.track() as used:
         try:
             inputs = {"question": question.question, "options": dict(question.options), "context": question.context}
             if question.image:
@@ -421,8 +423,13 @@ def run_questions(
     settings: RunSettings,
     progress: Callable[[dict[str, Any]], None] | None = None,
     metrics: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    questions_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
+
+    ``questions_in_flight`` questions run at once (default: the deployments' request slots
+    summed); requests in flight are bounded by each deployment's LM, not here, so one
+    question's parallel calls (round 2) run together even with one question in flight.
 
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
     ``resume`` meets a different identity (nothing is appended then), and `RunStopped` after
@@ -470,6 +477,7 @@ def run_questions(
                     "n_questions": len(questions), "question_ids": ids, **environment(), **settings.extra_meta}
         write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
         rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
+                                 questions_in_flight=questions_in_flight,
                                  settings=settings, results_path=results_path, existing=existing,
                                  progress=progress, total=len(questions))
         order = {qid: i for i, qid in enumerate(ids)}
@@ -494,11 +502,10 @@ def run_questions(
 
 
 def _execute(todo: list[Question], *, program_factory, deployments, settings: RunSettings,  # type: ignore[no-untyped-def]
-             results_path: Path, existing: list[ResultRow], progress, total: int
-             ) -> tuple[list[ResultRow], RunStopped | None]:
+             results_path: Path, existing: list[ResultRow], progress, total: int,
+             questions_in_flight: int | None = None) -> tuple[list[ResultRow], RunStopped | None]:
     lock = threading.Lock()
     rows = list(existing)
-    slots = [threading.BoundedSemaphore(d.concurrency) for d in deployments]
     streak = _Streak(settings.max_consecutive_failures)
     started = time.monotonic()
     stopping = threading.Event()
@@ -508,11 +515,10 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
 
     def work(index: int, question: Question) -> tuple[ResultRow, BaseException | None] | None:
         k = index % len(deployments)  # round-robin over deployments
-        with slots[k]:
-            if stopping.is_set():
-                return None  # not attempted: the run is stopping
-            row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
-                                   deployment=deployments[k].spec)
+        if stopping.is_set():
+            return None  # not attempted: the run is stopping
+        row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
+                               deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
             if not stop and streak.add(failure):
                 stopping.set()
@@ -524,7 +530,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     f"attempted remain: run again with --resume --retry-failed to continue"))
         return row, failure
 
-    workers = max(1, sum(d.concurrency for d in deployments))
+    workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     pool = ThreadPoolExecutor(max_workers=workers)
     stopped: RunStopped | None = None
     try:
@@ -541,7 +547,8 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     sink.write(row.to_json() + "\n")
                     sink.flush()
                     os.fsync(sink.fileno())
-                    rows.append(row)
+                    # the transcript and rationale are on disk; the summary does not need them
+                    rows.append(row.model_copy(update={"transcript": [], "rationale": None}))
                 if stop and stopped is None:
                     stopped = stop[0]
                     for other in futures:

@@ -24,9 +24,91 @@ __all__ = [
     "ParseOutcome",
     "fallback_value",
     "MAX_STRING_CHARS",
+    "DIALECTS",
+    "PROVIDER_PROFILES",
+    "dialect_schema",
+    "enforce_limits",
 ]
 
-MAX_STRING_CHARS = 700
+# Long enough for every free-text output the prompts ask for (the longest is a 150-word
+# report or reasoning: ~1,100 characters of English). Providers that take no string-length
+# keyword get none; the limit is then enforced when parsing (`enforce_limits`).
+MAX_STRING_CHARS = 2000
+
+# The ways a request can carry a schema, strongest first; a backend that rejects one is
+# moved to the next for the rest of the run (see teammed.backends.dialects).
+DIALECTS = ("json_schema_strict", "json_schema", "json_object_schema", "json_object", "none")
+
+# JSON Schema keywords each provider family does NOT take (left out of the request,
+# enforced when parsing). Sources (checked 2026-11): OpenAI structured outputs "supported
+# schemas" (strings: pattern, format only; arrays: minItems/maxItems; numbers: minimum/maximum);
+# Anthropic structured outputs limitations (no numeric, string-length or minItems>1 constraints,
+# additionalProperties must be false); Gemini responseSchema (OpenAPI subset: enum, items,
+# minItems/maxItems, minimum/maximum, required; no additionalProperties, no string lengths);
+# vLLM guided decoding (xgrammar/outlines: full JSON Schema); Ollama and llama.cpp
+# (grammar from schema; string lengths ignored or costly: left out).
+PROVIDER_PROFILES: dict[str, frozenset[str]] = {
+    "openai": frozenset({"maxLength", "minLength"}),
+    "anthropic": frozenset({"maxLength", "minLength", "minimum", "maximum", "minItems", "maxItems"}),
+    "gemini": frozenset({"maxLength", "minLength", "additionalProperties", "title"}),
+    "vllm": frozenset(),
+    "ollama": frozenset({"maxLength", "minLength"}),
+    "llamacpp": frozenset({"maxLength", "minLength"}),
+    "generic": frozenset({"maxLength", "minLength"}),
+}
+
+
+def dialect_schema(schema: dict[str, Any], profile: str) -> dict[str, Any]:
+    """``schema`` without the keywords provider family ``profile`` does not take (a copy)."""
+    if profile not in PROVIDER_PROFILES:
+        raise ValueError(f"unknown provider profile {profile!r}; use one of {', '.join(PROVIDER_PROFILES)}")
+    drop = PROVIDER_PROFILES[profile]
+
+    def walk(node: Any, *, top: bool) -> Any:
+        if isinstance(node, dict):
+            out = {}
+            for key, value in node.items():
+                if key in drop and not (key == "title" and top):
+                    continue
+                if key in ("properties", "$defs"):  # names of fields, not keywords
+                    out[key] = {k: walk(v, top=False) for k, v in value.items()}
+                else:
+                    out[key] = walk(value, top=False)
+            return out
+        if isinstance(node, list):
+            return [walk(v, top=False) for v in node]
+        return node
+
+    return walk(schema, top=True)
+
+
+def enforce_limits(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
+    """Apply the length limits of ``schema`` to a parsed value; returns (value, changed).
+
+    Strings longer than ``maxLength`` are cut, lists longer than ``maxItems`` are cut: the
+    constraints a provider did not enforce while decoding are enforced here.
+    """
+    changed = False
+    if isinstance(value, str) and isinstance(schema.get("maxLength"), int) and len(value) > schema["maxLength"]:
+        return value[: schema["maxLength"]], True
+    if isinstance(value, list):
+        limit = schema.get("maxItems")
+        if isinstance(limit, int) and len(value) > limit:
+            value, changed = value[:limit], True
+        item_schema = schema.get("items") or {}
+        items = []
+        for item in value:
+            item, item_changed = enforce_limits(item, item_schema)
+            items.append(item)
+            changed = changed or item_changed
+        return items, changed
+    if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
+        out = {}
+        for key, item in value.items():
+            out[key], item_changed = enforce_limits(item, schema["properties"].get(key) or {})
+            changed = changed or item_changed
+        return out, changed
+    return value, changed
 _DSPY_KEYS = ("__dspy_field_type", "desc", "prefix", "format", "parser", "constraints")
 
 
@@ -167,7 +249,8 @@ class ParseOutcome:
     failed: bool = False
 
 
-def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | None = None) -> ParseOutcome:
+def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | None = None, *,
+                  schema: dict[str, Any] | None = None) -> ParseOutcome:
     """Typed output values from an LM completion; never raises.
 
     Clean JSON with every field valid is the normal case. Otherwise the JSON is repaired
@@ -186,6 +269,9 @@ def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | Non
                 raw = json_repair.loads(text)
             except Exception:  # json_repair is best-effort on arbitrary text
                 raw = None
+    if isinstance(raw, dict) and schema is not None:
+        raw, cut = enforce_limits(raw, schema)
+        repaired = repaired or cut
     if not isinstance(raw, dict):
         return ParseOutcome({n: fallback_value(f) for n, f in signature.output_fields.items()}, True, True)
     values: dict[str, Any] = {}

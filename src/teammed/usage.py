@@ -3,6 +3,11 @@
 A `Usage` is opened around one question (``with track() as usage:``); every LM call made
 inside it, on any thread that inherited the context, is added to it. Backends record
 calls, tokens, latency, cost, cache hits and retries; the adapter records parse repairs.
+
+Tokens and cost are counted twice: ``prompt_tokens``/``completion_tokens``/``cost_usd`` are
+what the backend would bill for the call (the same whether or not the answer came from the
+cache, whose entries keep the original usage), ``spent_*`` what this run actually paid
+(0 on a cache hit). Tables, Pareto fronts and search objectives use the billable fields.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
-__all__ = ["Usage", "track", "current", "record_call", "record_parse"]
+__all__ = ["Usage", "track", "current", "record_call", "record_parse", "record_ranking_repair",
+           "record_format_degradation"]
 
 
 @dataclass
@@ -25,10 +31,15 @@ class Usage:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    spent_prompt_tokens: int = 0
+    spent_completion_tokens: int = 0
+    spent_cost_usd: float = 0.0
     cache_hits: int = 0
     retries: int = 0
     parse_failures: int = 0
     repaired: int = 0
+    ranking_repairs: int = 0
+    format_degradations: int = 0
     calls_by_signature: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -37,6 +48,7 @@ class Usage:
         data["calls_by_signature"] = dict(self.calls_by_signature)
         data["latency_s"] = round(self.latency_s, 4)
         data["cost_usd"] = round(self.cost_usd, 8)
+        data["spent_cost_usd"] = round(self.spent_cost_usd, 8)
         return data
 
 
@@ -69,7 +81,11 @@ def record_call(
     cache_hit: bool = False,
     retries: int = 0,
 ) -> None:
-    """Add one LM call to the current usage. Cached answers cost no tokens."""
+    """Add one LM call to the current usage.
+
+    ``prompt_tokens``, ``completion_tokens`` and ``cost_usd`` are the call's billable figures
+    (a cache hit passes the original call's); they count as spent only when not a cache hit.
+    """
     usage = _current.get()
     if usage is None:
         return
@@ -78,12 +94,15 @@ def record_call(
         usage.calls_by_signature[signature] = usage.calls_by_signature.get(signature, 0) + 1
         usage.latency_s += latency_s
         usage.retries += retries
+        usage.prompt_tokens += prompt_tokens
+        usage.completion_tokens += completion_tokens
+        usage.cost_usd += cost_usd
         if cache_hit:
             usage.cache_hits += 1
         else:
-            usage.prompt_tokens += prompt_tokens
-            usage.completion_tokens += completion_tokens
-            usage.cost_usd += cost_usd
+            usage.spent_prompt_tokens += prompt_tokens
+            usage.spent_completion_tokens += completion_tokens
+            usage.spent_cost_usd += cost_usd
 
 
 def record_parse(*, repaired: bool = False, failed: bool = False) -> None:
@@ -94,3 +113,21 @@ def record_parse(*, repaired: bool = False, failed: bool = False) -> None:
     with usage._lock:
         usage.repaired += int(repaired)
         usage.parse_failures += int(failed)
+
+
+def record_ranking_repair(n: int = 1) -> None:
+    """Note ``n`` ranking repairs (duplicates, missing letters, letters outside the options)."""
+    usage = _current.get()
+    if usage is None or n <= 0:
+        return
+    with usage._lock:
+        usage.ranking_repairs += int(n)
+
+
+def record_format_degradation() -> None:
+    """Note that a backend refused a ``response_format`` and the call was sent in a weaker dialect."""
+    usage = _current.get()
+    if usage is None:
+        return
+    with usage._lock:
+        usage.format_degradations += 1

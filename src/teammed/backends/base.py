@@ -1,17 +1,40 @@
-"""`MeteredLM`: the base of every teammed LM; it records each call in the current `Usage`."""
+"""`MeteredLM`: the base of every teammed LM; it records each call in the current `Teammed Usage`.
+
+It implements DSPy's public call interface (``lm(prompt)`` / ``lm(messages=...)`` returning a
+list of completions) directly, not the deprecated ``BaseLM.forward`` plugin hook, so nothing
+here depends on the legacy path DSPy 3.5 removes. DSPy's call options are honoured:
+``cache=False`` bypasses the cache for one call, and ``rollout_id`` is part of the cache key
+(distinct rollouts reach the server as distinct requests) but is never sent to the server.
+"""
 
 from __future__ import annotations
 
+import contextvars
+import datetime
 import time
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import dspy
-from litellm import ModelResponse
+from dspy.utils.callback import with_callbacks
 
 from teammed import usage
 from teammed.adapter import calling_signature
 
-__all__ = ["MeteredLM"]
+__all__ = ["MeteredLM", "CallOptions", "call_options"]
+
+
+@dataclass(frozen=True)
+class CallOptions:
+    """DSPy's per-call execution options, seen by `MeteredLM.complete` implementations that care."""
+
+    use_cache: bool = True
+    rollout_id: Any = None
+
+
+call_options: contextvars.ContextVar[CallOptions | None] = contextvars.ContextVar("teammed_call_options",
+                                                                                  default=None)
 
 
 class MeteredLM(dspy.BaseLM):
@@ -23,15 +46,23 @@ class MeteredLM(dspy.BaseLM):
 
     structured_output: str = "json_schema"
 
-    def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[ModelResponse, dict[str, Any]]:
+    def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
-    def forward(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None, **kwargs: Any):
+    @with_callbacks
+    def __call__(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
+                 **kwargs: Any) -> list[Any]:
         messages = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
         request = {**self.kwargs, **kwargs}
-        request = {k: v for k, v in request.items() if v is not None and k not in ("cache", "rollout_id")}
+        options = CallOptions(use_cache=bool(request.pop("cache", self.cache)),
+                              rollout_id=request.pop("rollout_id", None))
+        request = {k: v for k, v in request.items() if v is not None}
         started = time.perf_counter()
-        response, info = self.complete(messages, **request)
+        token = call_options.set(options)
+        try:
+            response, info = self.complete(messages, **request)
+        finally:
+            call_options.reset(token)
         elapsed = time.perf_counter() - started
         tokens = getattr(response, "usage", None)
         usage.record_call(
@@ -43,9 +74,21 @@ class MeteredLM(dspy.BaseLM):
             cache_hit=bool(info.get("cache_hit")),
             retries=int(info.get("retries") or 0),
         )
-        if info.get("cache_hit"):
-            response.cache_hit = True  # type: ignore[attr-defined]
-        return response
+        tracker = dspy.settings.usage_tracker
+        if tracker is not None and not info.get("cache_hit") and tokens is not None:
+            tracker.add_usage(self.model, dict(tokens))  # DSPy's own accounting (dspy.track_usage)
+        outputs = [(choice.message.content or "") if choice.message is not None else "" for choice in response.choices]
+        if not dspy.settings.disable_history:
+            self.update_history({
+                "prompt": prompt, "messages": messages, "kwargs": {k: v for k, v in kwargs.items()
+                                                                 if not k.startswith("api_")},
+                "response": response, "outputs": outputs, "usage": dict(tokens or {}),
+                "cost": info.get("cost_usd"), "timestamp": datetime.datetime.now().isoformat(),
+                "uuid": str(uuid.uuid4()), "model": self.model, "response_model": getattr(response, "model", None),
+                "model_type": self.model_type,
+            })
+        return outputs
 
-    async def aforward(self, prompt=None, messages=None, **kwargs):  # type: ignore[no-untyped-def]
-        return self.forward(prompt=prompt, messages=messages, **kwargs)
+    async def acall(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
+                    **kwargs: Any) -> list[Any]:
+        return self(prompt, messages=messages, **kwargs)

@@ -1,50 +1,111 @@
-"""A response cache keyed by the backend as well as the request.
+"""One response cache (a size-bounded diskcache store) keyed by the backend as well as the request.
 
 DSPy's own cache key ignores ``api_base``, so two servers behind one model string would
-share answers. This cache keys on model, api_base and the full request, and stores one
-JSON file per entry (atomic rename), safe for concurrent threads and processes.
+share answers. This cache keys on model, the backend's identity (its ``api_base``, or the
+GGUF path of the embedded model), the full request and DSPy's ``rollout_id``. Entries keep
+the original call's usage and cost, so a cached run reports the same billable tokens.
+
+A corrupt or foreign entry is a miss; an unwritable cache warns once and the run goes on
+uncached. The store is safe for concurrent threads and processes (SQLite underneath).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ResponseCache", "cache_key", "default_cache_dir"]
+__all__ = ["ResponseCache", "cache_key", "default_cache_dir", "DEFAULT_SIZE_LIMIT"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SIZE_LIMIT = 1 << 30  # 1 GiB; diskcache evicts least-recently-stored entries beyond it
+_ENTRY_VERSION = 2
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("TEAMMED_CACHE_DIR") or Path.home() / ".cache" / "teammed" / "responses")
 
 
-def cache_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]], params: dict[str, Any]) -> str:
-    """A stable hash of everything that determines an answer, the backend's address included."""
-    material = json.dumps({"model": model, "api_base": api_base or "", "messages": messages, "params": params},
-                          sort_keys=True, default=str)
+def cache_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]], params: dict[str, Any],
+              rollout_id: Any = None) -> str:
+    """A stable hash of everything that determines an answer, the backend's address and rollout included."""
+    material = json.dumps({"model": model, "api_base": api_base or "", "messages": messages, "params": params,
+                           "rollout_id": rollout_id}, sort_keys=True, default=str)
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-class ResponseCache:
-    def __init__(self, directory: Path | str | None = None):
-        self.directory = Path(directory) if directory else default_cache_dir()
+def _valid(entry: Any) -> bool:
+    if not (isinstance(entry, dict) and entry.get("v") == _ENTRY_VERSION and isinstance(entry.get("usage"), dict)):
+        return False
+    response = entry.get("response")
+    return isinstance(response, dict) and isinstance(response.get("choices"), list) and bool(response["choices"])
 
-    def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.json"
+
+class ResponseCache:
+    """``get(key)`` -> entry or None; ``put(key, entry)``; never raises on a broken store."""
+
+    def __init__(self, directory: Path | str | None = None, *, size_limit: int = DEFAULT_SIZE_LIMIT):
+        self.directory = Path(directory) if directory else default_cache_dir()
+        self.size_limit = size_limit
+        self._store: Any = None
+        self._broken = False
+        self._lock = threading.Lock()
+
+    def _open(self) -> Any:
+        if self._store is None and not self._broken:
+            with self._lock:
+                if self._store is None and not self._broken:
+                    try:
+                        import diskcache
+
+                        self.directory.mkdir(parents=True, exist_ok=True)
+                        self._store = diskcache.Cache(str(self.directory), size_limit=self.size_limit,
+                                                      eviction_policy="least-recently-stored")
+                    except Exception as exc:  # unwritable directory, read-only disk, corrupt database
+                        self._disable(exc)
+        return self._store
+
+    def _disable(self, exc: BaseException) -> None:
+        if not self._broken:
+            self._broken = True
+            logger.warning("the response cache at %s is unusable (%s: %s); running uncached", self.directory,
+                           type(exc).__name__, exc)
 
     def get(self, key: str) -> dict[str, Any] | None:
-        try:
-            return json.loads(self._path(key).read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+        store = self._open()
+        if store is None:
             return None
+        try:
+            entry = store.get(key)
+        except Exception:  # a corrupt entry (unpicklable, truncated) is a miss
+            return None
+        return entry if _valid(entry) else None
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as handle:
-            json.dump(value, handle)
-        os.replace(tmp, path)
+    def put(self, key: str, entry: dict[str, Any]) -> None:
+        store = self._open()
+        if store is None:
+            return
+        try:
+            store.set(key, {**entry, "v": _ENTRY_VERSION})
+        except Exception as exc:
+            self._disable(exc)
+
+    def info(self) -> dict[str, Any]:
+        store = self._open()
+        if store is None:
+            return {"directory": str(self.directory), "usable": False}
+        return {"directory": str(self.directory), "usable": True, "entries": len(store),
+                "bytes": int(store.volume()), "size_limit": self.size_limit}
+
+    def clear(self) -> int:
+        store = self._open()
+        return int(store.clear()) if store is not None else 0
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()

@@ -1,29 +1,47 @@
-"""`LiteLLMBackend`: any litellm model string, with retries, a backend-keyed cache and usage.
+"""`LiteLLMBackend`: any litellm model string (or a litellm Router), with retries, dialects, a cache and usage.
 
-Every call goes through ``litellm.completion``. Transient failures (429, 5xx, timeouts,
-dropped connections) are retried by `RetryPolicy`, honouring ``Retry-After``; errors that
-cannot succeed (bad key, bad request, unknown model) fail at once with a message naming
-the model and the environment variable it expected. API keys are read by litellm from
-the environment and are never stored, logged or written to results.
+Every call goes through ``litellm.completion`` (or ``Router.completion`` for a deployments
+file). What a failure means is decided by `teammed.backends.faults.classify`:
+
+* transient (429, 5xx, timeouts, dropped connections, garbage): retried by `RetryPolicy`,
+  honouring ``Retry-After`` up to ``--retry-cap``;
+* a refused ``response_format`` (whatever the status): the deployment degrades one dialect
+  and the call is sent again at once; the new dialect is kept for the rest of the run;
+* authentication, permission, not-found, bad-request, connection refused: never retried;
+  `FatalBackendError` with the fix (the key's environment variable, the URL, the model).
+
+Each request runs on a worker thread the caller waits on, so `close()` (Ctrl-C, SIGTERM)
+releases every caller at once, even while a server hangs. Requests in flight are bounded
+per deployment (``max_parallel_requests``), independently of how many questions run.
+API keys are read from the environment and never stored in results or printed.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import random
 import threading
 from typing import Any
 
-import litellm
+import json_repair
 
-from teammed.backends.base import MeteredLM
+from teammed import usage
+from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
-from teammed.backends.retry import FATAL_STATUS, TRANSIENT_STATUS, RetryPolicy
-from teammed.errors import BackendError
+from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
+from teammed.backends.faults import Fault, classify
+from teammed.backends.retry import RetryPolicy
+from teammed.errors import BackendError, FatalBackendError, TransientBackendError
+from teammed.redact import redact
+from teammed.schema import DIALECTS
 
-__all__ = ["LiteLLMBackend", "expected_key_env", "structured_output_for"]
+__all__ = ["LiteLLMBackend", "BackendClosedError", "expected_key_env", "structured_output_for", "KEYLESS"]
 
 logger = logging.getLogger(__name__)
+
+KEYLESS = "sk-no-key-required"  # what a keyless OpenAI-compatible server is sent (the client insists on one)
 
 _KEY_ENV = {
     "openai": "OPENAI_API_KEY",
@@ -38,145 +56,293 @@ _KEY_ENV = {
 }
 
 
+def _litellm() -> Any:
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
+    return litellm
+
+
+class BackendClosedError(BackendError):
+    """The run is stopping (Ctrl-C, SIGTERM): the call was abandoned, not failed."""
+
+
+class _FormatRejected(Exception):
+    def __init__(self, fault: Fault):
+        super().__init__(fault.message)
+        self.fault = fault
+
+
 def expected_key_env(model: str) -> str | None:
     """The environment variable litellm reads the key of ``model``'s provider from."""
     return _KEY_ENV.get(model.split("/", 1)[0]) if "/" in model else "OPENAI_API_KEY"
 
 
-def structured_output_for(model: str) -> str:
-    """The default schema dialect of a provider: OpenAI-style json_schema for the known ones."""
-    provider = model.split("/", 1)[0]
-    if provider in ("openai", "azure", "ollama", "ollama_chat", "hosted_vllm", "vllm", "gemini", "openrouter"):
-        return "json_schema"
-    return "none"
+def structured_output_for(model: str, api_base: str | None = None) -> str:
+    """The first dialect tried for ``model`` (see `teammed.backends.dialects`)."""
+    return default_dialect(model, api_base=api_base)
 
 
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    return int(status) if isinstance(status, int) else None
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get("retry-after") or headers.get("Retry-After")
+def _parseable(text: str, *, json_expected: bool) -> bool:
+    if not text or not text.strip():
+        return False
+    if not json_expected:
+        return True
     try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _is_transient(exc: BaseException) -> bool:
-    status = _status(exc)
-    if status is not None:
-        return status in TRANSIENT_STATUS
-    transient_types = (litellm.Timeout, litellm.APIConnectionError, litellm.RateLimitError,
-                       litellm.ServiceUnavailableError, litellm.InternalServerError, ConnectionError, TimeoutError)
-    return isinstance(exc, transient_types)
+        return isinstance(json.loads(text, strict=False), dict)
+    except (json.JSONDecodeError, TypeError):
+        try:
+            return isinstance(json_repair.loads(text), dict)
+        except Exception:  # json_repair is best-effort
+            return False
 
 
 class LiteLLMBackend(MeteredLM):
     """A DSPy LM for any litellm model; ``api_base`` points it at an OpenAI-compatible server."""
+
+    takes_schema = True  # the adapter hands over the schema; the dialect is decided here
 
     def __init__(
         self,
         model: str,
         *,
         api_base: str | None = None,
+        api_key_env: str | None = None,
         structured_output: str | None = None,
         retry: RetryPolicy | None = None,
         timeout_s: float = 120.0,
         cache: ResponseCache | None = None,
+        max_parallel_requests: int | None = None,
         max_concurrency: int | None = None,
         temperature: float = 0.0,
         max_tokens: int = 512,
         backend_id: str | None = None,
+        router: Any = None,
+        profile: str | None = None,
         **kwargs: Any,
     ):
+        if structured_output not in (None, "auto", *DIALECTS):
+            raise ValueError(f"unknown structured-output dialect {structured_output!r}; use auto or one of "
+                             f"{', '.join(DIALECTS)}")
         super().__init__(model=model, temperature=temperature, max_tokens=max_tokens, cache=cache is not None,
                          num_retries=0, **kwargs)
         self.api_base = api_base
+        self.api_key_env = api_key_env
         # What the cache keys answers by: the server's address, or a stable name for servers
         # whose address changes between runs (the local model's port is picked at start-up).
         self.backend_id = backend_id or api_base
-        self.structured_output = structured_output or structured_output_for(model)
+        self.profile = profile or provider_profile(model, api_base=api_base)
+        self.structured_output = (structured_output if structured_output not in (None, "auto")
+                                  else "json_schema_strict" if self.profile == "openai" else "json_schema")
         self.retry = retry or RetryPolicy()
         self.timeout_s = timeout_s
         self.response_cache = cache
-        self._slots = threading.BoundedSemaphore(max_concurrency) if max_concurrency else None
+        self.router = router
+        limit = max_parallel_requests or max_concurrency
+        self.max_parallel_requests = limit
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._rng = random.Random()
         self._closed = threading.Event()
+        self._dialect_lock = threading.Lock()
+        self.degradations: list[tuple[str, str]] = []
+        self._price_fallback = True
 
+    # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Refuse further calls and wake any call waiting to retry (used on shutdown)."""
+        """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
         self._closed.set()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def where(self) -> str:
+        return f" at {redact(self.api_base)}" if self.api_base else ""
+
+    def check_credentials(self) -> None:
+        """Before the first call: the key this deployment needs is in the environment (or none is needed)."""
+        if self.router is not None or self.kwargs.get("api_key"):
+            return
+        if self.api_key_env:
+            value = os.environ.get(self.api_key_env)
+            if not value:
+                raise FatalBackendError(f"{self.model}{self.where()} needs an API key.", kind="authentication",
+                                        fix=f"Set {self.api_key_env} in the environment.")
+            self.kwargs["api_key"] = value
+            return
+        env = expected_key_env(self.model)
+        if self.api_base:  # an OpenAI-compatible server: keyless unless the variable is set
+            if not (env and os.environ.get(env)):
+                self.kwargs["api_key"] = KEYLESS
+            return
+        litellm = _litellm()
+        try:
+            missing = list(litellm.validate_environment(model=self.model).get("missing_keys") or [])
+        except Exception:  # a provider litellm cannot check: let the first call tell
+            missing = []
+        if missing:
+            raise FatalBackendError(f"{self.model} needs credentials that are not set.", kind="authentication",
+                                    fix=f"Set {' and '.join(missing)} in the environment "
+                                        f"(or use --api-base for a keyless OpenAI-compatible server).")
+
+    # ------------------------------------------------------------------ calls
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)
-        key = None
-        if self.response_cache is not None:
-            keyed = {k: v for k, v in params.items() if k != "api_key"}
-            key = cache_key(model=self.model, api_base=self.backend_id, messages=messages, params=keyed)
-            hit = self.response_cache.get(key)
-            if hit is not None:
-                return litellm.ModelResponse(**hit), {"cache_hit": True}
-        response, retries = self._call_with_retries(messages, params)
-        cost = 0.0
-        try:
-            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception:  # unknown price: cost stays 0 and the summary says "unknown"
-            cost = 0.0
-        if key is not None and self.response_cache is not None:
-            self.response_cache.put(key, response.model_dump())
-        return response, {"retries": retries, "cost_usd": cost}
+        schema = params.pop("teammed_schema", None)
+        plain = params.pop("teammed_plain_messages", None)
+        options = call_options.get() or CallOptions()
+        while True:
+            dialect = self.structured_output
+            if plain is not None and dialect in ("json_object", "none"):
+                messages = plain()  # the schema is no longer enforced: the prompt must spell out the fields
+                plain = None
+            request = dict(params)
+            if schema is not None:
+                fmt = response_format_for(dialect, schema, profile=self.profile)
+                if fmt is not None:
+                    request["response_format"] = fmt
+            key = None
+            if self.response_cache is not None and options.use_cache:
+                keyed = {k: v for k, v in request.items() if k != "api_key"}
+                key = cache_key(model=self.model, api_base=self.backend_id, messages=messages, params=keyed,
+                                rollout_id=options.rollout_id)
+                hit = self.response_cache.get(key)
+                if hit is not None:
+                    return _litellm().ModelResponse(**hit["response"]), {"cache_hit": True,
+                                                                       "cost_usd": hit.get("cost_usd", 0.0)}
+            try:
+                response, retries = self._call_with_retries(messages, request)
+            except _FormatRejected as rejected:
+                self._degrade(dialect, rejected.fault)
+                continue
+            cost = self._cost(response)
+            if key is not None and self.response_cache is not None:
+                text = response.choices[0].message.content if response.choices else ""
+                if _parseable(text or "", json_expected=schema is not None):
+                    self.response_cache.put(key, {"response": response.model_dump(),
+                                                  "usage": dict(response.usage or {}), "cost_usd": cost})
+            return response, {"retries": retries, "cost_usd": cost}
+
+    def _degrade(self, dialect: str, fault: Fault) -> None:
+        with self._dialect_lock:
+            if self.structured_output != dialect:  # another thread already moved on
+                usage.record_format_degradation()
+                return
+            weaker = next_dialect(dialect)
+            if weaker is None:
+                raise FatalBackendError(f"{self.model}{self.where()} rejected even a plain request: "
+                                        f"{fault.message[:300]}", kind="bad_request",
+                                        fix="Check the server's log for what it expects.")
+            self.structured_output = weaker
+            self.degradations.append((dialect, weaker))
+        usage.record_format_degradation()
+        logger.warning("%s%s does not take response_format %s (HTTP %s); using %s for the rest of the run "
+                       "(set --structured-output %s to skip this)", self.model, self.where(), dialect,
+                       fault.status, weaker, weaker)
+
+    def _cost(self, response: Any) -> float:
+        if self.api_base and self.router is None:
+            return 0.0  # a self-hosted server: litellm's price list does not apply
+        # litellm already priced the response; computing it again cost ~10% of a call's CPU
+        cost = (getattr(response, "_hidden_params", None) or {}).get("response_cost")
+        if cost is None and self._price_fallback:
+            try:
+                cost = _litellm().completion_cost(completion_response=response)
+            except Exception:  # unknown price: cost stays 0 and the summary says "unknown"
+                cost = 0.0
+            self._price_fallback = bool(cost)  # a model litellm cannot price is not retried per call
+        return float(cost or 0.0)
 
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         for attempt in range(self.retry.attempts):
-            if self._closed.is_set():
-                raise BackendError(f"{self.model}: the backend was closed (the run is stopping)")
+            self._check_open()
             try:
-                if self._slots is None:
-                    return self._send(messages, params), attempt
-                with self._slots:
-                    return self._send(messages, params), attempt
+                return self._send_bounded(messages, params), attempt
+            except BackendClosedError:
+                raise
             except Exception as exc:  # classified below: transient ones retry, the rest fail fast
-                if not _is_transient(exc):
-                    raise self._fatal(exc) from exc
+                fault = classify(exc)
+                if fault.action == "degrade":
+                    raise _FormatRejected(fault) from exc
+                if fault.action == "fatal":
+                    raise self._fatal(fault) from None
                 if attempt + 1 >= self.retry.attempts:
-                    raise BackendError(
-                        f"{self.model} still failing after {self.retry.attempts} attempts: {type(exc).__name__}: "
-                        f"{_short(exc)}"
-                    ) from exc
-                wait = self.retry.delay(attempt, retry_after=_retry_after(exc), rng=self._rng)
-                logger.warning("%s: %s (attempt %d/%d); retrying in %.1fs", self.model, _short(exc), attempt + 1,
-                               self.retry.attempts, wait)
-                self._closed.wait(wait)
+                    raise TransientBackendError(
+                        f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
+                        f"{type(exc).__name__}: {fault.message[:300]}"
+                    ) from None
+                wait = self.retry.delay(attempt, retry_after=fault.retry_after, rng=self._rng)
+                logger.warning("%s%s: %s (attempt %d/%d); retrying in %.1fs", self.model, self.where(),
+                               fault.message[:200], attempt + 1, self.retry.attempts, wait)
+                if self._closed.wait(wait):
+                    self._check_open()
         raise AssertionError("unreachable")
 
-    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        return litellm.completion(model=self.model, messages=messages, api_base=self.api_base,
-                                  timeout=self.timeout_s, num_retries=0, **params)
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise BackendClosedError(f"{self.model}: the backend was closed (the run is stopping)")
 
-    def _fatal(self, exc: BaseException) -> BackendError:
-        status = _status(exc)
-        env = expected_key_env(self.model)
-        where = f" at {self.api_base}" if self.api_base else ""
-        if status in (401, 403) or isinstance(exc, litellm.AuthenticationError):
-            return BackendError(f"{self.model}{where} refused the credentials (HTTP {status}); set {env} "
-                                f"in the environment to a valid key")
-        if status == 404 or isinstance(exc, litellm.NotFoundError):
-            return BackendError(f"{self.model}{where} is not a model this backend knows (HTTP 404); check the "
-                                f"model string, and --api-base for OpenAI-compatible servers")
-        if status in FATAL_STATUS or isinstance(exc, litellm.BadRequestError):
-            return BackendError(f"{self.model}{where} rejected the request (HTTP {status}): {_short(exc)}")
-        if "api_key" in str(exc).lower() or "api key" in str(exc).lower():
-            return BackendError(f"{self.model}: no API key found; set {env} in the environment")
-        return BackendError(f"{self.model}{where} failed: {type(exc).__name__}: {_short(exc)}")
+    def _send_bounded(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self._slots is None:
+            return self._send_interruptible(messages, params)
+        while not self._slots.acquire(timeout=0.2):
+            self._check_open()
+        try:
+            return self._send_interruptible(messages, params)
+        finally:
+            self._slots.release()
+
+    def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        """Send on a daemon thread; return its result, or give up at once when the backend closes."""
+        import contextvars
+
+        box: dict[str, Any] = {}
+        done = threading.Event()
+        context = contextvars.copy_context()
+
+        def work() -> None:
+            try:
+                box["value"] = context.run(self._send, messages, params)
+            except BaseException as exc:  # handed to the waiting caller
+                box["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="teammed-request", daemon=True).start()
+        while not done.wait(0.1):
+            self._check_open()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+
+    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self.router is not None:
+            return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
+                                          num_retries=0, **params)
+        return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
+                                  timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
+
+    def _fatal(self, fault: Fault) -> FatalBackendError:
+        env = self.api_key_env or expected_key_env(self.model) or "the provider's API key variable"
+        status = f" (HTTP {fault.status})" if fault.status else ""
+        said = fault.message[:300]
+        head = f"{self.model}{self.where()}"
+        if fault.kind == "authentication":
+            return FatalBackendError(f"{head} refused the credentials{status}: {said}.", kind="authentication",
+                                     fix=f"Set {env} in the environment to a valid key.")
+        if fault.kind == "permission":
+            return FatalBackendError(f"{head} denied access{status}: {said}.", kind="permission",
+                                     fix=f"Use a key ({env}) with access to this model.")
+        if fault.kind == "not_found":
+            return FatalBackendError(f"{head} does not know this model{status}: {said}.", kind="not_found",
+                                     fix="Check the model string (provider/model) and, for a server, --api-base "
+                                         "and its model alias.")
+        if fault.kind == "connection":
+            return FatalBackendError(f"{head} is unreachable: {said}.", kind="connection",
+                                     fix="Start the server or correct --api-base.")
+        return FatalBackendError(f"{head} rejected the request{status}: {said}.", kind="bad_request",
+                                 fix="Check --max-tokens against the model's context and the server's log.")
 
     def dump_state(self) -> dict[str, Any]:
-        return {"model": self.model, "api_base": self.api_base, "structured_output": self.structured_output}
-
-
-def _short(exc: BaseException, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit] + "..."
+        return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,
+                "structured_output": self.structured_output}

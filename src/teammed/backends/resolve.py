@@ -1,12 +1,25 @@
-"""Turn ``--model`` strings into backends: ``local``, ``local:PATH.gguf`` or any litellm model."""
+"""Turn ``--model`` strings (or a ``--deployments`` file) into backends, and stop them promptly.
+
+``local``, ``local:PATH.gguf``, ``scripted[:SECONDS]`` or any litellm model string; a
+deployments file in litellm Router ``model_list`` form becomes one deployment per
+``model_name`` whose calls litellm's Router spreads over the entries (routing, cooldowns,
+fallbacks, rpm/tpm limits).
+
+Ctrl-C and SIGTERM close every backend first (callers waiting on a request or a retry are
+released at once), then raise in the main thread; a second signal exits immediately.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-from collections.abc import Iterator
-from dataclasses import dataclass
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from teammed.backends.base import MeteredLM
 from teammed.backends.cache import ResponseCache
@@ -14,10 +27,14 @@ from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.local import LocalServer
 from teammed.backends.retry import RetryPolicy
 from teammed.backends.scripted import ScriptedLM
+from teammed.errors import ConfigError
+from teammed.redact import redact
 
-__all__ = ["Deployment", "open_deployments", "describe"]
+__all__ = ["Deployment", "BackendOptions", "open_deployments", "open_lm", "describe", "load_deployments_file",
+           "shutdown_on_signals"]
 
 LOCAL_MODEL = "openai/local"
+DEFAULT_MAX_PARALLEL = 4
 
 
 @dataclass(frozen=True)
@@ -29,22 +46,225 @@ class Deployment:
     concurrency: int
 
 
+@dataclass(frozen=True)
+class BackendOptions:
+    """How every backend of a command is reached: retries, timeout, cache, dialect, parallel requests."""
+
+    api_base: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    cache: ResponseCache | None = None
+    timeout_s: float = 120.0
+    max_tokens: int = 512
+    structured_output: str | None = None
+    max_parallel_requests: int | None = None
+
+
 def describe(spec: str) -> str:
     """The model's name as results record it (never a key, never a temporary port)."""
     if spec == "local":
         return "local:SmolLM2-135M-Instruct.Q4_1"
     if spec.startswith("local:"):
         return f"local:{Path(spec[6:]).stem}"
-    return spec
+    return redact(spec)
 
 
-def _on_sigterm(signum, frame):  # type: ignore[no-untyped-def]
+# ---------------------------------------------------------------- signals
+_open_lms: list[Any] = []
+_open_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+def _register(lm: Any) -> None:
+    with _open_lock:
+        _open_lms.append(lm)
+
+
+def _unregister(lm: Any) -> None:
+    with _open_lock:
+        if lm in _open_lms:
+            _open_lms.remove(lm)
+
+
+def _close_all() -> None:
+    with _open_lock:
+        lms = list(_open_lms)
+    for lm in lms:
+        close = getattr(lm, "close", None)
+        if close is not None:
+            close()
+
+
+def stopping() -> bool:
+    """Whether Ctrl-C/SIGTERM has been received by `shutdown_on_signals`."""
+    return _stopping.is_set()
+
+
+def _on_signal(signum, frame):  # type: ignore[no-untyped-def]
+    if _stopping.is_set():  # a second Ctrl-C/SIGTERM: leave now, quietly
+        sys.stderr.write("teammed: stopped\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)
+    _stopping.set()
+    _close_all()
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
+def shutdown_on_signals() -> Iterator[None]:
+    """While inside: SIGINT/SIGTERM close every open backend, then interrupt the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, _on_signal)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# ---------------------------------------------------------------- deployments file
+def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
+    """Entries of a litellm Router ``model_list`` (YAML or JSON; a bare list or ``{"model_list": [...]}``).
+
+    Each entry: ``model_name`` (the group questions are sent to), ``litellm_params`` with
+    ``model``, optional ``api_base``, ``api_key_env`` (the NAME of the key's variable; a
+    literal ``api_key`` is refused), ``rpm``/``tpm``, ``max_parallel_requests``,
+    ``structured_output``. A top-level ``router_settings`` may set ``routing_strategy``,
+    ``fallbacks`` (e.g. ``[{team: [backup]}]``), ``cooldown_time`` and ``allowed_fails``.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the deployments file {path}: {exc.strerror}; check --deployments") from None
+    try:
+        import yaml
+
+        data = yaml.safe_load(text)
+    except Exception as exc:  # YAML is a superset of JSON
+        raise ConfigError(f"{path} is not valid YAML/JSON ({exc}); write a litellm model_list") from None
+    entries = data.get("model_list") if isinstance(data, dict) else data
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path} has no model_list entries; write `model_list: [{{model_name: ..., "
+                          f"litellm_params: {{model: ..., api_base: ...}}}}]`")
+    out = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("litellm_params"), dict) \
+                or not entry["litellm_params"].get("model"):
+            raise ConfigError(f"{path}: model_list entry {i} needs litellm_params.model")
+        params = dict(entry["litellm_params"])
+        if "api_key" in params and not str(params["api_key"]).startswith("os.environ/"):
+            raise ConfigError(f"{path}: entry {i} holds a literal api_key; name its environment variable with "
+                              f"api_key_env instead (secrets stay out of files)")
+        env = params.pop("api_key_env", None)
+        if env:
+            if not os.environ.get(env):
+                raise ConfigError(f"{path}: entry {i} ({params['model']}) needs {env}; set {env} in the "
+                                  f"environment")
+            params["api_key"] = f"os.environ/{env}"
+        elif params.get("api_base") and "api_key" not in params:
+            params["api_key"] = "sk-no-key-required"
+        dialect = params.pop("structured_output", None) or entry.get("structured_output")
+        out.append({"model_name": str(entry.get("model_name") or params["model"]), "litellm_params": params,
+                    "structured_output": dialect,
+                    "max_parallel_requests": params.get("max_parallel_requests") or entry.get("max_parallel_requests")})
+    return out
+
+
+_ROUTER_KEYS = ("routing_strategy", "fallbacks", "context_window_fallbacks", "cooldown_time", "allowed_fails")
+
+
+def _router_settings(path: Path | str) -> dict[str, Any]:
+    """The file's ``router_settings`` that teammed passes on (routing strategy, fallbacks, cooldowns)."""
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text())
+    settings = data.get("router_settings") if isinstance(data, dict) else None
+    if not settings:
+        return {}
+    if not isinstance(settings, dict) or set(settings) - set(_ROUTER_KEYS):
+        unknown = sorted(set(settings) - set(_ROUTER_KEYS)) if isinstance(settings, dict) else settings
+        raise ConfigError(f"{path}: router_settings takes only {', '.join(_ROUTER_KEYS)} (got {unknown})")
+    return dict(settings)
+
+
+def _router_deployments(path: Path | str, options: BackendOptions,
+                        concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
+    from teammed.backends.litellm_backend import _litellm
+
+    litellm = _litellm()
+    entries = load_deployments_file(path)
+    model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
+    settings = {"allowed_fails": 2, "cooldown_time": max(1.0, options.retry.base_s), **_router_settings(path)}
+    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_s, **settings)
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for e in entries:
+        groups.setdefault(e["model_name"], []).append(e)
+    made = []
+    for name, members in groups.items():
+        dialects = {m["structured_output"] for m in members if m["structured_output"]}
+        if len(dialects) > 1:
+            raise ConfigError(f"{path}: the entries of {name!r} ask for different structured_output "
+                              f"({', '.join(sorted(dialects))}); give them one, or different model_names")
+        limits = [m["max_parallel_requests"] for m in members]
+        total = sum(int(x) for x in limits) if all(limits) else (options.max_parallel_requests
+                                                                   or DEFAULT_MAX_PARALLEL * len(members))
+        first = members[0]["litellm_params"]
+        keyed = all(m["litellm_params"].get("api_base") for m in members)
+        lm = LiteLLMBackend(name, router=router, structured_output=next(iter(dialects), options.structured_output),
+                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                            max_parallel_requests=total, max_tokens=options.max_tokens,
+                            backend_id="router:" + ",".join(sorted(f"{m['litellm_params']['model']}@"
+                                                                   f"{m['litellm_params'].get('api_base') or ''}"
+                                                                   for m in members)),
+                            profile=_profile_of(first["model"], first.get("api_base") if keyed else None))
+        made.append((f"{name} ({len(members)} deployments)", lm))
+    return made
+
+
+def _profile_of(model: str, api_base: str | None) -> str:
+    from teammed.backends.dialects import provider_profile
+
+    return provider_profile(model, api_base=api_base)
+
+
+# ---------------------------------------------------------------- opening
+def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, concurrency: int = 4,
+            max_tokens: int | None = None) -> tuple[MeteredLM, int]:
+    """One LM for ``spec`` with ``options``, closed when ``stack`` unwinds; returns (lm, questions in flight)."""
+    max_tokens = max_tokens or options.max_tokens
+    if spec == "scripted" or spec.startswith("scripted:"):
+        return ScriptedLM(delay_s=float(spec.partition(":")[2] or 0)), concurrency
+    if spec == "local" or spec.startswith("local:"):
+        server = stack.enter_context(LocalServer(spec.partition(":")[2] or None))
+        lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base,
+                            structured_output=options.structured_output or "json_object_schema",
+                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                            max_parallel_requests=1, max_tokens=max_tokens, api_key="sk-local-no-key",
+                            backend_id=f"local:{server.model_path}", profile="llamacpp")
+        _register(lm)
+        stack.callback(_unregister, lm)
+        stack.callback(lm.close)  # runs before the server stops: waiting retries give up
+        return lm, 1
+    lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
+                        retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                        max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
+                        max_tokens=max_tokens)
+    lm.check_credentials()
+    _register(lm)
+    stack.callback(_unregister, lm)
+    stack.callback(lm.close)
+    return lm, concurrency
+
+
+@contextlib.contextmanager
 def open_deployments(
-    specs: list[str],
+    specs: Sequence[str] | None,
     *,
     api_base: str | None = None,
     concurrency: int = 4,
@@ -52,24 +272,34 @@ def open_deployments(
     cache: ResponseCache | None = None,
     timeout_s: float = 120.0,
     max_tokens: int = 512,
+    structured_output: str | None = None,
+    max_parallel_requests: int | None = None,
+    deployments_file: Path | str | None = None,
+    options: BackendOptions | None = None,
 ) -> Iterator[list[Deployment]]:
     """Start what needs starting (local servers), yield the deployments, stop everything after.
 
-    ``scripted`` (or ``scripted:SECONDS`` per call) is a dry-run backend answering schema
-    defaults: it exercises the whole pipeline with no model at all.
-
-    A local server handles one request at a time, so its deployment's concurrency is 1.
-    SIGTERM is turned into SystemExit so the servers are stopped on ``kill`` too.
+    ``concurrency`` is questions in flight per deployment; ``max_parallel_requests`` bounds
+    requests in flight per deployment (default 4; the embedded server takes 1), whatever
+    the number of questions. Credentials are checked before anything is sent.
     """
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread: the caller owns signal handling
-        previous = None
-    with contextlib.ExitStack() as stack:
-        try:
-            deployments = []
+    options = options or BackendOptions(api_base=api_base, retry=retry or RetryPolicy(), cache=cache,
+                                        timeout_s=timeout_s, max_tokens=max_tokens,
+                                        structured_output=structured_output,
+                                        max_parallel_requests=max_parallel_requests)
+    with shutdown_on_signals(), contextlib.ExitStack() as stack:
+        deployments = []
+        if deployments_file:
+            if specs:
+                raise ConfigError("give either --model or --deployments, not both")
+            for name, lm in _router_deployments(deployments_file, options, concurrency):
+                _register(lm)
+                stack.callback(_unregister, lm)
+                stack.callback(lm.close)
+                deployments.append(Deployment(name, lm, concurrency))
+        else:
             for spec in specs or ["local"]:
+<<<<<<< HEAD
                 if spec == "simulated" or spec.startswith("simulated:"):  # tests and benchmarks only
                     from teammed.backends.simulated import SimulatedTeamLM
 
@@ -94,3 +324,8 @@ def open_deployments(
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
+=======
+                lm, questions = open_lm(spec, options, stack=stack, concurrency=concurrency)
+                deployments.append(Deployment(redact(spec), lm, questions))
+        yield deployments
+>>>>>>> main

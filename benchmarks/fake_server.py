@@ -1,0 +1,266 @@
+"""A fixed-latency OpenAI-compatible fake server on loopback, for benchmarks (not a test).
+
+``POST /v1/chat/completions`` waits ``--latency`` seconds, then answers with JSON that is
+valid under the request's ``response_format`` schema (``json_schema``, or llama.cpp's
+``json_object`` + ``schema``): enum letters drawn at random, rankings as permutations,
+numbers inside their bounds, short plausible clinical sentences for strings. The draws are
+seeded by ``--seed`` and the request itself, so the same request gets the same answer
+whatever order threads arrive in, and different requests get varied answers.
+
+Usage is counted with a real tokenizer (tiktoken ``cl100k_base``, the way OpenAI counts chat
+messages: 3 tokens per message plus its role and content, plus 3 to prime the reply). Each
+request is logged as one JSONL line: ``start``/``end`` (``time.time()``), ``title`` (the
+schema's title: the calling behaviour), ``prompt_tokens``, ``completion_tokens``.
+
+    python benchmarks/fake_server.py --latency 0.5 --log requests.jsonl [--port 0]
+
+prints ``http://127.0.0.1:PORT/v1`` on its first stdout line once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import random
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FakeServer", "schema_answer", "count_prompt_tokens", "encoder"]
+
+WORDS = ("the presentation favours this option because the history, examination and laboratory findings fit "
+         "its typical pattern while the alternatives would explain fewer of the key features; the timeline "
+         "and risk factors support the diagnosis and the next step follows current guidelines for management "
+         "of an adult with these findings, though imaging and a repeat test would confirm it").split()
+
+
+def _tokenizer_dir() -> str | None:
+    """litellm ships cl100k_base with its tokenizers: use it offline, without importing litellm."""
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return str(path) if path.is_dir() else None
+
+
+_encoder = None
+_encoder_lock = threading.Lock()
+
+
+def encoder() -> Any:
+    global _encoder
+    with _encoder_lock:
+        if _encoder is None:
+            if "TIKTOKEN_CACHE_DIR" not in os.environ and _tokenizer_dir():
+                os.environ["TIKTOKEN_CACHE_DIR"] = _tokenizer_dir() or ""
+            import tiktoken
+
+            _encoder = tiktoken.get_encoding("cl100k_base")
+    return _encoder
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, list):  # multimodal parts: count the text parts
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content or "")
+
+
+def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """OpenAI's chat accounting for cl100k models: 3 per message + role + content, + 3 for the reply."""
+    enc = encoder()
+    total = 3
+    for message in messages:
+        total += 3 + len(enc.encode(str(message.get("role", "")))) + len(enc.encode(_text(message.get("content"))))
+        if message.get("name"):
+            total += 1 + len(enc.encode(str(message["name"])))
+    return total
+
+
+def _sentence(rng: random.Random, max_chars: int | None) -> str:
+    start = rng.randrange(len(WORDS))
+    n = rng.randint(8, 24)
+    words = [WORDS[(start + i) % len(WORDS)] for i in range(n)]
+    text = " ".join(words).capitalize() + "."
+    if max_chars is not None and len(text) > max_chars:
+        text = text[:max(1, max_chars)].rstrip()
+    return text
+
+
+def _resolve(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    while "$ref" in node:
+        node = defs.get(node["$ref"].split("/")[-1], {})
+    return node
+
+
+def schema_answer(schema: dict[str, Any], rng: random.Random, defs: dict[str, Any] | None = None) -> Any:
+    """A random value valid under ``schema`` (the subset teammed and DSPy emit)."""
+    defs = {**(defs or {}), **schema.get("$defs", {}), **schema.get("definitions", {})}
+    schema = _resolve(schema, defs)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            options = [s for s in schema[key] if _resolve(s, defs).get("type") != "null"] or schema[key]
+            return schema_answer(rng.choice(options), rng, defs)
+    if "allOf" in schema:
+        return schema_answer(schema["allOf"][0], rng, defs)
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object" or "properties" in schema:
+        return {name: schema_answer(sub, rng, defs) for name, sub in schema.get("properties", {}).items()}
+    if kind == "array":
+        item = _resolve(schema.get("items", {}), defs)
+        low = int(schema.get("minItems", 1))
+        high = int(schema.get("maxItems", max(low, 3)))
+        if "enum" in item and (schema.get("uniqueItems") or low == high == len(item["enum"])):
+            values = list(item["enum"])  # a ranking: a permutation of every allowed letter
+            rng.shuffle(values)
+            return values[:high]
+        return [schema_answer(item, rng, defs) for _ in range(rng.randint(low, max(low, high)))]
+    if kind == "string":
+        return _sentence(rng, schema.get("maxLength"))
+    if kind == "integer":
+        low = int(schema.get("minimum", 0))
+        return rng.randint(low, int(schema.get("maximum", low + 5)))
+    if kind == "number":
+        low = float(schema.get("minimum", 0.0))
+        return round(rng.uniform(low, float(schema.get("maximum", low + 1.0))), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "null":
+        return None
+    return _sentence(rng, 200)
+
+
+def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
+    fmt = request.get("response_format") or {}
+    if not isinstance(fmt, dict):
+        return None
+    if fmt.get("type") == "json_schema":
+        return (fmt.get("json_schema") or {}).get("schema")
+    return fmt.get("schema")
+
+
+class FakeServer:
+    """``with FakeServer(latency_s=0.5, log_path=...) as server:`` serves at ``server.api_base``."""
+
+    def __init__(self, *, latency_s: float = 0.0, log_path: Path | str | None = None, seed: int = 0,
+                 port: int = 0):
+        self.latency_s = latency_s
+        self.seed = seed
+        self._log = Path(log_path).open("a") if log_path else None
+        self._lock = threading.Lock()
+        self.count = 0
+        encoder()  # load the tokenizer before the first request is timed
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, like a real API
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+            def do_POST(self) -> None:  # noqa: N802
+                start = time.time()
+                body = self.rfile.read(int(self.headers.get("content-length", 0)))
+                try:
+                    request = json.loads(body or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+                    return
+                reply, record = outer.answer(request, body)
+                wait = outer.latency_s - (time.time() - start)
+                if wait > 0:
+                    time.sleep(wait)
+                self._send(200, reply)
+                outer.write_log({"start": start, "end": time.time(), **record})
+
+            def _send(self, status: int, payload: dict[str, Any]) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024
+
+        self.server = Server(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def answer(self, request: dict[str, Any], body: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The completion for ``request`` and what the log records about it."""
+        digest = hashlib.sha256(str(self.seed).encode() + b"\0" + body).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "big"))
+        schema = _schema_of(request)
+        content = json.dumps(schema_answer(schema, rng)) if schema else "{}"
+        messages = request.get("messages") or []
+        prompt = count_prompt_tokens(messages)
+        completion = len(encoder().encode(content))
+        with self._lock:
+            self.count += 1
+            n = self.count
+        reply = {
+            "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+            "model": request.get("model", "fake"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+        title = (schema or {}).get("title") or "?"
+        return reply, {"n": n, "title": title, "messages": len(messages), "prompt_tokens": prompt,
+                       "completion_tokens": completion}
+
+    def write_log(self, record: dict[str, Any]) -> None:
+        if self._log is None:
+            return
+        with self._lock:
+            self._log.write(json.dumps(record) + "\n")
+            self._log.flush()
+
+    def __enter__(self) -> FakeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        if self._log is not None:
+            self._log.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds every request takes (default 0)")
+    parser.add_argument("--log", type=Path, help="append one JSONL line per request here")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the answers' random draws")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    args = parser.parse_args(argv)
+    with FakeServer(latency_s=args.latency, log_path=args.log, seed=args.seed, port=args.port) as server:
+        print(server.api_base, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""What a backend failure means: retry it, degrade the response format, or stop with a fix.
+
+litellm wraps provider errors in many ways (a missing OpenAI/Azure key arrives as a
+500 ``APIError``; llama.cpp refuses ``json_schema`` with a 500; DSPy may wrap litellm's
+exception again). `classify` walks the exception chain and decides by class, status and
+message, in that order of trust.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from teammed.backends.dialects import is_format_rejection
+from teammed.redact import redact
+
+__all__ = ["Fault", "classify", "retry_after_seconds", "status_of"]
+
+TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+
+_KEY_MISSING = re.compile(r"api[_ ]?key|no api key|missing credentials|authentication|unauthori[sz]ed|"
+                          r"incorrect api key|invalid.api.key|OPENAI_API_KEY|AZURE_API_KEY", re.I)
+_REFUSED = re.compile(r"connection refused|errno 111|name or service not known|nodename nor servname|"
+                      r"failed to resolve|no route to host|getaddrinfo failed", re.I)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """``action`` is ``retry``, ``degrade`` or ``fatal``; ``kind`` names the fatal kind."""
+
+    action: str
+    kind: str | None
+    status: int | None
+    message: str
+    retry_after: float | None = None
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in seen and len(seen) < 8:
+        seen.append(node)
+        node = node.__cause__ or node.__context__
+    return seen
+
+
+def status_of(exc: BaseException) -> int | None:
+    """The HTTP status anywhere in the chain (the outermost that has one)."""
+    for node in _chain(exc):
+        for value in (getattr(node, "status_code", None), getattr(node, "status", None),
+                      getattr(getattr(node, "response", None), "status_code", None)):
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                return value
+    return None
+
+
+def _header(headers: Any, name: str) -> str | None:
+    if not headers:
+        return None
+    items = headers.items() if hasattr(headers, "items") else headers
+    for key, value in items:
+        if str(key).lower() == name:
+            return str(value)
+    return None
+
+
+def _parse_retry_after(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        try:
+            when = email.utils.parsedate_to_datetime(str(value))
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when is None:
+            return None
+        seconds = when.timestamp() - time.time()
+    return max(0.0, seconds) if seconds == seconds and seconds != float("inf") else None
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """The server's ``Retry-After``: litellm puts the headers on ``litellm_response_headers``."""
+    for node in _chain(exc):
+        for headers in (getattr(node, "litellm_response_headers", None),
+                        getattr(getattr(node, "response", None), "headers", None),
+                        getattr(node, "headers", None)):
+            for name in ("retry-after", "x-retry-after", "retry-after-ms"):
+                raw = _header(headers, name)
+                seconds = _parse_retry_after(raw)
+                if seconds is not None:
+                    return seconds / 1000.0 if name == "retry-after-ms" else seconds
+        value = getattr(node, "retry_after", None)  # DSPy's lm15 errors carry it parsed
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+    return None
+
+
+def _names(exc: BaseException) -> set[str]:
+    return {cls.__name__ for node in _chain(exc) for cls in type(node).__mro__}
+
+
+def classify(exc: BaseException) -> Fault:
+    """Decide what to do about one failed backend call."""
+    status = status_of(exc)
+    text = " ".join(" ".join(str(node) for node in _chain(exc)).split())  # what to decide on
+    message = redact(" ".join(str(exc).split()))  # what to show
+    names = _names(exc)
+    if is_format_rejection(text, status) and not ({"Timeout", "TimeoutError", "APIConnectionError"} & names):
+        return Fault("degrade", "response_format", status, message)
+    if status == 401 or {"AuthenticationError", "AuthError"} & names:
+        return Fault("fatal", "authentication", status, message)
+    if status == 403 or "PermissionDeniedError" in names:
+        return Fault("fatal", "permission", status, message)
+    if status == 404 or {"NotFoundError", "UnsupportedModelError"} & names:
+        return Fault("fatal", "not_found", status, message)
+    if status in (400, 413, 422) or {"BadRequestError", "UnprocessableEntityError", "InvalidRequestError",
+                                     "ContextWindowExceededError", "ContextLengthError"} & names:
+        return Fault("fatal", "bad_request", status, message)
+    # a missing OpenAI/Azure key arrives as 500/APIError: only the message says so
+    if _KEY_MISSING.search(text) and (status in (None, 500) or "APIError" in names):
+        return Fault("fatal", "authentication", status, message)
+    if _REFUSED.search(text):
+        return Fault("fatal", "connection", status, message)
+    retry_after = retry_after_seconds(exc)
+    if status is not None:
+        if status in TRANSIENT_STATUS or status >= 500:
+            return Fault("retry", None, status, message, retry_after)
+        return Fault("fatal", "bad_request", status, message)
+    return Fault("retry", None, status, message, retry_after)  # timeouts, dropped connections, garbage

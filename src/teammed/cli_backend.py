@@ -1,0 +1,80 @@
+"""Backend flags shared by every command, and how they become backends.
+
+The same options (``--api-base``, retries, ``--timeout``, ``--structured-output``,
+``--max-parallel-requests``, the cache) reach the main model(s), a ``--deployments`` file,
+and ``--teacher-model`` / ``--reflection-model``; all of them stop on the same shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+# teammed.schema.DIALECTS, spelled out so `--help` does not import DSPy (a test keeps them equal)
+DIALECTS = ("json_schema_strict", "json_schema", "json_object_schema", "json_object", "none")
+
+__all__ = ["add_model_flags", "backend_options", "open_from_args", "extra_lm"]
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    from teammed.cli_args import api_base, model_spec, non_negative_float, positive_float, positive_int
+
+    g = p.add_argument_group("backend")
+    g.add_argument("--model", action="append", type=model_spec,
+                   help="litellm model string, `local` (default), local:PATH.gguf or scripted (a dry run); "
+                   "repeat for several deployments (questions are assigned round-robin)")
+    g.add_argument("--api-base", type=api_base,
+                   help="base URL of an OpenAI-compatible server (with --model openai/<alias>)")
+    g.add_argument("--deployments", type=Path, help="a litellm Router model_list file (YAML/JSON): model_name, "
+                   "litellm_params {model, api_base, api_key_env, rpm, tpm, max_parallel_requests, "
+                   "structured_output}; replaces --model")
+    g.add_argument("--concurrency", type=positive_int, default=4,
+                   help="questions in flight (default 4); requests are bounded by --max-parallel-requests")
+    g.add_argument("--max-parallel-requests", "--parallel-requests", dest="max_parallel_requests", type=positive_int,
+                   help="requests in flight per deployment, whatever --concurrency is "
+                   "(default 4 x --concurrency; the embedded model: 1)")
+    g.add_argument("--structured-output", choices=["auto", *DIALECTS], default="auto",
+                   help="how the output schema is sent (default auto: per provider, degrading when refused)")
+    g.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per LM request (default 120)")
+    g.add_argument("--max-tokens", type=positive_int, default=512, help="completion token limit per call")
+    g.add_argument("--retry-attempts", type=positive_int, default=4, help="attempts per call (default 4)")
+    g.add_argument("--retry-base", type=non_negative_float, default=2.0,
+                   help="first backoff in seconds (doubles, jittered; default 2)")
+    g.add_argument("--retry-cap", type=non_negative_float, default=30.0,
+                   help="longest wait between attempts, Retry-After included (default 30)")
+    g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
+    g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+
+
+def backend_options(args: argparse.Namespace) -> Any:
+    from teammed.backends.cache import ResponseCache
+    from teammed.backends.resolve import BackendOptions
+    from teammed.backends.retry import RetryPolicy
+
+    retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap)
+    cache = None if getattr(args, "no_cache", False) else ResponseCache(getattr(args, "cache_dir", None))
+    dialect = getattr(args, "structured_output", "auto")
+    return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
+                          max_tokens=args.max_tokens, structured_output=None if dialect == "auto" else dialect,
+                          max_parallel_requests=getattr(args, "max_parallel_requests", None)
+                          or 4 * getattr(args, "concurrency", 1))
+
+
+def open_from_args(args: argparse.Namespace) -> Any:
+    """``with open_from_args(args) as deployments:`` for --model / --deployments."""
+    from teammed.backends.resolve import open_deployments
+
+    deployments_file = getattr(args, "deployments", None)
+    specs = args.model or ([] if deployments_file else ["local"])
+    return open_deployments(specs, concurrency=args.concurrency, deployments_file=deployments_file,
+                            options=backend_options(args))
+
+
+def extra_lm(args: argparse.Namespace, spec: str, *, stack: contextlib.ExitStack, max_tokens: int | None = None) -> Any:
+    """A teacher or reflection model with the same options and shutdown as the main ones."""
+    from teammed.backends.resolve import open_lm
+
+    lm, _ = open_lm(spec, backend_options(args), stack=stack, max_tokens=max_tokens)
+    return lm

@@ -1,0 +1,35 @@
+"""``teammed cache info|clear``: the response cache's location, size and contents."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_cache_command", "cmd_cache"]
+
+
+def add_cache_command(sub: Any) -> None:
+    cache = sub.add_parser("cache", help="show or clear the response cache")
+    cache.add_argument("action", choices=["info", "clear"], help="info: location, entries and size; clear: empty it")
+    cache.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
+    cache.set_defaults(func=cmd_cache)
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from teammed.backends.cache import ResponseCache
+    from teammed.errors import TeammedError
+
+    cache = ResponseCache(args.cache_dir)
+    info = cache.info()
+    if not info["usable"]:
+        raise TeammedError(f"the response cache at {info['directory']} cannot be opened; check its permissions "
+                           f"or pass --cache-dir")
+    if args.action == "clear":
+        removed = cache.clear()
+        print(f"removed {removed} cached responses from {info['directory']}")
+    else:
+        print(f"directory   {info['directory']}\nentries     {info['entries']}\n"
+              f"size        {info['bytes'] / 1e6:.1f} MB of {info['size_limit'] / 1e6:.0f} MB")
+    cache.close()
+    return 0

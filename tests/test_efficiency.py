@@ -1,0 +1,222 @@
+"""Issue 11 goals 3-5: what runs at once, what is imported, what stays in memory.
+
+Requests in flight are counted on the benchmark's fake server (loopback, fixed latency,
+schema-valid answers), from the start and end time it logs for every request.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import dspy
+import pytest
+
+from teammed.backends import ScriptedLM
+from teammed.backends.resolve import Deployment
+from teammed.cli import main
+from teammed.programs.teamwork import TeamworkProgram
+from teammed.runner import RunSettings, run_questions
+from teammed.types import Question
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("litellm", "dspy", "matplotlib", "optuna", "datasets", "openai")
+
+
+def _fake_server_module() -> Any:
+    name = "teammed_benchmark_fake_server"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "fake_server.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def _requests(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def max_in_flight(requests: list[dict[str, Any]]) -> int:
+    """The most requests the server held at one moment."""
+    events = sorted([(r["start"], 1) for r in requests] + [(r["end"], -1) for r in requests],
+                    key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    level = peak = 0
+    for _, step in events:
+        level += step
+        peak = max(peak, level)
+    return peak
+
+
+@pytest.fixture
+def fake_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-for-tests")
+
+    def start(latency_s: float):
+        log = tmp_path / f"requests-{latency_s}.jsonl"
+        return _fake_server_module().FakeServer(latency_s=latency_s, log_path=log), log
+
+    return start
+
+
+def _python(code: str) -> str:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+# ---------------------------------------------------------------- imports
+def test_help_and_cli_import_load_no_model_or_plotting_stack():
+    code = ("import sys, contextlib, io\n"
+            "import teammed.cli\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "    teammed.cli.main(['--help'])\n"
+            "for sub in ('run', 'ask', 'report', 'compile', 'search'):\n"
+            "    with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+            "        teammed.cli.main([sub, '--help'])\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))")
+    assert _python(code) == "[]"
+
+
+def test_summarizing_a_run_does_not_load_plotting():
+    code = ("import sys\n"
+            "import teammed.runner\n"
+            "from teammed.evals import summarize\n"  # what `teammed run` passes the runner as metrics=
+            "s = summarize([{'id': 'q', 'gold': 'A', 'prediction': 'A', 'correct': True, 'failed': False}])\n"
+            "assert s['n'] == 1, s\n"
+            "print(sorted(m for m in ('matplotlib', 'optuna') if m in sys.modules))")
+    assert _python(code) == "[]"
+
+
+def test_evals_package_still_exports_its_names_lazily():
+    import teammed.evals as evals
+
+    assert callable(evals.summarize) and callable(evals.build_report) and callable(evals.mcnemar)
+    with pytest.raises(AttributeError):
+        evals.no_such_name  # noqa: B018
+
+
+def test_teammed_command_exits_cleanly_with_its_code(tmp_path):
+    """The console entry point skips interpreter teardown but keeps exit codes and output."""
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    ok = subprocess.run([sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "1", "--preset",
+                         "base", "--n-agents", "2", "--model", "scripted", "--out", str(tmp_path / "r")],
+                        capture_output=True, text=True, timeout=300, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "accuracy" in ok.stdout and (tmp_path / "r" / "summary.json").is_file()
+    bad = subprocess.run([sys.executable, "-m", "teammed.cli", "run", "--dataset", "nope-no-such", "--model",
+                          "scripted", "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=300,
+                         env=env)
+    assert bad.returncode == 2 and "error" in bad.stderr
+
+
+# ---------------------------------------------------------------- memory
+def test_dspy_history_and_trace_stay_empty_after_a_run(tmp_path):
+    from dspy.clients import base_lm
+
+    lm = ScriptedLM()
+    program = TeamworkProgram()
+    questions = [Question(id=f"q{i}", question=f"Case {i}: chest pain. Diagnosis?",
+                          options={"A": "MI", "B": "PE", "C": "Dissection"}, answer_idx="A") for i in range(3)]
+    from teammed.records import RunIdentity
+
+    identity = RunIdentity(system="teamwork", label="base", model="scripted", deployments=["scripted"], dataset="t",
+                           dataset_sha256="0" * 64, split="test", seed=0, question_ids=[q.id for q in questions])
+    settings = RunSettings(out_dir=tmp_path, identity=identity)
+    global_before = len(base_lm.GLOBAL_HISTORY)
+    trace_before = len(dspy.settings.trace or [])
+    summary = run_questions(questions, program_factory=lambda: program,
+                            deployments=[Deployment("scripted", lm, 4)], settings=settings, questions_in_flight=2)
+    assert summary["n"] == 3 and summary["calls"] > 0
+    assert lm.history == []
+    assert len(base_lm.GLOBAL_HISTORY) == global_before
+    assert all(m.history == [] for _, m in program.named_sub_modules() if hasattr(m, "history"))
+    assert len(dspy.settings.trace or []) == trace_before
+    # the written rows keep their transcripts; memory does not need to
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert all(r["transcript"] for r in rows)
+
+
+# ---------------------------------------------------------------- concurrency
+def test_round_two_runs_in_parallel_with_one_question_in_flight(tmp_path, fake_server):
+    server, log = fake_server(0.3)
+    with server:
+        code = main(["run", "--dataset", "demo", "--n", "2", "--preset", "base", "--n-agents", "3",
+                     "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--concurrency", "1",
+                     "--retry-attempts", "1", "--out", str(tmp_path / "run")])
+    assert code == 0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert not any(r["failed"] for r in rows)
+    requests = _requests(log)
+    assert max_in_flight(requests) >= 3  # three clinicians assess at once
+    # one question in flight: the second question's first request starts after the first's last ended
+    first = sorted(requests, key=lambda r: r["start"])
+    per_question = len(first) // 2
+    assert max(r["end"] for r in first[:per_question]) <= min(r["start"] for r in first[per_question:]) + 0.05
+
+
+def test_parallel_requests_bounds_requests_in_flight(tmp_path, fake_server):
+    server, log = fake_server(0.2)
+    with server:
+        assert main(["run", "--dataset", "demo", "--n", "4", "--preset", "base", "--n-agents", "3",
+                     "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--concurrency", "4",
+                     "--parallel-requests", "2", "--retry-attempts", "1", "--out", str(tmp_path / "run")]) == 0
+    assert max_in_flight(_requests(log)) == 2
+
+
+def test_concurrency_below_one_is_refused(tmp_path, capsys):
+    for flag in ("--concurrency", "--parallel-requests"):
+        try:
+            code = main(["run", "--dataset", "demo", "--model", "scripted", flag, "0", "--out", str(tmp_path)])
+        except SystemExit as exc:  # refused while parsing the flag
+            code = exc.code
+        assert code == 2
+        assert flag in capsys.readouterr().err
+
+
+def test_search_honours_concurrency(tmp_path, fake_server):
+    server, log = fake_server(0.2)
+    with server:
+        code = main(["search", "--dataset", "demo", "--n", "8", "--trials", "1", "--batch-size", "8",
+                     "--concurrency", "8", "--model", "openai/fake", "--api-base", server.api_base, "--no-cache",
+                     "--retry-attempts", "1", "--out", str(tmp_path / "sets"),
+                     "--storage", str(tmp_path / "study.log")])
+    assert code == 0
+    assert max_in_flight(_requests(log)) >= 8  # eight questions at once (it was 4 with --concurrency 8)
+
+
+def test_compile_evaluates_with_concurrency(tmp_path, fake_server):
+    server, log = fake_server(0.2)
+    with server:
+        code = main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "1", "--val", "1",
+                     "--test", "4", "--preset", "base", "--n-agents", "2", "--concurrency", "4",
+                     "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1",
+                     "--out", str(tmp_path / "program.json")])
+    assert code == 0
+    assert max_in_flight(_requests(log)) >= 4  # four questions at once (two clinicians each)
+
+
+def test_fake_server_answers_valid_varied_json_with_real_token_counts(tmp_path):
+    module = _fake_server_module()
+    import random
+
+    schema = {"title": "Ranked", "type": "object", "required": ["ranking", "answer", "confidence", "why"],
+              "properties": {"ranking": {"type": "array", "items": {"type": "string", "enum": list("ABCDE")},
+                                         "minItems": 5, "maxItems": 5},
+                             "answer": {"type": "string", "enum": list("ABCDE")},
+                             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                             "why": {"type": "string", "maxLength": 40}}}
+    answers = [module.schema_answer(schema, random.Random(seed)) for seed in range(20)]
+    assert all(sorted(a["ranking"]) == list("ABCDE") for a in answers)
+    assert all(0 <= a["confidence"] <= 1 and len(a["why"]) <= 40 for a in answers)
+    assert len({a["answer"] for a in answers}) > 1 and len({tuple(a["ranking"]) for a in answers}) > 1
+    messages = [{"role": "user", "content": "hello world"}]
+    assert module.count_prompt_tokens(messages) == 3 + 3 + 1 + 2  # cl100k: "user" 1, "hello world" 2
