@@ -240,6 +240,10 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     max_tokens = max_tokens or options.max_tokens
     if spec == "scripted" or spec.startswith("scripted:"):
         return ScriptedLM(delay_s=float(spec.partition(":")[2] or 0)), concurrency
+    if spec == "simulated" or spec.startswith("simulated:"):  # tests and benchmarks only, never a default
+        from teammed.backends.simulated import SimulatedTeamLM
+
+        return SimulatedTeamLM({}, seed=int(spec.partition(":")[2] or 0)), concurrency
     if spec == "local" or spec.startswith("local:"):
         server = stack.enter_context(LocalServer(spec.partition(":")[2] or None))
         lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base,
@@ -299,33 +303,6 @@ def open_deployments(
                 deployments.append(Deployment(name, lm, concurrency))
         else:
             for spec in specs or ["local"]:
-<<<<<<< HEAD
-                if spec == "simulated" or spec.startswith("simulated:"):  # tests and benchmarks only
-                    from teammed.backends.simulated import SimulatedTeamLM
-
-                    deployments.append(Deployment(spec, SimulatedTeamLM({}, seed=int(spec[10:] or 0)), concurrency))
-                elif spec == "scripted" or spec.startswith("scripted:"):
-                    delay = float(spec.partition(":")[2] or 0)
-                    deployments.append(Deployment(spec, ScriptedLM(delay_s=delay), concurrency))
-                elif spec == "local" or spec.startswith("local:"):
-                    server = stack.enter_context(LocalServer(spec.partition(":")[2] or None))
-                    lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base, structured_output="json_object_schema",
-                                        retry=retry, cache=cache, timeout_s=timeout_s, max_concurrency=1,
-                                        max_tokens=max_tokens, api_key="sk-local-no-key",
-                                        backend_id=f"local:{server.model_path}")
-                    stack.callback(lm.close)  # runs before the server stops: waiting retries give up
-                    deployments.append(Deployment(spec, lm, 1))
-                else:
-                    lm = LiteLLMBackend(spec, api_base=api_base, retry=retry, cache=cache, timeout_s=timeout_s,
-                                        max_concurrency=concurrency, max_tokens=max_tokens)
-                    stack.callback(lm.close)
-                    deployments.append(Deployment(spec, lm, concurrency))
-            yield deployments
-        finally:
-            if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
-=======
                 lm, questions = open_lm(spec, options, stack=stack, concurrency=concurrency)
                 deployments.append(Deployment(redact(spec), lm, questions))
         yield deployments
->>>>>>> main
