@@ -66,6 +66,8 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
     g.add_argument("--n-turns", type=positive_int, help="discussion turns, 1-5 (default: 2)")
     g.add_argument("--early-consensus", type=float, help="skip discussion when this share of first choices agree, "
                    "in (0.5, 1.0] (default: off)")
+    g.add_argument("--no-leader-correction", dest="leader_correction", action="store_const", const=False,
+                   help="with leadership: do not let the leader override the aggregated answer (default: it may)")
     g.add_argument("--system", type=system_name, default="teamwork",
                    help="teamwork (default) or a peer system: zero_shot, few_shot, cot, mdagents, kamac, "
                    "consultation, majority_vote, consensus (hyphens allowed: zero-shot)")
@@ -78,7 +80,8 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     add_model_flags(p)
 
 
-_TEAMWORK_FLAGS = ("preset", "presets", "components", "config", "n_agents", "n_turns", "early_consensus")
+_TEAMWORK_FLAGS = ("preset", "presets", "components", "config", "n_agents", "n_turns", "early_consensus",
+                   "leader_correction")
 
 
 def _check_system_flags(args: argparse.Namespace) -> None:
@@ -96,6 +99,7 @@ def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) 
         "n_agents": args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents),
         "n_turns": args.n_turns,
         "early_consensus": args.early_consensus,
+        "leader_correction": getattr(args, "leader_correction", None),
     }
     if args.components is not None and not args.components.replace(",", "").strip():
         raise TeammedError(f"--components {args.components!r} names no component; list some (e.g. smm,leadership) "
