@@ -6,8 +6,11 @@ frozen, validated constructor arguments of a system).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import random
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -70,13 +73,17 @@ class PeerSystem(SavesConfig, dspy.Module):
 
     def __call__(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)
-        with showing_image(image):
-            return super().__call__(*args, **kwargs)
+        with showing_image(image), _letter_tally() as tally:
+            prediction = super().__call__(*args, **kwargs)
+        tally.require_an_answer(type(self).__name__)
+        return prediction
 
     async def acall(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)
-        with showing_image(image):
-            return await super().acall(*args, **kwargs)
+        with showing_image(image), _letter_tally() as tally:
+            prediction = await super().acall(*args, **kwargs)
+        tally.require_an_answer(type(self).__name__)
+        return prediction
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this system can call (each one named predictor)."""
@@ -129,6 +136,48 @@ def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
     return None
 
 
+class _LetterTally:
+    """How many option letters one question's agents stated, and how many fell back to a default."""
+
+    def __init__(self) -> None:
+        self.parsed = 0
+        self.fell_back = 0
+        self._lock = threading.Lock()
+
+    def add(self, *, parsed: bool) -> None:
+        with self._lock:
+            if parsed:
+                self.parsed += 1
+            else:
+                self.fell_back += 1
+
+    def require_an_answer(self, system: str) -> None:
+        """Every letter of the question was a default: the answer would be invented, so there is none."""
+        if self.fell_back and not self.parsed:
+            raise NoAnswerError(f"{system}: none of the {self.fell_back} answers its agents gave named an option "
+                                "(every one fell back to a default), so the system has no answer; check that the "
+                                "model returns the requested JSON")
+
+
+_tally: contextvars.ContextVar[_LetterTally | None] = contextvars.ContextVar("teammed_letter_tally", default=None)
+
+
+@contextlib.contextmanager
+def _letter_tally() -> Iterator[_LetterTally]:
+    tally = _LetterTally()
+    token = _tally.set(tally)  # threads of the question copy the context, so they add to the same tally
+    try:
+        yield tally
+    finally:
+        _tally.reset(token)
+
+
+def _note(letter: str | None) -> None:
+    tally = _tally.get()
+    if tally is not None:
+        tally.add(parsed=letter is not None)
+
+
 def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
     """A valid option letter from whatever the LM gave; never raises.
 
@@ -136,6 +185,7 @@ def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = No
     letter is the system's final answer and no agent's answer parsed, use `answer_letter`.
     """
     letter = letter_of(raw, options)
+    _note(letter)
     if letter is not None:
         return letter
     return fallback if fallback is not None and fallback in options else next(iter(options))
@@ -144,6 +194,7 @@ def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = No
 def answer_letter(raw: object, options: Mapping[str, str], *, system: str) -> str:
     """A single agent's final answer; `NoAnswerError` when it names no option (never a silent default)."""
     letter = letter_of(raw, options)
+    _note(letter)
     if letter is None:
         raise NoAnswerError(f"{system}: the agent's answer {str(raw)[:80]!r} names no option, so the system has "
                             "no answer; check that the model returns the requested JSON")
