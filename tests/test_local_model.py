@@ -38,8 +38,9 @@ def test_real_deliberation(local_lm, name):
     with dspy.context(lm=local_lm, adapter=SchemaAdapter()), usage.track() as used:
         out = TeamworkProgram(config)(question=question.question, options=dict(question.options))
     assert out.answer in question.options
-    tie = bool(out.record["tie"]) and config.leadership
-    assert used.calls == expected_calls(config, 2, tie=tie)
+    record = out.record
+    tie = record.tie is not None and config.leadership
+    assert used.calls == expected_calls(config, 2, tie=tie, early_consensus=record.early_consensus)
     assert used.prompt_tokens > 0 and used.completion_tokens > 0
     assert used.parse_failures == 0
 
