@@ -87,7 +87,11 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     envelope = document.get(ENVELOPE)
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
         envelope = document
-    record = document.get("tuning") or (envelope.get("meta") or {}).get("tuned_on")
-    if not isinstance(record, dict):
-        return set(), None
-    return {str(i) for i in record.get("question_ids") or []}, str(path)
+    meta = envelope.get("meta") if isinstance(envelope.get("meta"), dict) else {}
+    record = document.get("tuning") or meta.get("tuned_on")
+    if isinstance(record, dict):
+        return {str(i) for i in record.get("question_ids") or []}, str(path)
+    legacy = document.get("tuning_ids") or meta.get("tuning_ids")  # files written by tune before 0.1.0's record
+    if isinstance(legacy, list):
+        return {str(i) for i in legacy}, str(path)
+    return set(), None

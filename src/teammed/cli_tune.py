@@ -24,19 +24,26 @@ def _teach(lm: Any, questions: Sequence[Any]) -> None:
         lm.answers.update(answer_key(questions))
 
 
-def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
+    """The tuning and held-out questions, and the identity of the data set they come from."""
+    from teammed.cli_data import DatasetChoice, dataset_name
     from teammed.data import load_dataset, sample_questions
     from teammed.data.splits import partition
+    from teammed.records import dataset_digest
 
     if args.tune_split:  # the source's own train/dev split for tuning, its default split held out
         tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split)
         eval_pool = load_dataset(args.dataset, data_dir=args.data_dir)
+        source, split = [*tune_pool, *eval_pool], f"{args.tune_split}/tune"
     else:
-        pool = load_dataset(args.dataset, data_dir=args.data_dir)
-        tune_pool, eval_pool = partition(pool, part="tune"), partition(pool, part="eval")
+        source = load_dataset(args.dataset, data_dir=args.data_dir)
+        tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
+        split = "file/tune"
     tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
     eval_q = sample_questions(eval_pool, n=args.n_eval, seed=args.seed)
-    return tune_q, eval_q
+    choice = DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
+                           sha256=dataset_digest(source), split=split, questions=tune_q, source=source)
+    return tune_q, eval_q, choice
 
 
 def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
@@ -49,20 +56,20 @@ def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
 
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.resolve import describe
-    from teammed.cli_optimize import dataset_label
+    from teammed.cli_data import tuning_record
     from teammed.optimizers.tune import tune
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
-    dataset = dataset_label(args.dataset)
-    tune_q, eval_q = _questions(args)
-    out = args.out or Path("special_sets") / f"{dataset}_tune"
+    tune_q, eval_q, choice = _questions(args)
+    out = args.out or Path("special_sets") / f"{choice.key}_tune"
     with deployments(args) as opened:
         lm = opened[0].lm
         _teach(lm, [*tune_q, *eval_q])
         outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
-                       settings=_settings(args, dataset, describe(opened[0].spec)), budget=budget,
-                       storage=args.storage, study_name=args.study or f"tune-{dataset}", out_dir=out)
+                       settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
+                       storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
+                       tuning=tuning_record(choice, [q.id for q in tune_q]))
     spent = outcome.report.get("spent", {})
     if outcome.status != "done":
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
@@ -137,7 +144,9 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
     t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
-    t.add_argument("--study", help="study name (default: tune-<dataset>)")
+    t.add_argument("--dataset-name", help="the name results carry (default: the file's stem or the benchmark's "
+                   "name); studies and files also carry the content hash")
+    t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
     t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
     t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
     t.add_argument("--seed", type=int, default=111, help="sampling and racing-order seed")
@@ -145,7 +154,8 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
     t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
     t.add_argument("--alpha", type=float, default=0.05, help="one-sided sign-test level for dropping a configuration")
-    t.add_argument("--out", type=Path, help="output directory (default: special_sets/<dataset>_tune)")
+    t.add_argument("--out", type=Path, help="output directory "
+                   "(default: special_sets/<dataset name>-<content hash>_tune)")
     model_flags(t)
     t.set_defaults(func=lambda args: tune_command(args, deployments=deployments))
 
