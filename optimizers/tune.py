@@ -518,7 +518,8 @@ def _tuning_record(given: Mapping[str, Any] | None, settings: TuneSettings,
                    questions: Sequence[Question]) -> dict[str, Any]:
     """The one record of tuning questions that `teammed.cli_data.tuned_ids` reads back."""
     ids = [q.id for q in questions]
-    record = dict(given) if given else {"dataset": settings.dataset, "dataset_sha256": None, "split": "tune"}
+    record: dict[str, Any] = (dict(given) if given else
+                              {"dataset": settings.dataset, "dataset_sha256": None, "split": "tune"})
     if record.get("question_ids") not in (None, ids):
         raise ConfigError("the tuning record names other questions than the ones tuned on")
     record["question_ids"] = ids

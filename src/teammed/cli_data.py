@@ -87,7 +87,8 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     envelope = document.get(ENVELOPE)
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
         envelope = document
-    meta = envelope.get("meta") if isinstance(envelope.get("meta"), dict) else {}
+    found = envelope.get("meta")
+    meta: dict[str, Any] = found if isinstance(found, dict) else {}
     record = document.get("tuning") or meta.get("tuned_on")
     if isinstance(record, dict):
         return {str(i) for i in record.get("question_ids") or []}, str(path)
