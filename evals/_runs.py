@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from teammed.errors import DataError
-from teammed.records import load_row
+from teammed.records import RunIdentity, load_row
 
 logger = logging.getLogger(__name__)
+
+# Identity fields that tell one seed's sample from another's: runs differing only in these merge.
+_SAMPLE_FIELDS = {"seed", "question_ids", "program"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,20 @@ class Run:
     seed: Any
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
+    identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
+
+    def variant(self) -> dict[str, Any]:
+        """What must be equal for two runs to be seeds of one system: the identity without the
+        sample (seed, question ids) and the program's path; flattened so differences can be named."""
+        if self.identity is None:
+            return {}
+        fields = self.identity.model_dump(mode="json", exclude=_SAMPLE_FIELDS)
+        config = fields.pop("config", None) or {}
+        program_config = fields.pop("program_config", None) or {}
+        flat = {k: v for k, v in fields.items() if k not in ("dataset", "label", "system")}
+        flat.update({f"config.{k}" if k in flat else k: v for k, v in config.items()})
+        flat.update({f"program_config.{k}": v for k, v in program_config.items()})
+        return flat
 
     @property
     def partial(self) -> bool:
@@ -96,6 +113,7 @@ def load_run(run_dir: Path) -> Run:
     manifest = _json(run_dir / "run.json")
     system = _field(summary, rows, "system") or "teamwork"
     planned = manifest.get("n_questions", summary.get("n_planned"))
+    identity = _identity(manifest, run_dir)
     return Run(
         path=run_dir,
         rows=rows,
@@ -106,7 +124,19 @@ def load_run(run_dir: Path) -> Run:
         seed=_field(summary, rows, "seed"),
         dataset_sha256=_field(summary, rows, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
+        identity=identity,
     )
+
+
+def _identity(manifest: dict[str, Any], run_dir: Path) -> RunIdentity | None:
+    recorded = manifest.get("identity")
+    if recorded is None:
+        return None
+    try:
+        return RunIdentity.model_validate(recorded)
+    except ValueError as exc:
+        raise DataError(f"{run_dir / 'run.json'} has an identity this teammed cannot read ({exc.__class__.__name__});"
+                        f" rerun it, or leave that run directory out") from None
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -135,10 +165,39 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     return out
 
 
-def group_runs(runs: list[Run]) -> list[Group]:
-    """Runs grouped by (data set, configuration), in first-seen order."""
-    grouped: dict[tuple[str, str], list[Run]] = {}
+def _key(variant: dict[str, Any]) -> str:
+    return json.dumps(variant, sort_keys=True, default=str)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def distinguish_variants(runs: list[Run]) -> list[Run]:
+    """Runs that share a data set and a label but not their identity (model, team size, turns,
+    program, split, ...) are different systems: each gets the differing fields in its label, e.g.
+    ``base [n_agents=2]`` and ``base [n_agents=3]``, so a report never averages them as seeds."""
+    variants: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for run in runs:
+        variants.setdefault((run.dataset, run.config), {})[_key(run.variant())] = run.variant()
+    out = []
+    for run in runs:
+        seen = variants[(run.dataset, run.config)]
+        if len(seen) > 1:
+            names = sorted({k for v in seen.values() for k in v if len({_key(w.get(k)) for w in seen.values()}) > 1})
+            mine = run.variant()
+            tag = ", ".join(f"{k}={_short(mine.get(k))}" for k in names)
+            run = replace(run, config=f"{run.config} [{tag}]")
+        out.append(run)
+    return out
+
+
+def group_runs(runs: list[Run]) -> list[Group]:
+    """Runs grouped by (data set, configuration) across seeds, in first-seen order. Runs of one
+    label whose identities differ beyond the sample are distinguished first, never merged."""
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in distinguish_variants(runs):
         grouped.setdefault((run.dataset, run.config), []).append(run)
     groups = []
     for (dataset, config), members in grouped.items():
