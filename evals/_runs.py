@@ -165,7 +165,7 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     return out
 
 
-def _key(variant: dict[str, Any]) -> str:
+def _key(variant: Any) -> str:
     return json.dumps(variant, sort_keys=True, default=str)
 
 
