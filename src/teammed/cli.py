@@ -499,8 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
     search.add_argument("--storage", type=storage_url,
                         help="sqlite:///file.db, a .log journal file, or postgresql://... "
-                        "(default: sqlite <out>/<dataset>_study/study.db)")
-    search.add_argument("--study", help="study name (default: teammed-<dataset>)")
+                        "(default: sqlite <out>/<dataset name>-<hash8>_study/study.db)")
+    search.add_argument("--study", help="study name (default: teammed-<dataset name>-<hash8>, hash8: the first 8 "
+                        "hex digits of the data set's content hash)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
                         help="what to maximise (default: accuracy)")
     search.add_argument("--sampler", default="tpe", choices=["tpe", "grid", "brute"],
@@ -513,7 +514,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--search-early-consensus", action="store_true",
                         help="also search the early-consensus threshold")
     search.add_argument("--out", type=Path, default=Path("special_sets"),
-                        help="directory of <dataset>.json (default: special_sets)")
+                        help="directory of the Special Set <dataset name>-<hash8>.json and its study "
+                        "(default: special_sets)")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
     from teammed.cli_cache import add_cache_command

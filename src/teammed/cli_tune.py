@@ -9,11 +9,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from teammed.cli_args import non_negative_int, positive_int, probability, seed_list
 from teammed.errors import ConfigError
 
 __all__ = ["add_parsers"]
 
 _OPTIMIZERS = ["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"]
+
+
+def budget_text(raw: str) -> str:
+    """``--budget``/``--tune-budget``, checked when parsed so nothing is created for a bad one."""
+    from teammed.optimizers.tune_queue import parse_budget
+
+    try:
+        parse_budget(raw)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
 
 
 def _teach(lm: Any, questions: Sequence[Any]) -> None:
@@ -98,7 +110,7 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         raise ConfigError(f"unknown protocol {args.protocol!r}; available: {', '.join(PROTOCOLS)}")
     codes = [c.strip() for c in (args.datasets or ",".join(DATASETS_001)).split(",") if c.strip()]
     rows = tuple(r.strip() for r in args.rows.split(";")) if args.rows else tuple(ROWS_001)
-    seeds = tuple(int(s) for s in args.seeds.split(","))
+    seeds = tuple(args.seeds)
     datasets = load_paper_datasets(codes, data_dir=args.data_dir)
     for code, why in datasets.items():
         if isinstance(why, str):
@@ -141,19 +153,22 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     t.add_argument("--tune-split", help="tune on this split of the source (e.g. train); default: the 'tune' part "
                    "of teammed.data.splits")
-    t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
+    t.add_argument("--budget", required=True, type=budget_text,
+                   help="calls=N, tokens=N or usd=X (comma-separated for several)")
     t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
     t.add_argument("--dataset-name", help="the name results carry (default: the file's stem or the benchmark's "
                    "name); studies and files also carry the content hash")
     t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
-    t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
-    t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
-    t.add_argument("--seed", type=int, default=111, help="sampling and racing-order seed")
-    t.add_argument("--batch-size", type=int, default=10, help="questions per racing round")
-    t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
-    t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
-    t.add_argument("--alpha", type=float, default=0.05, help="one-sided sign-test level for dropping a configuration")
+    t.add_argument("--n-tune", type=positive_int, help="tuning questions (default: all of the tune part)")
+    t.add_argument("--n-eval", type=positive_int, default=100, help="held-out questions for the proof")
+    t.add_argument("--seed", type=non_negative_int, default=111, help="sampling and racing-order seed")
+    t.add_argument("--batch-size", type=positive_int, default=10, help="questions per racing round")
+    t.add_argument("--stage1-batches", type=positive_int, default=3,
+                   help="racing rounds' worth of questions for influence")
+    t.add_argument("--pool-size", type=positive_int, default=12, help="configurations raced in stage 2")
+    t.add_argument("--alpha", type=probability, default=0.05,
+                   help="one-sided sign-test level for dropping a configuration")
     t.add_argument("--out", type=Path, help="output directory "
                    "(default: special_sets/<dataset name>-<content hash>_tune)")
     model_flags(t)
@@ -165,13 +180,16 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
                    "default: all eight")
     r.add_argument("--rows", help="semicolon-separated rows (default: all rows; see the report)")
-    r.add_argument("--seeds", default="111,222,333", help="comma-separated sampling seeds (paper: 111,222,333)")
-    r.add_argument("--n", type=int, default=50, help="questions per cell")
+    r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
+                   help="comma-separated sampling seeds (default and paper: 111,222,333)")
+    r.add_argument("--n", type=positive_int, default=50, help="questions per cell")
     r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
-    r.add_argument("--tune-budget", default="calls=20000", help="budget of the special set's tune per data set")
+    r.add_argument("--tune-budget", default="calls=20000", type=budget_text,
+                   help="budget of the special set's tune per data set")
     r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer")
-    r.add_argument("--batch-size", type=int, default=10, help="questions per racing round of the special set's tune")
+    r.add_argument("--batch-size", type=positive_int, default=10,
+                   help="questions per racing round of the special set's tune")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
     model_flags(r)
     r.set_defaults(func=lambda args: reproduce_command(args, deployments=deployments))
