@@ -304,7 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             identity = RunIdentity(
                 system=args.system, label=label, config=config.model_dump(mode="json") if config else None,
                 **program, model=model, deployments=[d.spec for d in deployments], dataset=choice.name,
-                dataset_sha256=choice.sha256, split=choice.split, n=args.n, seed=seed,
+                dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n, seed=seed,
                 stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
                 question_ids=[q.id for q in sample], teammed_version=__version__,
             )
@@ -500,6 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--storage", type=storage_url,
                         help="sqlite:///file.db, a .log journal file, or postgresql://... "
                         "(default: sqlite <out>/<dataset name>-<hash8>_study/study.db)")
+    search.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     search.add_argument("--study", help="study name (default: teammed-<dataset name>-<hash8>, hash8: the first 8 "
                         "hex digits of the data set's content hash)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],

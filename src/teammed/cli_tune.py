@@ -43,12 +43,13 @@ def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
     from teammed.data.splits import partition
     from teammed.records import dataset_digest
 
+    pinned = {"revision": args.revision} if args.revision else {}
     if args.tune_split:  # the source's own train/dev split for tuning, its default split held out
-        tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split)
-        eval_pool = load_dataset(args.dataset, data_dir=args.data_dir)
+        tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split, **pinned)
+        eval_pool = load_dataset(args.dataset, data_dir=args.data_dir, **pinned)
         source, split = [*tune_pool, *eval_pool], f"{args.tune_split}/tune"
     else:
-        source = load_dataset(args.dataset, data_dir=args.data_dir)
+        source = load_dataset(args.dataset, data_dir=args.data_dir, **pinned)
         tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
         split = "file/tune"
     tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
@@ -157,6 +158,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
                    help="calls=N, tokens=N or usd=X (comma-separated for several)")
     t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
+    t.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     t.add_argument("--dataset-name", help="the name results carry (default: the file's stem or the benchmark's "
                    "name); studies and files also carry the content hash")
     t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
