@@ -157,6 +157,23 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
 
 
 # ---------------------------------------------------------------- ask
+def _image_argument(raw: str | None) -> str | None:
+    """``ask --image``: a readable image file or an http(s)/data URL, checked before any call."""
+    if raw is None:
+        return None
+    if raw.startswith(("http://", "https://", "data:image/")):
+        return raw
+    path = Path(raw)
+    if not path.is_file():
+        raise TeammedError(f"--image {raw}: no such file; give an image file (PNG, JPEG, ...) or an http(s) URL")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise TeammedError(f"--image {raw}: cannot read it ({exc.strerror}); check its permissions") from None
+    return str(path)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     import dspy
 
@@ -170,16 +187,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise TeammedError("the question is empty; give its text as the first argument")
     from teammed.types import Question
 
-    question = Question(id="ask", question=args.question, options=options)
+    image = _image_argument(args.image)
+    question = Question(id="ask", question=args.question, options=options, image=image)
     config = _config_from_args(args) if args.system == "teamwork" else None
-    factory = _program_factory(args, config)
+    factory = _program_factory(args, config, vision=image is not None)
     from teammed.progress import CallProgress
 
+    inputs: dict[str, Any] = {"question": question.question, "options": options}
+    if image is not None:
+        inputs["image"] = image
     with _deployments(args) as deployments:
+        _require_vision([question], deployments)
         with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
                 dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
                 usage.track() as used:
-            prediction = factory()(question=question.question, options=options)
+            prediction = factory()(**inputs)
     print(render_transcript(prediction))
     if prediction.answer not in options:
         raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
@@ -429,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="deliberate over one question and show the transcript")
     ask.add_argument("question", help="the question's text")
+    ask.add_argument("--image", help="an image the question is about (a file or an http(s) URL); needs a vision "
+                     "model")
     ask.add_argument("--option", action="append", help='an answer option, LETTER="text" (repeat; A, B, ... in order)')
     _add_config_flags(ask)
     _add_model_flags(ask)
