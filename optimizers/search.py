@@ -80,6 +80,7 @@ class _Objective:
         self.space, self.examples, self.lm_factory = space, examples, lm_factory
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
+        self.interrupted = False
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         """A failed trial returns NaN, which Optuna records as FAILED with one warning line (an
@@ -90,6 +91,10 @@ class _Objective:
             logger.warning("%s", exc)
         except SearchAborted as exc:
             self.aborted = exc
+            trial.study.stop()
+        except KeyboardInterrupt:  # Ctrl-C: the trial is FAILED (rerun on resume), re-raised after optimize
+            self.interrupted = True
+            trial.set_user_attr("interrupted", True)
             trial.study.stop()
         nan = float("nan")
         return (nan, nan) if self.multi else nan
@@ -273,6 +278,8 @@ def search_special_set(
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
         study.optimize(objective, n_trials=remaining, callbacks=[budget])
+        if objective.interrupted:
+            raise KeyboardInterrupt
         if objective.aborted is not None:
             raise objective.aborted
     return special_set_from_study(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,

@@ -90,3 +90,56 @@ def test_a_signal_during_a_hung_teacher_call_ends_compile_promptly(tmp_path, sig
     assert took < 5, f"took {took:.1f}s to stop"
     assert process.returncode != 0 and "Traceback" not in err
     assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_hung_search_ends_it_promptly_and_the_study_resumes(tmp_path, sig):
+    import optuna
+
+    logic = _Server(hang="student")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = tmp_path / "sets"
+    with FakeOpenAI(logic) as server:
+        process = subprocess.Popen([sys.executable, "-m", "teammed.cli", "search", "--dataset", "demo", "--n", "2",
+                                    "--trials", "2", "--sampler", "brute", "--model", "openai/student",
+                                    "--api-base", server.api_base, "--no-cache", "--out", str(out)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 90
+        while time.time() < deadline and not logic.models:
+            time.sleep(0.1)
+        assert logic.models, "the search never called the model"
+        time.sleep(0.5)
+        sent = time.perf_counter()
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=30)
+        took = time.perf_counter() - sent
+    assert took < 5, f"took {took:.1f}s to stop"
+    assert process.returncode != 0 and "Traceback" not in err and "cannot schedule new futures" not in err
+    assert not list(out.glob("*.json"))  # no Special Set from an interrupted search
+    (db,) = out.glob("*_study/study.db")
+    storage = f"sqlite:///{db}"
+    (name,) = optuna.get_all_study_names(storage)
+    assert optuna.load_study(study_name=name, storage=storage)  # the study is there to resume
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_during_a_hung_tune_ends_it_promptly(tmp_path, sig):
+    logic = _Server(hang="student")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with FakeOpenAI(logic) as server:
+        process = subprocess.Popen([sys.executable, "-m", "teammed.cli", "tune", "--dataset", "demo",
+                                    "--budget", "calls=500", "--optimizer", "none", "--batch-size", "2",
+                                    "--n-eval", "2", "--model", "openai/student", "--api-base", server.api_base,
+                                    "--no-cache", "--out", str(tmp_path / "tuned")],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.time() + 90
+        while time.time() < deadline and not logic.models:
+            time.sleep(0.1)
+        assert logic.models, "tune never called the model"
+        time.sleep(0.5)
+        sent = time.perf_counter()
+        process.send_signal(sig)
+        _, err = process.communicate(timeout=30)
+        took = time.perf_counter() - sent
+    assert took < 5, f"took {took:.1f}s to stop"
+    assert process.returncode != 0 and "Traceback" not in err, err[-2000:]
