@@ -527,3 +527,23 @@ def test_copies_with_rollout_ids_are_distinct_requests_and_share_shutdown(tmp_pa
         lm.close()
         with pytest.raises(BackendError, match="closed"):
             _ask(lm.copy(rollout_id=3, temperature=1.0))
+
+
+def test_router_cools_down_a_failing_deployment_and_results_stay_exact(tmp_path):
+    """Two deployments of one model, one answering 500: after ``allowed_fails`` it cools down, the
+    healthy one takes the traffic, every call succeeds once and usage counts each call once."""
+    with FakeOpenAI(lambda n, b: (500, {}, {"error": {"message": "overloaded", "type": "server_error"}})) as bad, \
+         FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER))) as good:
+        path = tmp_path / "deployments.yaml"
+        path.write_text(
+            "model_list:\n"
+            f"  - model_name: team\n    litellm_params: {{model: openai/a, api_base: '{bad.api_base}'}}\n"
+            f"  - model_name: team\n    litellm_params: {{model: openai/b, api_base: '{good.api_base}'}}\n"
+            "router_settings:\n  allowed_fails: 1\n  cooldown_time: 120\n  routing_strategy: simple-shuffle\n"
+        )
+        with open_deployments([], deployments_file=path, retry=RetryPolicy(attempts=4, base_s=0.01, cap_s=0.02)) \
+                as deployments, usage.track() as used:
+            answers = [_ask(deployments[0].lm).ranking for _ in range(16)]
+    assert answers == [["B", "A"]] * 16
+    assert len(good.requests) == 16 == used.calls
+    assert len(bad.requests) <= 2, f"the failing deployment got {len(bad.requests)} requests despite its cooldown"
