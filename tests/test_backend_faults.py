@@ -547,3 +547,27 @@ def test_router_cools_down_a_failing_deployment_and_results_stay_exact(tmp_path)
     assert answers == [["B", "A"]] * 16
     assert len(good.requests) == 16 == used.calls
     assert len(bad.requests) <= 2, f"the failing deployment got {len(bad.requests)} requests despite its cooldown"
+
+
+@pytest.mark.parametrize("status, body", [
+    (400, {"object": "error", "message": "The provided JSON schema contains features not supported by xgrammar.",
+           "type": "BadRequestError", "param": None, "code": 400}),  # vLLM
+    (400, {"error": "invalid format: expected \"json\" or a JSON schema"}),  # Ollama's OpenAI endpoint
+    (400, {"error": "'response_format.type' must be 'json_schema' or 'text'"}),  # LM Studio
+    (422, {"detail": [{"loc": ["body", "response_format", "type"], "msg": "unexpected value"}]}),  # FastAPI servers
+    (400, {"error": {"message": "Invalid value.", "type": "invalid_request_error",
+                     "param": "response_format.json_schema.schema", "code": None}}),  # only `param` says it
+])
+def test_format_refusals_worded_any_way_degrade_and_are_never_retried(status, body):
+    def handler(n, request):
+        if request.get("response_format", {}).get("type") == "json_schema":
+            return status, {}, body
+        return 200, {}, completion(ANSWER)
+
+    with FakeOpenAI(handler) as server, usage.track() as used:
+        lm = _lm(server, retry=RetryPolicy(attempts=6, base_s=30, cap_s=60))  # a retry would take 30 s
+        started = time.monotonic()
+        assert _ask(lm).ranking == ["B", "A"]
+        assert time.monotonic() - started < 10
+    assert used.retries == 0 and used.format_degradations >= 1
+    assert server.requests[-1]["response_format"]["type"] != "json_schema"
