@@ -170,6 +170,8 @@ CASES = {
     "reproduce n 0": ["reproduce", "001-table1", "--model", "scripted", "--n", "0", "--out", "{tmp}/repro_out"],
     "reproduce tune budget garbage": ["reproduce", "001-table1", "--model", "scripted", "--tune-budget", "x",
                                       "--out", "{tmp}/repro_out"],
+    "cache dir a file": ["cache", "info", "--cache-dir", "{tmp}/afile"],
+    "cache unknown action": ["cache", "bogus"],
     # the command itself
     "no command": [],
     "unknown command": ["runn"],

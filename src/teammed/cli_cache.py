@@ -20,6 +20,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
     from teammed.backends.cache import ResponseCache
     from teammed.errors import TeammedError
 
+    if args.cache_dir is not None and args.cache_dir.exists() and not args.cache_dir.is_dir():
+        raise TeammedError(f"--cache-dir {args.cache_dir} is a file, not a directory; pass the cache's directory")
     cache = ResponseCache(args.cache_dir)
     info = cache.info()
     if not info["usable"]:

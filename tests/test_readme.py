@@ -1,0 +1,54 @@
+"""The README stays true: its Python example runs as printed (on a fake server), its Quickstart
+holds exactly the two commands, and the commands it documents exist."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.fake_openai import FakeOpenAI
+from tests.schema_fake import handler
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+MODEL_LINE = 'lm = dspy.LM("openai/gpt-4o-mini")'
+
+
+def _blocks(kind: str) -> list[str]:
+    return re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.S)
+
+
+def test_the_python_example_runs_as_printed(tmp_path, monkeypatch, capsys):
+    (code,) = _blocks("python")
+    assert MODEL_LINE in code
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI(handler) as server:
+        fake = f'lm = dspy.LM("openai/fake-model", api_base="{server.api_base}", api_key="x", cache=False)'
+        exec(compile(code.replace(MODEL_LINE, fake), "README.md", "exec"), {"__name__": "readme"})
+        assert server.requests
+    out = capsys.readouterr().out
+    assert "before" in out and "after" in out
+    from teammed.programs import TeamworkProgram, load_program
+
+    program, config = load_program(tmp_path / "leadership.json", system="teamwork")
+    assert isinstance(program, TeamworkProgram) and program.config.leadership
+
+
+def test_quickstart_is_exactly_two_commands():
+    quickstart = README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)```", quickstart, flags=re.S)
+    assert [c.strip() for c in commands] == [
+        'python3 -m venv .venv && . .venv/bin/activate && CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install -e '
+        '".[local,dev]" && teammed run --dataset demo --n 3',
+        ". .venv/bin/activate && pytest --run-local-model",
+    ]
+
+
+def test_every_documented_command_exists():
+    import argparse
+
+    from teammed.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    documented = set(re.findall(r"^### `teammed (\w+)", README.read_text(), flags=re.M))
+    assert documented and documented <= set(sub.choices), documented - set(sub.choices)
+    assert set(sub.choices) <= documented, set(sub.choices) - documented
