@@ -297,8 +297,9 @@ def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
 
     assert all(part_of(i) == "tune" for i in special["tuning"]["question_ids"])
     assert all(part_of(i) == "eval" for i in special["held_out"]["ids"])
-    assert main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"]) == 2
-    assert "calls=N" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:  # refused while parsing: nothing is created
+        main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"])
+    assert stopped.value.code == 2 and "calls=N" in capsys.readouterr().err
 
 
 def test_run_on_tunes_outputs_evaluates_no_tuning_question(tmp_path, capsys):
