@@ -227,7 +227,7 @@ def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_pat
     assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
     assert not set(r["tuning_ids"]) & set(r["held_out_ids"])
     special = json.loads(out.special_set_path.read_text())
-    assert special["tuning_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 20
+    assert special["tuning"]["question_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 20
     from teammed.optimizers import load_special_set
 
     assert load_special_set(out.special_set_path).components == tuple(DEFAULT_TABLE.best(valid_subsets()))
@@ -292,10 +292,10 @@ def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
     assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", "simulated:5", "--optimizer",
                  "none", "--n-eval", "6", "--out", str(out), "--no-cache", "--pool-size", "2", "--batch-size", "5",
                  "--stage1-batches", "1"]) == 0
-    special = json.loads((out / "sim.json").read_text())
+    special = json.loads(next(p for p in out.glob("sim-*.json") if not p.name.endswith(".program.json")).read_text())
     from teammed.data.splits import part_of
 
-    assert all(part_of(i) == "tune" for i in special["tuning_ids"])
+    assert all(part_of(i) == "tune" for i in special["tuning"]["question_ids"])
     assert all(part_of(i) == "eval" for i in special["held_out"]["ids"])
     assert main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"]) == 2
     assert "calls=N" in capsys.readouterr().err

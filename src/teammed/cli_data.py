@@ -67,13 +67,15 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
 
 def tuning_record(choice: DatasetChoice, ids: list[str]) -> dict[str, Any]:
     """What a Special Set / compiled program stores about the questions it was tuned on."""
-    return {"dataset": choice.name, "dataset_sha256": choice.sha256, "split": choice.split,
-            "question_ids": list(ids)}
+    from teammed.records import tuning_record as record
+
+    return record(dataset=choice.name, dataset_sha256=choice.sha256, split=choice.split, question_ids=ids)
 
 
 def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     """The question ids a Special Set file (``--config``) or compiled program (``--program``) was
-    tuned on, and where that came from (None when the file records none)."""
+    tuned on, and where that came from (None when the file records none). Reads the shared record
+    (``tuning`` / meta ``tuned_on``) and the legacy ``tuning_ids`` list `tune` wrote before it."""
     if path is None:
         return set(), None
     try:
@@ -83,11 +85,15 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     if not isinstance(document, dict):
         return set(), None
     from teammed.optimizers.saved import ENVELOPE
+    from teammed.records import read_tuning
 
     envelope = document.get(ENVELOPE)
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
         envelope = document
-    record = document.get("tuning") or (envelope.get("meta") or {}).get("tuned_on")
-    if not isinstance(record, dict):
+    meta = envelope.get("meta")
+    found = [ids for ids in (read_tuning(document, where=str(path)),
+                             read_tuning(meta, where=f"{path} (meta)") if meta is not document else None)
+             if ids is not None]
+    if not found:
         return set(), None
-    return {str(i) for i in record.get("question_ids") or []}, str(path)
+    return {i for ids in found for i in ids}, str(path)

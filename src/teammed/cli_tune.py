@@ -24,19 +24,32 @@ def _teach(lm: Any, questions: Sequence[Any]) -> None:
         lm.answers.update(answer_key(questions))
 
 
-def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
+def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """Tuning and held-out questions, and the data set's identity: its name (``--dataset-name``, else
+    the file stem or registry name) and the content hash of its default split (what `run` hashes)."""
+    from teammed.cli_data import dataset_name
     from teammed.data import load_dataset, sample_questions
-    from teammed.data.splits import partition
+    from teammed.data.splits import partition, plan_split
+    from teammed.records import dataset_digest
 
     if args.tune_split:  # the source's own train/dev split for tuning, its default split held out
         tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split)
         eval_pool = load_dataset(args.dataset, data_dir=args.data_dir)
+        source, split = eval_pool, args.tune_split
     else:
-        pool = load_dataset(args.dataset, data_dir=args.data_dir)
-        tune_pool, eval_pool = partition(pool, part="tune"), partition(pool, part="eval")
+        source = load_dataset(args.dataset, data_dir=args.data_dir)
+        tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
+        split = plan_split(args.dataset, purpose="tune", split="tune").name
     tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
     eval_q = sample_questions(eval_pool, n=args.n_eval, seed=args.seed)
-    return tune_q, eval_q
+    identity = {"dataset": dataset_name(args.dataset, args.dataset_name), "dataset_sha256": dataset_digest(source),
+                "split": split}
+    return tune_q, eval_q, identity
+
+
+def _key(identity: dict[str, Any]) -> str:
+    """``name-<hash8>``, as `search` keys its studies: two files of one name never share a study."""
+    return f"{identity['dataset']}-{identity['dataset_sha256'][:8]}"
 
 
 def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
@@ -49,20 +62,20 @@ def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
 
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.resolve import describe
-    from teammed.cli_optimize import dataset_label
     from teammed.optimizers.tune import tune
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
-    dataset = dataset_label(args.dataset)
-    tune_q, eval_q = _questions(args)
+    tune_q, eval_q, identity = _questions(args)
+    dataset = _key(identity)
     out = args.out or Path("special_sets") / f"{dataset}_tune"
     with deployments(args) as opened:
         lm = opened[0].lm
         _teach(lm, [*tune_q, *eval_q])
         outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
                        settings=_settings(args, dataset, describe(opened[0].spec)), budget=budget,
-                       storage=args.storage, study_name=args.study or f"tune-{dataset}", out_dir=out)
+                       storage=args.storage, study_name=args.study or f"tune-{dataset}", out_dir=out,
+                       dataset=identity)
     spent = outcome.report.get("spent", {})
     if outcome.status != "done":
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
@@ -107,11 +120,18 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         settings = ReproduceSettings(model=model, seeds=seeds, n=args.n, rows=rows, tune_budget=args.tune_budget)
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
+            from teammed.cli_data import dataset_name
+            from teammed.records import dataset_digest
+
+            loaded = datasets[code]
+            identity = {"dataset": dataset_name(code), "split": "tune",
+                        "dataset_sha256": dataset_digest(loaded if not isinstance(loaded, str) else tuning)}
+            key = _key(identity)  # two files of one name never share a study or an output directory
             outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
-                           settings=TuneSettings(dataset=code, model=model, optimizer=args.optimizer,
+                           settings=TuneSettings(dataset=key, model=model, optimizer=args.optimizer,
                                                  batch_size=args.batch_size, seed=0),
                            budget=parse_budget(args.tune_budget), storage=args.storage,
-                           study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}")
+                           study_name=f"{study}-tune-{key}", out_dir=out / f"tune-{key}", dataset=identity)
             if outcome.status != "done":
                 raise ConfigError(f"tuning the special set for {code} stopped: {outcome.message} "
                                   f"(raise --tune-budget)")
@@ -137,7 +157,9 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
     t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
-    t.add_argument("--study", help="study name (default: tune-<dataset>)")
+    t.add_argument("--dataset-name", help="the data set's name in results (default: the file stem or registry "
+                   "name); its content hash is always added")
+    t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash8>)")
     t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
     t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
     t.add_argument("--seed", type=int, default=111, help="sampling and racing-order seed")
@@ -145,7 +167,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
     t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
     t.add_argument("--alpha", type=float, default=0.05, help="one-sided sign-test level for dropping a configuration")
-    t.add_argument("--out", type=Path, help="output directory (default: special_sets/<dataset>_tune)")
+    t.add_argument("--out", type=Path, help="output directory (default: special_sets/<dataset name>-<hash8>_tune)")
     model_flags(t)
     t.set_defaults(func=lambda args: tune_command(args, deployments=deployments))
 
