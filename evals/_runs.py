@@ -27,6 +27,7 @@ class Run:
     seed: Any
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
+    identity: tuple[tuple[str, str], ...] = ()  # `system_key`: the run identity minus its seed
 
     @property
     def partial(self) -> bool:
@@ -106,7 +107,40 @@ def load_run(run_dir: Path) -> Run:
         seed=_field(summary, rows, "seed"),
         dataset_sha256=_field(summary, rows, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
+        identity=system_key(manifest, summary, rows),
     )
+
+
+# Identity fields that vary with the seed (one system's seeds merge) or only name a file.
+_PER_SEED = ("seed", "question_ids", "program", "label")
+
+
+def system_key(manifest: dict[str, Any], summary: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[
+        tuple[str, str], ...]:
+    """What makes two runs the same *system* on the same data: the `RunIdentity` in ``run.json``
+    minus its seed (and the seed's sample), with the configuration's fields flattened so a
+    difference names the field (``n_agents``, not ``config``). Runs written before run
+    identities fall back to what their rows record (system, configuration, program, data set)."""
+    from teammed.records import RunIdentity
+
+    recorded = manifest.get("identity")
+    if isinstance(recorded, dict):
+        try:
+            fields = RunIdentity.model_validate(recorded).model_dump(mode="json")
+        except ValueError:
+            fields = dict(recorded)
+    else:
+        fields = {key: _field(summary, rows, key) for key in ("system", "config", "program_sha256", "dataset",
+                                                              "dataset_sha256", "split")}
+    flat: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _PER_SEED:
+            continue
+        if isinstance(value, dict) and key == "config":
+            flat.update({name: v for name, v in value.items() if name != "name"})
+        else:
+            flat[key] = value
+    return tuple(sorted((key, json.dumps(value, sort_keys=True, default=str)) for key, value in flat.items()))
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -135,15 +169,44 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     return out
 
 
+def _short(value: str) -> str:
+    text = value.strip('"')
+    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):  # a content hash
+        return text[:8]
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _distinct_names(config: str, keys: list[tuple[tuple[str, str], ...]]) -> list[str]:
+    """``config [field=value, ...]`` for each of several systems sharing one name, naming the
+    identity fields on which they differ."""
+    as_dicts = [dict(key) for key in keys]
+    fields = sorted({f for d in as_dicts for f in d}, key=str)
+    differing = [f for f in fields if len({d.get(f) for d in as_dicts}) > 1]
+    return [f"{config} [" + ", ".join(f"{f}={_short(d.get(f, 'none'))}" for f in differing) + "]"
+            for d in as_dicts]
+
+
 def group_runs(runs: list[Run]) -> list[Group]:
-    """Runs grouped by (data set, configuration), in first-seen order."""
-    grouped: dict[tuple[str, str], list[Run]] = {}
+    """Runs grouped by system (data set, configuration name and `system_key`: the run identity
+    minus the seed), in first-seen order. Only seeds of one identity merge; two systems that
+    share a name (say ``base`` on two models) become two rows named by what differs
+    (``base [model=x]``, ``base [model=y]``), never one."""
+    grouped: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Run]] = {}
     for run in runs:
-        grouped.setdefault((run.dataset, run.config), []).append(run)
+        grouped.setdefault((run.dataset, run.config, run.identity), []).append(run)
+    by_name: dict[tuple[str, str], list[tuple[tuple[str, str], ...]]] = {}
+    for dataset, config, key in grouped:
+        by_name.setdefault((dataset, config), []).append(key)
+    names: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
+    for (dataset, config), keys in by_name.items():
+        labels = _distinct_names(config, keys) if len(keys) > 1 else [config]
+        names.update({(dataset, config, key): label for key, label in zip(keys, labels, strict=True)})
     groups = []
-    for (dataset, config), members in grouped.items():
+    for group_key, members in grouped.items():
+        dataset, name = group_key[0], names[group_key]
         seeds = [run.seed for run in members]
         if len(set(map(str, seeds))) < len(seeds):
-            logger.warning("%s on %s repeats seeds %s; each run still counts once", config, dataset, seeds)
-        groups.append(Group(dataset, config, members[0].system, tuple(members)))
+            logger.warning("%s on %s repeats seeds %s; each run still counts once", name, dataset, seeds)
+        members = [replace(run, config=name) for run in members]
+        groups.append(Group(dataset, name, members[0].system, tuple(members)))
     return groups

@@ -100,3 +100,23 @@ def test_tune_keys_two_files_of_one_name_apart(tmp_path):
     assert main(["tune", "--dataset", str(one), *TUNE_SMALL, "--out", str(named), "--dataset-name", "medqa50"]) == 0
     report = json.loads((named / "tune_report.json").read_text())
     assert report["study"]["study_name"].startswith("tune-medqa50-")
+
+
+def _report_groups(tmp_path: Path, runs: list[Path]) -> list[dict]:
+    out = tmp_path / "report"
+    assert main(["report", *map(str, runs), "--out", str(out)]) == 0
+    return json.loads((out / "summary.json").read_text())["groups"]
+
+
+def test_report_never_merges_runs_that_differ_beyond_the_seed(tmp_path):
+    base = ["run", "--dataset", "demo", "--preset", "base", "--model", "scripted", "--n", "4"]
+    runs = {name: tmp_path / name for name in ("a1", "a2", "b1")}
+    assert main([*base, "--n-agents", "2", "--seed", "1", "--out", str(runs["a1"])]) == 0
+    assert main([*base, "--n-agents", "2", "--seed", "2", "--out", str(runs["a2"])]) == 0
+    assert main([*base, "--n-agents", "3", "--seed", "1", "--out", str(runs["b1"])]) == 0
+    groups = _report_groups(tmp_path, list(runs.values()))
+    assert len(groups) == 2, groups
+    names = sorted(g["config"] for g in groups)
+    assert names == ["base [n_agents=2]", "base [n_agents=3]"]
+    sizes = sorted(len(g["runs"]) for g in groups)
+    assert sizes == [1, 2]  # the two seeds of one system still merge
