@@ -120,3 +120,26 @@ def test_report_never_merges_runs_that_differ_beyond_the_seed(tmp_path):
     assert names == ["base [n_agents=2]", "base [n_agents=3]"]
     sizes = sorted(len(g["runs"]) for g in groups)
     assert sizes == [1, 2]  # the two seeds of one system still merge
+
+
+def test_report_loading_layer_reads_typed_rows_and_records(tmp_path):
+    from teammed.evals._rows import agent_roles, deliberation
+    from teammed.evals._runs import load_run
+    from teammed.programs.record import Deliberation
+    from teammed.records import ResultRow
+
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", "demo", "--preset", "leadership", *SCRIPTED, "--n", "2", "--out", str(out)]) == 0
+    run = load_run(out)
+    assert run.results and all(isinstance(row, ResultRow) for row in run.results)
+    record = deliberation(run.results[0])
+    assert isinstance(record, Deliberation) and len(record.agents) == 2
+    assert agent_roles(run.results[0]) == {a.id: a.role for a in record.agents}
+    assert agent_roles(run.rows[0]) == agent_roles(run.results[0])  # the stored dict reads the same
+    lines = (out / "results.jsonl").read_text().splitlines()
+    newer = json.loads(lines[0]) | {"schema_version": 99}
+    (out / "results.jsonl").write_text(json.dumps(newer) + "\n")
+    from teammed.errors import DataError
+
+    with pytest.raises(DataError, match="upgrade teammed"):
+        load_run(out)
