@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from teammed.errors import DataError
-from teammed.records import ResultRow, load_row
+from teammed.records import ResultRow, RunIdentity, load_row
 
 logger = logging.getLogger(__name__)
+
+# Identity fields that tell one seed's sample from another's: runs differing only in these merge.
+_SAMPLE_FIELDS = {"seed", "question_ids", "program"}
 
 
 @dataclass(frozen=True)
@@ -27,8 +30,21 @@ class Run:
     seed: Any
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
-    identity: tuple[tuple[str, str], ...] = ()  # `system_key`: the run identity minus its seed
+    identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
     results: tuple[ResultRow, ...] = ()  # the typed, versioned rows (`teammed.records.ResultRow`)
+
+    def variant(self) -> dict[str, Any]:
+        """What must be equal for two runs to be seeds of one system: the identity without the
+        sample (seed, question ids) and the program's path; flattened so differences can be named."""
+        if self.identity is None:
+            return {}
+        fields = self.identity.model_dump(mode="json", exclude=_SAMPLE_FIELDS)
+        config = fields.pop("config", None) or {}
+        program_config = fields.pop("program_config", None) or {}
+        flat = {k: v for k, v in fields.items() if k not in ("dataset", "label", "system")}
+        flat.update({f"config.{k}" if k in flat else k: v for k, v in config.items()})
+        flat.update({f"program_config.{k}": v for k, v in program_config.items()})
+        return flat
 
     @property
     def partial(self) -> bool:
@@ -100,6 +116,7 @@ def load_run(run_dir: Path) -> Run:
     manifest = _json(run_dir / "run.json")
     system = _field(summary, typed, "system") or "teamwork"
     planned = manifest.get("n_questions", summary.get("n_planned"))
+    identity = _identity(manifest, run_dir)
     return Run(
         path=run_dir,
         rows=[row.model_dump(mode="json", exclude_unset=True) for row in typed],
@@ -111,40 +128,19 @@ def load_run(run_dir: Path) -> Run:
         seed=_field(summary, typed, "seed"),
         dataset_sha256=_field(summary, typed, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
-        identity=system_key(manifest, summary, typed),
+        identity=identity,
     )
 
 
-# Identity fields that vary with the seed (one system's seeds merge) or only name a file.
-_PER_SEED = ("seed", "question_ids", "program", "label")
-
-
-def system_key(manifest: dict[str, Any], summary: dict[str, Any], rows: list[ResultRow]) -> tuple[
-        tuple[str, str], ...]:
-    """What makes two runs the same *system* on the same data: the `RunIdentity` in ``run.json``
-    minus its seed (and the seed's sample), with the configuration's fields flattened so a
-    difference names the field (``n_agents``, not ``config``). Runs written before run
-    identities fall back to what their rows record (system, configuration, program, data set)."""
-    from teammed.records import RunIdentity
-
+def _identity(manifest: dict[str, Any], run_dir: Path) -> RunIdentity | None:
     recorded = manifest.get("identity")
-    if isinstance(recorded, dict):
-        try:
-            fields = RunIdentity.model_validate(recorded).model_dump(mode="json")
-        except ValueError:
-            fields = dict(recorded)
-    else:
-        fields = {key: _field(summary, rows, key) for key in ("system", "config", "program_sha256", "dataset",
-                                                              "dataset_sha256", "split")}
-    flat: dict[str, Any] = {}
-    for key, value in fields.items():
-        if key in _PER_SEED:
-            continue
-        if isinstance(value, dict) and key == "config":
-            flat.update({name: v for name, v in value.items() if name != "name"})
-        else:
-            flat[key] = value
-    return tuple(sorted((key, json.dumps(value, sort_keys=True, default=str)) for key, value in flat.items()))
+    if recorded is None:
+        return None
+    try:
+        return RunIdentity.model_validate(recorded)
+    except ValueError as exc:
+        raise DataError(f"{run_dir / 'run.json'} has an identity this teammed cannot read ({exc.__class__.__name__});"
+                        f" rerun it, or leave that run directory out") from None
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -173,44 +169,44 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     return out
 
 
-def _short(value: str) -> str:
-    text = value.strip('"')
-    if len(text) == 64 and all(c in "0123456789abcdef" for c in text):  # a content hash
-        return text[:8]
+def _key(variant: Any) -> str:
+    return json.dumps(variant, sort_keys=True, default=str)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _distinct_names(config: str, keys: list[tuple[tuple[str, str], ...]]) -> list[str]:
-    """``config [field=value, ...]`` for each of several systems sharing one name, naming the
-    identity fields on which they differ."""
-    as_dicts = [dict(key) for key in keys]
-    fields = sorted({f for d in as_dicts for f in d}, key=str)
-    differing = [f for f in fields if len({d.get(f) for d in as_dicts}) > 1]
-    return [f"{config} [" + ", ".join(f"{f}={_short(d.get(f, 'none'))}" for f in differing) + "]"
-            for d in as_dicts]
+def distinguish_variants(runs: list[Run]) -> list[Run]:
+    """Runs that share a data set and a label but not their identity (model, team size, turns,
+    program, split, ...) are different systems: each gets the differing fields in its label, e.g.
+    ``base [n_agents=2]`` and ``base [n_agents=3]``, so a report never averages them as seeds."""
+    variants: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for run in runs:
+        variants.setdefault((run.dataset, run.config), {})[_key(run.variant())] = run.variant()
+    out = []
+    for run in runs:
+        seen = variants[(run.dataset, run.config)]
+        if len(seen) > 1:
+            names = sorted({k for v in seen.values() for k in v if len({_key(w.get(k)) for w in seen.values()}) > 1})
+            mine = run.variant()
+            tag = ", ".join(f"{k}={_short(mine.get(k))}" for k in names)
+            run = replace(run, config=f"{run.config} [{tag}]")
+        out.append(run)
+    return out
 
 
 def group_runs(runs: list[Run]) -> list[Group]:
-    """Runs grouped by system (data set, configuration name and `system_key`: the run identity
-    minus the seed), in first-seen order. Only seeds of one identity merge; two systems that
-    share a name (say ``base`` on two models) become two rows named by what differs
-    (``base [model=x]``, ``base [model=y]``), never one."""
-    grouped: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[Run]] = {}
-    for run in runs:
-        grouped.setdefault((run.dataset, run.config, run.identity), []).append(run)
-    by_name: dict[tuple[str, str], list[tuple[tuple[str, str], ...]]] = {}
-    for dataset, config, key in grouped:
-        by_name.setdefault((dataset, config), []).append(key)
-    names: dict[tuple[str, str, tuple[tuple[str, str], ...]], str] = {}
-    for (dataset, config), keys in by_name.items():
-        labels = _distinct_names(config, keys) if len(keys) > 1 else [config]
-        names.update({(dataset, config, key): label for key, label in zip(keys, labels, strict=True)})
+    """Runs grouped by (data set, configuration) across seeds, in first-seen order. Runs of one
+    label whose identities differ beyond the sample are distinguished first, never merged."""
+    grouped: dict[tuple[str, str], list[Run]] = {}
+    for run in distinguish_variants(runs):
+        grouped.setdefault((run.dataset, run.config), []).append(run)
     groups = []
-    for group_key, members in grouped.items():
-        dataset, name = group_key[0], names[group_key]
+    for (dataset, config), members in grouped.items():
         seeds = [run.seed for run in members]
         if len(set(map(str, seeds))) < len(seeds):
-            logger.warning("%s on %s repeats seeds %s; each run still counts once", name, dataset, seeds)
-        members = [replace(run, config=name) for run in members]
-        groups.append(Group(dataset, name, members[0].system, tuple(members)))
+            logger.warning("%s on %s repeats seeds %s; each run still counts once", config, dataset, seeds)
+        groups.append(Group(dataset, config, members[0].system, tuple(members)))
     return groups

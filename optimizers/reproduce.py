@@ -245,15 +245,21 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
 def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None) -> dict[str, Sequence[Question] | str]:
     """Each code's questions (a code, a registry name or a file), or the reason it cannot be loaded."""
     from teammed.data import load_dataset
+    from teammed.records import dataset_digest
 
     found: dict[str, Sequence[Question] | str] = {}
     for code in codes:
         name = DATASETS_001.get(code.upper(), code)
-        label = code.upper() if code.upper() in DATASETS_001 else code
+        path = Path(code)
+        # a paper code, else a file's stem (with its content hash when two files share a stem)
+        label = code.upper() if code.upper() in DATASETS_001 else (path.stem if path.suffix else code)
         try:
-            found[label] = load_dataset(name, data_dir=data_dir)
+            questions: Sequence[Question] | str = load_dataset(name, data_dir=data_dir)
         except (TeammedError, OSError) as exc:
-            found[label] = f"{type(exc).__name__}: {exc}"
+            questions = f"{type(exc).__name__}: {exc}"
+        if label in found:
+            label = f"{label}-{dataset_digest(questions)[:8]}" if not isinstance(questions, str) else code
+        found[label] = questions
     return found
 
 

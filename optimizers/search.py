@@ -79,8 +79,22 @@ class _Objective:
                  lm_factory: Callable[[], dspy.BaseLM], batch_size: int, multi: bool, num_threads: int):
         self.space, self.examples, self.lm_factory = space, examples, lm_factory
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
+        self.aborted: SearchAborted | None = None
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
+        """A failed trial returns NaN, which Optuna records as FAILED with one warning line (an
+        exception would print its traceback); a fatal backend error also stops the study."""
+        try:
+            return self._evaluate(trial)
+        except TrialFailed as exc:
+            logger.warning("%s", exc)
+        except SearchAborted as exc:
+            self.aborted = exc
+            trial.study.stop()
+        nan = float("nan")
+        return (nan, nan) if self.multi else nan
+
+    def _evaluate(self, trial: optuna.Trial) -> float | tuple[float, float]:
         config = self.space.suggest(trial)
         config_json = config.model_dump(mode="json")
         trial.set_user_attr("config", config_json)
@@ -258,7 +272,9 @@ def search_special_set(
         objective = _Objective(space=space, examples=examples_from_questions(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
-        study.optimize(objective, n_trials=remaining, callbacks=[budget], catch=(TrialFailed,))
+        study.optimize(objective, n_trials=remaining, callbacks=[budget])
+        if objective.aborted is not None:
+            raise objective.aborted
     return special_set_from_study(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
                                   trials=trials, storage=reference, space_size=space.size(), tuning=tuning)
 

@@ -45,7 +45,6 @@ from teammed.optimizers.compile import compile_program, examples_from_questions
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
 from teammed.optimizers.tune_race import incumbent, race
-from teammed.records import tuning_record
 from teammed.types import Question
 
 __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disjoint", "FORMAT"]
@@ -435,12 +434,15 @@ def _spent(queue: WorkQueue) -> dict[str, Any]:
 
 def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Question], lm: dspy.BaseLM,
          settings: TuneSettings, budget: Budget | None, storage: str | None, study_name: str,
-         out_dir: Path | str, dataset: Mapping[str, Any] | None = None) -> TuneOutcome:
+         out_dir: Path | str, tuning: Mapping[str, Any] | None = None) -> TuneOutcome:
     """Run (or resume) the four stages; write the report and, when done, the special set and program.
 
-    ``dataset`` is the data set's identity (``dataset``, ``dataset_sha256``, ``split``) that the
-    special set's and program's tuning record (`teammed.records.tuning_record`) carries."""
+    ``tuning`` is the record of the questions tuned on (`teammed.cli_data.tuning_record`: dataset,
+    dataset_sha256, split, question_ids); the Special Set and the program carry it, so that
+    ``run --config/--program`` leaves those questions out of any evaluation.
+    """
     out_dir = Path(out_dir)
+    tuned_on = _tuning_record(tuning, settings, tune_questions)
     check_disjoint(tune_questions, eval_questions)
     if len(tune_questions) < settings.batch_size * 2:
         raise ConfigError(f"tune needs at least {2 * settings.batch_size} tuning questions (got "
@@ -458,13 +460,10 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                           f"not this run's settings and questions; repeat them to resume or choose a new --study")
     queue = WorkQueue(study, budget=budget)
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=settings, queue=queue)
-    ident = {"dataset": settings.dataset, "dataset_sha256": None, "split": None, **(dataset or {})}
-    tuning = tuning_record(dataset=ident["dataset"], dataset_sha256=ident["dataset_sha256"], split=ident["split"],
-                           question_ids=[q.id for q in p.tune_q])
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
                               "settings": settings.describe(), "budget": budget.describe() if budget else None,
                               "study": {"storage": reference, "study_name": study_name},
-                              "tuning_ids": [q.id for q in p.tune_q], "held_out_ids": [q.id for q in p.eval_q]}
+                              "tuning": tuned_on, "held_out_ids": [q.id for q in p.eval_q]}
     state_path = out_dir / "tune_state.json"
     stage = "1-behaviours"
     try:
@@ -495,10 +494,10 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, tried=_tried(queue), spent=_spent(queue))
     report["pareto_front"] = _pareto([r for r in report["tried"] if r["accuracy"] is not None])
-    program_path = _save_winner(p, winner_config, out_dir, settings, tuning)
+    program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
                "config": winner_config, "program": str(program_path), "model": settings.model,
-               "tuning": tuning, "held_out": {"ids": [q.id for q in p.eval_q],
+               "tuning": tuned_on, "held_out": {"ids": [q.id for q in p.eval_q],
                                                                      **held_out["winner"],
                                                                      "vs": compare},
                "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
@@ -515,15 +514,27 @@ def _components(config: Mapping[str, Any]) -> list[str]:
     return [c for c in COMPONENTS if config.get(c)]
 
 
+def _tuning_record(given: Mapping[str, Any] | None, settings: TuneSettings,
+                   questions: Sequence[Question]) -> dict[str, Any]:
+    """The one record of tuning questions that `teammed.cli_data.tuned_ids` reads back."""
+    ids = [q.id for q in questions]
+    record: dict[str, Any] = (dict(given) if given else
+                              {"dataset": settings.dataset, "dataset_sha256": None, "split": "tune"})
+    if record.get("question_ids") not in (None, ids):
+        raise ConfigError("the tuning record names other questions than the ones tuned on")
+    record["question_ids"] = ids
+    return record
+
+
 def _save_winner(p: _Pipeline, config: Mapping[str, Any], out_dir: Path, s: TuneSettings,
-                 tuning: Mapping[str, Any]) -> Path:
+                 tuned_on: Mapping[str, Any]) -> Path:
     from teammed.optimizers.saved import save_program
 
     program = p._program(config, p.prompts3)
     return save_program(program, out_dir / f"{s.dataset}.program.json", system="teamwork",
                         config=TeamworkConfig.build(**config),
                         meta={"optimizer": s.optimizer, "dataset": s.dataset, "model": s.model, "tuned_by": "tune",
-                              "tuned_on": dict(tuning)})
+                              "tuned_on": dict(tuned_on)})
 
 
 def _finish(study: optuna.Study, state_path: Path, report: dict[str, Any], out_dir: Path) -> None:

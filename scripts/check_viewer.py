@@ -96,9 +96,18 @@ def build_runs(root: Path) -> list[Path]:
     from teammed.data import load_dataset, sample_questions
     from teammed.programs.peers import build_system
     from teammed.programs.teamwork import TeamworkProgram
+    from teammed.records import RunIdentity, dataset_digest
     from teammed.runner import RunSettings, run_questions
 
-    questions = sample_questions(load_dataset("demo"), n=6, seed=111)
+    source = load_dataset("demo")
+    questions = sample_questions(source, n=6, seed=111)
+
+    def settings(out: Path, system: str, label: str, config: dict | None) -> RunSettings:
+        identity = RunIdentity(system=system, label=label, config=config, model="scripted", deployments=["scripted"],
+                               dataset="demo", dataset_sha256=dataset_digest(source), split="all", n=6, seed=111,
+                               question_ids=[q.id for q in questions])
+        return RunSettings(out_dir=out, identity=identity)
+
     fail_marker = questions[2].question[:40]
     lm = ScriptedLM(clinical_responder(fail_marker))
     deployments = [Deployment("scripted", lm, 2)]
@@ -107,13 +116,11 @@ def build_runs(root: Path) -> list[Path]:
         config = preset(label, n_agents=3)
         out = root / label / "seed111"
         run_questions(questions, program_factory=lambda c=config: TeamworkProgram(c), deployments=deployments,
-                      settings=RunSettings(out_dir=out, system="teamwork", label=label, config=config.model_dump(),
-                                           dataset="demo", seed=111, model="scripted"))
+                      settings=settings(out, "teamwork", label, config.model_dump(mode="json")))
         dirs.append(out)
     out = root / "cot" / "seed111"
     run_questions(questions, program_factory=lambda: build_system("cot"), deployments=deployments,
-                  settings=RunSettings(out_dir=out, system="cot", label="cot", config=None, dataset="demo",
-                                       seed=111, model="scripted"))
+                  settings=settings(out, "cot", "cot", None))
     dirs.append(out)
     return dirs
 

@@ -45,6 +45,8 @@ def _files(tmp: Path) -> None:
     (tmp / "dup_after_rename.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
 
 
+TUNE = ["tune", "--dataset", "demo", "--model", "scripted", "--budget", "calls=100", "--out", "{tmp}/tune_out"]
+
 CASES = {
     # --program
     "program missing": [*RUN, "--program", "{tmp}/missing.json"],
@@ -148,6 +150,26 @@ CASES = {
                                    "sqlite:///{tmp}/afile/x.db"],
     "search out under a file": ["search", "--dataset", "demo", "--model", "scripted", "--out", "{tmp}/afile/s"],
     "ask program missing": [*ASK, "--option", "A=x", "--option", "B=y", "--program", "{tmp}/missing.json"],
+    # tune and reproduce: checked before a study or a directory is created
+    "tune batch size 0": [*TUNE, "--batch-size", "0"],
+    "tune negative batch size": [*TUNE, "--batch-size", "-3"],
+    "tune pool size 0": [*TUNE, "--pool-size", "0"],
+    "tune stage1 batches 0": [*TUNE, "--stage1-batches", "0"],
+    "tune alpha 2": [*TUNE, "--alpha", "2"],
+    "tune alpha 0": [*TUNE, "--alpha", "0"],
+    "tune budget garbage": ["tune", "--dataset", "demo", "--model", "scripted", "--budget", "lots",
+                            "--out", "{tmp}/tune_out"],
+    "tune budget negative": ["tune", "--dataset", "demo", "--model", "scripted", "--budget", "calls=-1",
+                             "--out", "{tmp}/tune_out"],
+    "tune n-tune 0": [*TUNE, "--n-tune", "0"],
+    "tune n-eval negative": [*TUNE, "--n-eval", "-1"],
+    "reproduce seeds 1,,2": ["reproduce", "001-table1", "--model", "scripted", "--seeds", "1,,2",
+                             "--out", "{tmp}/repro_out"],
+    "reproduce seeds letters": ["reproduce", "001-table1", "--model", "scripted", "--seeds", "a,b",
+                                "--out", "{tmp}/repro_out"],
+    "reproduce n 0": ["reproduce", "001-table1", "--model", "scripted", "--n", "0", "--out", "{tmp}/repro_out"],
+    "reproduce tune budget garbage": ["reproduce", "001-table1", "--model", "scripted", "--tune-budget", "x",
+                                      "--out", "{tmp}/repro_out"],
     # the command itself
     "no command": [],
     "unknown command": ["runn"],
@@ -190,6 +212,8 @@ def test_careless_input_is_one_line_exit_2(name, workspace, tmp_path, capsys):
     assert len(lines) == 1, (name, err)
     assert "error" in lines[0]
     assert not out.exists(), f"{name}: something was written under --out"
+    for made in ("tune_out", "repro_out"):
+        assert not (workspace / made).exists(), f"{name}: {made} was created"
 
 
 def test_messages_name_the_value_and_the_fix(workspace, capsys):
@@ -333,3 +357,48 @@ def test_report_without_a_base_run_says_so_and_still_reports(tmp_path, capsys):
     assert main(["report", str(grid), "--out", str(tmp_path / "report")]) == 0
     assert "no run is labelled 'base'" in capsys.readouterr().err
     assert (tmp_path / "report" / "report.md").is_file()
+
+
+def _parsers():
+    import argparse
+
+    from teammed.cli import build_parser
+
+    root = build_parser()
+    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_stated_default_is_the_real_default():
+    """Help that says ``(default: X)`` for a flag with a plain default must say that default."""
+    import re
+
+    checked = 0
+    for command, parser in _parsers().items():
+        for action in parser._actions:
+            said = re.search(r"default:? ([^);]+)", action.help or "")
+            if not said or action.default is None or isinstance(action.default, bool):
+                continue
+            value = action.default
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            shown = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            assert said.group(1).strip().startswith(shown) or shown in said.group(1), \
+                f"teammed {command} {action.option_strings}: help says {said.group(1)!r}, default is {shown!r}"
+            checked += 1
+    assert checked > 20
+
+
+@pytest.mark.parametrize("flags", [["search", "--dataset", "demo", "--trials", "1", "--n", "2", "--sampler", "brute"]])
+def test_search_writes_where_its_help_says(tmp_path, flags):
+    from teammed.cli_data import DatasetChoice  # noqa: F401  (the key's documented shape)
+    from teammed.data import load_dataset
+    from teammed.records import dataset_digest
+
+    out = tmp_path / "sets"
+    assert main([*flags, "--model", "scripted", "--out", str(out)]) == 0
+    key = f"demo-{dataset_digest(load_dataset('demo'))[:8]}"
+    assert (out / f"{key}.json").is_file() and (out / f"{key}_study" / "study.db").is_file()
+    import optuna
+
+    assert optuna.get_all_study_names(f"sqlite:///{out / f'{key}_study' / 'study.db'}") == [f"teammed-{key}"]

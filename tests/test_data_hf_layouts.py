@@ -217,3 +217,26 @@ def test_a_registry_name_wins_over_a_folder_of_that_name(tmp_path: Path, monkeyp
     questions = load_dataset("medqa", data_dir=tmp_path)
     assert len(questions) == 3 and questions[0].meta["dataset"] == "medqa"  # the registry's schema
     assert len(load_dataset("./medqa")) == 3  # a path is read as local data
+
+
+def test_every_command_pins_the_revision_and_run_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from teammed.cli import main
+
+    monkeypatch.delenv("TEAMMED_OFFLINE")
+    for variable in _hub.CACHE_ONLY_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    seen: list[Any] = []
+    monkeypatch.setattr(_hub, "_probe", lambda ref, timeout, revision=None: None)
+
+    def fake_load(repo, config, *, split, revision=None):
+        seen.append(revision)
+        return MEDQA_ROWS
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load)
+    common = ["--dataset", "medqa", "--revision", "9f3c2a1", "--model", "scripted", "--no-cache"]
+    assert main(["run", *common, "--split", "all", "--n-agents", "2", "--out", str(tmp_path / "run")]) == 0
+    identity = json.loads((tmp_path / "run" / "run.json").read_text())["identity"]
+    assert identity["revision"] == "9f3c2a1"
+    assert main(["search", *common, "--split", "all", "--n", "2", "--trials", "1", "--sampler", "brute",
+                 "--out", str(tmp_path / "sets")]) == 0
+    assert seen and set(seen) == {"9f3c2a1"}

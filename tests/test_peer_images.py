@@ -119,3 +119,28 @@ def test_teamwork_without_vision_refuses_an_image_before_any_call(slide):
         with dspy.context(lm=lm), pytest.raises(ConfigError, match="vision=True"):
             TeamworkProgram()(question="Key: A", options=OPTIONS, image=str(slide))
     assert server_logic.saw_image == []
+
+
+@pytest.mark.parametrize("system", ["teamwork", "zero_shot", "kamac"])
+def test_ask_shows_an_image_to_a_vision_model(slide, monkeypatch, capsys, system):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake")
+    server_logic = VisionServer()
+    with FakeOpenAI(server_logic) as server:
+        code = main(["ask", "What does the slide show? Key: B", "--option", f"A={OPTIONS['A']}",
+                     "--option", f"B={OPTIONS['B']}", "--option", f"C={OPTIONS['C']}", "--image", str(slide),
+                     "--system", system, "--model", "openai/gpt-4o", "--api-base", server.api_base, "--no-cache",
+                     *(["--n-agents", "2"] if system == "teamwork" else [])])
+    assert code == 0, capsys.readouterr().err
+    if system == "teamwork":  # the image goes to each clinician in round 2 (two of them here)
+        assert sum(server_logic.saw_image) == 2 and "Answer: " in capsys.readouterr().out
+    else:
+        assert all(server_logic.saw_image) and "Answer: B)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("image, message", [("{tmp}/missing.png", "no such file"), (None, "text-only model")])
+def test_ask_image_errors_are_one_line_before_any_call(tmp_path, slide, capsys, image, message):
+    path = image.replace("{tmp}", str(tmp_path)) if image else str(slide)
+    code = main(["ask", "What does the slide show?", "--option", "A=x", "--option", "B=y", "--image", path,
+                 "--model", "scripted"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err

@@ -68,3 +68,21 @@ def test_cli_reproduce_end_to_end_on_the_scripted_backend(tmp_path, capsys):
     table = (out / "table1.md").read_text()
     assert "| Zero-Shot | demo |" in table and "| TeamMed (tuned) | demo |" in table
     assert main(["reproduce", "002-nope", "--model", "scripted"]) == 2
+
+
+def test_files_are_named_by_their_stem_and_never_collide(tmp_path):
+    import json as _json
+
+    from teammed.optimizers.reproduce import load_paper_datasets
+
+    paths = []
+    for k in (1, 2):
+        folder = tmp_path / f"c{k}"
+        folder.mkdir()
+        path = folder / "sampled_50.jsonl"
+        path.write_text(_json.dumps({"id": f"q{k}", "question": f"Q{k}?", "options": {"A": "a", "B": "b"},
+                                     "answer_idx": "A"}) + "\n")
+        paths.append(str(path))
+    found = load_paper_datasets(paths, data_dir=None)
+    names = list(found)
+    assert names[0] == "sampled_50" and names[1].startswith("sampled_50-") and len(names) == 2

@@ -4,6 +4,7 @@ evaluation questions, cache-independent cost, typed versioned rows). Each test f
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -479,3 +480,35 @@ def test_no_leader_correction_switches_the_override_call_off(tmp_path):
         recorded = json.loads((out / "run.json").read_text())["identity"]["config"]["leader_correction"]
         assert recorded is (None if name == "on" else False)  # part of the identity: never merged with "on"
     assert calls["on"] == {c + 1 for c in calls["off"]}
+
+
+def test_report_never_averages_runs_of_different_identities(tmp_path):
+    """Seeds of one identity merge into one row; runs of one label that differ in team size (or
+    model, program, split, ...) are distinct rows whose labels name the difference."""
+    from teammed.evals.report import build_report
+
+    def run(name: str, *extra: str) -> Path:
+        out = tmp_path / name
+        assert main(["run", "--dataset", "demo", "--n", "3", "--preset", "base", *SCRIPTED, *extra,
+                     "--out", str(out)]) == 0
+        return out
+
+    dirs = [run("a111", "--seed", "111", "--n-agents", "2"), run("a222", "--seed", "222", "--n-agents", "2"),
+            run("b111", "--seed", "111", "--n-agents", "3")]
+    build_report(dirs, out_dir=tmp_path / "report", baseline=None)
+    numbers = json.loads((tmp_path / "report" / "summary.json").read_text())
+    groups = {g["config"]: g for g in numbers["groups"]}
+    assert set(groups) == {"base [n_agents=2]", "base [n_agents=3]"}, set(groups)
+    assert len(groups["base [n_agents=2]"]["runs"]) == 2 and len(groups["base [n_agents=3]"]["runs"]) == 1
+
+
+@pytest.mark.parametrize("handler", [_unauthorized, _server_error], ids=["401", "500"])
+def test_a_failing_search_prints_no_traceback(tmp_path, handler):
+    """Optuna prints the traceback of any exception leaving an objective; failed trials must not."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-wrong", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    with FakeOpenAI(handler) as server:
+        done = subprocess.run([sys.executable, "-m", "teammed.cli", "search", "--dataset", "demo", "--n", "2",
+                               "--trials", "2", "--sampler", "brute", "--out", str(tmp_path / "s"),
+                               *_fake_args(server)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "no Special Set was written" in done.stderr

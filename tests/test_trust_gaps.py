@@ -95,7 +95,7 @@ def test_tune_keys_two_files_of_one_name_apart(tmp_path):
         outs.append(json.loads((out / "tune_report.json").read_text()))
     names = [r["study"]["study_name"] for r in outs]
     assert names[0] != names[1] and all(n.startswith("tune-sampled_50-") for n in names)
-    assert outs[0]["dataset"] != outs[1]["dataset"]
+    assert outs[0]["tuning"]["dataset_sha256"] != outs[1]["tuning"]["dataset_sha256"]
     named = tmp_path / "named"
     assert main(["tune", "--dataset", str(one), *TUNE_SMALL, "--out", str(named), "--dataset-name", "medqa50"]) == 0
     report = json.loads((named / "tune_report.json").read_text())

@@ -225,9 +225,9 @@ def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_pat
     r = out.report
     assert out.status == "done" and r["winner"] == PLANTED
     assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
-    assert not set(r["tuning_ids"]) & set(r["held_out_ids"])
+    assert not set(r["tuning"]["question_ids"]) & set(r["held_out_ids"])
     special = json.loads(out.special_set_path.read_text())
-    assert special["tuning"]["question_ids"] == r["tuning_ids"] and special["held_out"]["n"] == 20
+    assert special["tuning"] == r["tuning"] and special["held_out"]["n"] == 20
     from teammed.optimizers import load_special_set
 
     assert load_special_set(out.special_set_path).components == tuple(DEFAULT_TABLE.best(valid_subsets()))
@@ -292,10 +292,60 @@ def test_cli_tune_and_run_the_special_set(tmp_path, capsys):
     assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", "simulated:5", "--optimizer",
                  "none", "--n-eval", "6", "--out", str(out), "--no-cache", "--pool-size", "2", "--batch-size", "5",
                  "--stage1-batches", "1"]) == 0
-    special = json.loads(next(p for p in out.glob("sim-*.json") if not p.name.endswith(".program.json")).read_text())
+    special = json.loads((out / "sim.json").read_text())
     from teammed.data.splits import part_of
 
     assert all(part_of(i) == "tune" for i in special["tuning"]["question_ids"])
     assert all(part_of(i) == "eval" for i in special["held_out"]["ids"])
-    assert main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"]) == 2
+    with pytest.raises(SystemExit) as exc:  # a bad budget is refused when parsed (argparse: exit 2)
+        main(["tune", "--dataset", str(data), "--budget", "calls=-3", "--model", "simulated"])
+    assert exc.value.code == 2
     assert "calls=N" in capsys.readouterr().err
+
+
+def test_run_on_tunes_outputs_evaluates_no_tuning_question(tmp_path, capsys):
+    """tune -> run --config/--program over the whole file: the questions tuned on are left out and recorded."""
+    from teammed.cli import main
+
+    data = tmp_path / "sampled_50.jsonl"
+    qs = simulated_questions(60, seed=7, prefix="leak")
+    data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
+                                        "answer_idx": q.answer_idx}) + "\n" for q in qs))
+    out = tmp_path / "tuned"
+    assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", "simulated:7", "--optimizer",
+                 "none", "--n-eval", "6", "--out", str(out), "--no-cache", "--pool-size", "2", "--batch-size", "5",
+                 "--stage1-batches", "1"]) == 0
+    special_path = out / "sampled_50.json"
+    special = json.loads(special_path.read_text())
+    tuned = set(special["tuning"]["question_ids"])
+    assert tuned and special["tuning"]["dataset_sha256"]
+    for flag, path in (("--config", special_path), ("--program", Path(special["program"]))):
+        run_dir = tmp_path / f"run{flag}"
+        capsys.readouterr()
+        assert main(["run", "--dataset", str(data), "--split", "all", "--n", "60", flag, str(path),
+                     "--model", "scripted", "--no-cache", "--out", str(run_dir)]) == 0
+        ids = {json.loads(line)["id"] for line in (run_dir / "results.jsonl").read_text().splitlines()}
+        assert ids and not ids & tuned, flag
+        assert f"left out {len(tuned)} of 60" in capsys.readouterr().err
+        overlap = json.loads((run_dir / "run.json").read_text())["overlap"]
+        assert overlap["overlapping"] == len(tuned) and not overlap["allowed"]
+
+
+def test_two_files_of_one_name_never_share_a_tune_study(tmp_path):
+    from teammed.cli import main
+
+    outs = []
+    for k in (1, 2):
+        folder = tmp_path / f"collection{k}"
+        folder.mkdir()
+        data = folder / "sampled_50.jsonl"
+        qs = simulated_questions(40, seed=k, prefix=f"c{k}")
+        data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
+                                            "answer_idx": q.answer_idx}) + "\n" for q in qs))
+        out = tmp_path / f"out{k}"
+        assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", f"simulated:{k}",
+                     "--optimizer", "none", "--n-eval", "4", "--out", str(out), "--no-cache", "--pool-size", "2",
+                     "--batch-size", "4", "--stage1-batches", "1",
+                     "--storage", f"sqlite:///{tmp_path / 'shared.db'}"]) == 0
+        outs.append(json.loads((out / "tune_report.json").read_text())["study"]["study_name"])
+    assert outs[0] != outs[1] and all(name.startswith("tune-sampled_50-") for name in outs)

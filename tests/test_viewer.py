@@ -93,3 +93,13 @@ def test_viewer_works_in_headless_chromium(tmp_path):
     rows[1]["question"] = "Fever and neck stiffness: meningococcal disease?"
     page.write_text(transcripts_html([("base", rows)]), encoding="utf-8")
     assert check_viewer.checks(page) == []
+
+
+def test_check_viewer_builds_its_runs_with_todays_runner(tmp_path):
+    """scripts/check_viewer.py drives the runner directly; it must keep up with the runner's API."""
+    spec = importlib.util.spec_from_file_location("check_viewer", ROOT / "scripts" / "check_viewer.py")
+    assert spec and spec.loader
+    check_viewer = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_viewer)
+    dirs = check_viewer.build_runs(tmp_path / "runs")
+    assert len(dirs) == 3 and all((d / "results.jsonl").is_file() for d in dirs)

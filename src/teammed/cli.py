@@ -157,6 +157,23 @@ def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *,
 
 
 # ---------------------------------------------------------------- ask
+def _image_argument(raw: str | None) -> str | None:
+    """``ask --image``: a readable image file or an http(s)/data URL, checked before any call."""
+    if raw is None:
+        return None
+    if raw.startswith(("http://", "https://", "data:image/")):
+        return raw
+    path = Path(raw)
+    if not path.is_file():
+        raise TeammedError(f"--image {raw}: no such file; give an image file (PNG, JPEG, ...) or an http(s) URL")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise TeammedError(f"--image {raw}: cannot read it ({exc.strerror}); check its permissions") from None
+    return str(path)
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     import dspy
 
@@ -170,16 +187,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         raise TeammedError("the question is empty; give its text as the first argument")
     from teammed.types import Question
 
-    question = Question(id="ask", question=args.question, options=options)
+    image = _image_argument(args.image)
+    question = Question(id="ask", question=args.question, options=options, image=image)
     config = _config_from_args(args) if args.system == "teamwork" else None
-    factory = _program_factory(args, config)
+    factory = _program_factory(args, config, vision=image is not None)
     from teammed.progress import CallProgress
 
+    inputs: dict[str, Any] = {"question": question.question, "options": options}
+    if image is not None:
+        inputs["image"] = image
     with _deployments(args) as deployments:
+        _require_vision([question], deployments)
         with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
                 dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
                 usage.track() as used:
-            prediction = factory()(question=question.question, options=options)
+            prediction = factory()(**inputs)
     print(render_transcript(prediction))
     if prediction.answer not in options:
         raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
@@ -304,7 +326,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             identity = RunIdentity(
                 system=args.system, label=label, config=config.model_dump(mode="json") if config else None,
                 **program, model=model, deployments=[d.spec for d in deployments], dataset=choice.name,
-                dataset_sha256=choice.sha256, split=choice.split, n=args.n, seed=seed,
+                dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n, seed=seed,
                 stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
                 question_ids=[q.id for q in sample], teammed_version=__version__,
             )
@@ -429,6 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     ask = sub.add_parser("ask", help="deliberate over one question and show the transcript")
     ask.add_argument("question", help="the question's text")
+    ask.add_argument("--image", help="an image the question is about (a file or an http(s) URL); needs a vision "
+                     "model")
     ask.add_argument("--option", action="append", help='an answer option, LETTER="text" (repeat; A, B, ... in order)')
     _add_config_flags(ask)
     _add_model_flags(ask)
@@ -499,8 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
     search.add_argument("--storage", type=storage_url,
                         help="sqlite:///file.db, a .log journal file, or postgresql://... "
-                        "(default: sqlite <out>/<dataset>_study/study.db)")
-    search.add_argument("--study", help="study name (default: teammed-<dataset>)")
+                        "(default: sqlite <out>/<dataset name>-<hash8>_study/study.db)")
+    search.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
+    search.add_argument("--study", help="study name (default: teammed-<dataset name>-<hash8>, hash8: the first 8 "
+                        "hex digits of the data set's content hash)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
                         help="what to maximise (default: accuracy)")
     search.add_argument("--sampler", default="tpe", choices=["tpe", "grid", "brute"],
@@ -513,7 +539,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--search-early-consensus", action="store_true",
                         help="also search the early-consensus threshold")
     search.add_argument("--out", type=Path, default=Path("special_sets"),
-                        help="directory of <dataset>.json (default: special_sets)")
+                        help="directory of the Special Set <dataset name>-<hash8>.json and its study "
+                        "(default: special_sets)")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
     from teammed.cli_cache import add_cache_command

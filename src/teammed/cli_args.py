@@ -93,6 +93,14 @@ def non_negative_float(raw: str) -> float:
     return float(value)
 
 
+def probability(raw: str) -> float:
+    """A level strictly between 0 and 1 (e.g. a significance level ``--alpha``)."""
+    value = _number(float, raw)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, exclusive (got {raw}); e.g. 0.05")
+    return float(value)
+
+
 def _items(raw: str, what: str, example: str) -> list[str]:
     parts = [p.strip() for p in raw.split(",")]
     if not raw.strip() or any(not p for p in parts):

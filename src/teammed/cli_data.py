@@ -67,15 +67,13 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
 
 def tuning_record(choice: DatasetChoice, ids: list[str]) -> dict[str, Any]:
     """What a Special Set / compiled program stores about the questions it was tuned on."""
-    from teammed.records import tuning_record as record
-
-    return record(dataset=choice.name, dataset_sha256=choice.sha256, split=choice.split, question_ids=ids)
+    return {"dataset": choice.name, "dataset_sha256": choice.sha256, "split": choice.split,
+            "question_ids": list(ids)}
 
 
 def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     """The question ids a Special Set file (``--config``) or compiled program (``--program``) was
-    tuned on, and where that came from (None when the file records none). Reads the shared record
-    (``tuning`` / meta ``tuned_on``) and the legacy ``tuning_ids`` list `tune` wrote before it."""
+    tuned on, and where that came from (None when the file records none)."""
     if path is None:
         return set(), None
     try:
@@ -91,6 +89,8 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
         envelope = document
     meta = envelope.get("meta")
+    # the shared record (``tuning`` / meta ``tuned_on``) and the legacy ``tuning_ids`` tune wrote before it;
+    # a record present but unreadable is refused, never dropped
     found = [ids for ids in (read_tuning(document, where=str(path)),
                              read_tuning(meta, where=f"{path} (meta)") if meta is not document else None)
              if ids is not None]

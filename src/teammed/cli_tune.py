@@ -9,11 +9,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from teammed.cli_args import non_negative_int, positive_int, probability, seed_list
 from teammed.errors import ConfigError
 
 __all__ = ["add_parsers"]
 
 _OPTIMIZERS = ["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"]
+
+
+def budget_text(raw: str) -> str:
+    """``--budget``/``--tune-budget``, checked when parsed so nothing is created for a bad one."""
+    from teammed.optimizers.tune_queue import parse_budget
+
+    try:
+        parse_budget(raw)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return raw
 
 
 def _teach(lm: Any, questions: Sequence[Any]) -> None:
@@ -24,32 +36,27 @@ def _teach(lm: Any, questions: Sequence[Any]) -> None:
         lm.answers.update(answer_key(questions))
 
 
-def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], dict[str, Any]]:
-    """Tuning and held-out questions, and the data set's identity: its name (``--dataset-name``, else
-    the file stem or registry name) and the content hash of its default split (what `run` hashes)."""
-    from teammed.cli_data import dataset_name
+def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
+    """The tuning and held-out questions, and the identity of the data set they come from."""
+    from teammed.cli_data import DatasetChoice, dataset_name
     from teammed.data import load_dataset, sample_questions
-    from teammed.data.splits import partition, plan_split
+    from teammed.data.splits import partition
     from teammed.records import dataset_digest
 
+    pinned = {"revision": args.revision} if args.revision else {}
     if args.tune_split:  # the source's own train/dev split for tuning, its default split held out
-        tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split)
-        eval_pool = load_dataset(args.dataset, data_dir=args.data_dir)
-        source, split = eval_pool, args.tune_split
+        tune_pool = load_dataset(args.dataset, data_dir=args.data_dir, split=args.tune_split, **pinned)
+        eval_pool = load_dataset(args.dataset, data_dir=args.data_dir, **pinned)
+        source, split = [*tune_pool, *eval_pool], f"{args.tune_split}/tune"
     else:
-        source = load_dataset(args.dataset, data_dir=args.data_dir)
+        source = load_dataset(args.dataset, data_dir=args.data_dir, **pinned)
         tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
-        split = plan_split(args.dataset, purpose="tune", split="tune").name
+        split = "file/tune"
     tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
     eval_q = sample_questions(eval_pool, n=args.n_eval, seed=args.seed)
-    identity = {"dataset": dataset_name(args.dataset, args.dataset_name), "dataset_sha256": dataset_digest(source),
-                "split": split}
-    return tune_q, eval_q, identity
-
-
-def _key(identity: dict[str, Any]) -> str:
-    """``name-<hash8>``, as `search` keys its studies: two files of one name never share a study."""
-    return f"{identity['dataset']}-{identity['dataset_sha256'][:8]}"
+    choice = DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
+                           sha256=dataset_digest(source), split=split, questions=tune_q, source=source)
+    return tune_q, eval_q, choice
 
 
 def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
@@ -62,20 +69,20 @@ def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
 
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.resolve import describe
+    from teammed.cli_data import tuning_record
     from teammed.optimizers.tune import tune
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
-    tune_q, eval_q, identity = _questions(args)
-    dataset = _key(identity)
-    out = args.out or Path("special_sets") / f"{dataset}_tune"
+    tune_q, eval_q, choice = _questions(args)
+    out = args.out or Path("special_sets") / f"{choice.key}_tune"
     with deployments(args) as opened:
         lm = opened[0].lm
         _teach(lm, [*tune_q, *eval_q])
         outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
-                       settings=_settings(args, dataset, describe(opened[0].spec)), budget=budget,
-                       storage=args.storage, study_name=args.study or f"tune-{dataset}", out_dir=out,
-                       dataset=identity)
+                       settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
+                       storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
+                       tuning=tuning_record(choice, [q.id for q in tune_q]))
     spent = outcome.report.get("spent", {})
     if outcome.status != "done":
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
@@ -104,7 +111,7 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         raise ConfigError(f"unknown protocol {args.protocol!r}; available: {', '.join(PROTOCOLS)}")
     codes = [c.strip() for c in (args.datasets or ",".join(DATASETS_001)).split(",") if c.strip()]
     rows = tuple(r.strip() for r in args.rows.split(";")) if args.rows else tuple(ROWS_001)
-    seeds = tuple(int(s) for s in args.seeds.split(","))
+    seeds = tuple(args.seeds)
     datasets = load_paper_datasets(codes, data_dir=args.data_dir)
     for code, why in datasets.items():
         if isinstance(why, str):
@@ -120,18 +127,11 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         settings = ReproduceSettings(model=model, seeds=seeds, n=args.n, rows=rows, tune_budget=args.tune_budget)
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
-            from teammed.cli_data import dataset_name
-            from teammed.records import dataset_digest
-
-            loaded = datasets[code]
-            identity = {"dataset": dataset_name(code), "split": "tune",
-                        "dataset_sha256": dataset_digest(loaded if not isinstance(loaded, str) else tuning)}
-            key = _key(identity)  # two files of one name never share a study or an output directory
             outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
-                           settings=TuneSettings(dataset=key, model=model, optimizer=args.optimizer,
+                           settings=TuneSettings(dataset=code, model=model, optimizer=args.optimizer,
                                                  batch_size=args.batch_size, seed=0),
                            budget=parse_budget(args.tune_budget), storage=args.storage,
-                           study_name=f"{study}-tune-{key}", out_dir=out / f"tune-{key}", dataset=identity)
+                           study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}")
             if outcome.status != "done":
                 raise ConfigError(f"tuning the special set for {code} stopped: {outcome.message} "
                                   f"(raise --tune-budget)")
@@ -154,20 +154,25 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
     t.add_argument("--tune-split", help="tune on this split of the source (e.g. train); default: the 'tune' part "
                    "of teammed.data.splits")
-    t.add_argument("--budget", required=True, help="calls=N, tokens=N or usd=X (comma-separated for several)")
+    t.add_argument("--budget", required=True, type=budget_text,
+                   help="calls=N, tokens=N or usd=X (comma-separated for several)")
     t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
-    t.add_argument("--dataset-name", help="the data set's name in results (default: the file stem or registry "
-                   "name); its content hash is always added")
-    t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash8>)")
-    t.add_argument("--n-tune", type=int, help="tuning questions (default: all of the tune part)")
-    t.add_argument("--n-eval", type=int, default=100, help="held-out questions for the proof")
-    t.add_argument("--seed", type=int, default=111, help="sampling and racing-order seed")
-    t.add_argument("--batch-size", type=int, default=10, help="questions per racing round")
-    t.add_argument("--stage1-batches", type=int, default=3, help="racing rounds' worth of questions for influence")
-    t.add_argument("--pool-size", type=int, default=12, help="configurations raced in stage 2")
-    t.add_argument("--alpha", type=float, default=0.05, help="one-sided sign-test level for dropping a configuration")
-    t.add_argument("--out", type=Path, help="output directory (default: special_sets/<dataset name>-<hash8>_tune)")
+    t.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
+    t.add_argument("--dataset-name", help="the name results carry (default: the file's stem or the benchmark's "
+                   "name); studies and files also carry the content hash")
+    t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
+    t.add_argument("--n-tune", type=positive_int, help="tuning questions (default: all of the tune part)")
+    t.add_argument("--n-eval", type=positive_int, default=100, help="held-out questions for the proof")
+    t.add_argument("--seed", type=non_negative_int, default=111, help="sampling and racing-order seed")
+    t.add_argument("--batch-size", type=positive_int, default=10, help="questions per racing round")
+    t.add_argument("--stage1-batches", type=positive_int, default=3,
+                   help="racing rounds' worth of questions for influence")
+    t.add_argument("--pool-size", type=positive_int, default=12, help="configurations raced in stage 2")
+    t.add_argument("--alpha", type=probability, default=0.05,
+                   help="one-sided sign-test level for dropping a configuration")
+    t.add_argument("--out", type=Path, help="output directory "
+                   "(default: special_sets/<dataset name>-<content hash>_tune)")
     model_flags(t)
     t.set_defaults(func=lambda args: tune_command(args, deployments=deployments))
 
@@ -177,13 +182,16 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
                    "default: all eight")
     r.add_argument("--rows", help="semicolon-separated rows (default: all rows; see the report)")
-    r.add_argument("--seeds", default="111,222,333", help="comma-separated sampling seeds (paper: 111,222,333)")
-    r.add_argument("--n", type=int, default=50, help="questions per cell")
+    r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
+                   help="comma-separated sampling seeds (default and paper: 111,222,333)")
+    r.add_argument("--n", type=positive_int, default=50, help="questions per cell")
     r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
-    r.add_argument("--tune-budget", default="calls=20000", help="budget of the special set's tune per data set")
+    r.add_argument("--tune-budget", default="calls=20000", type=budget_text,
+                   help="budget of the special set's tune per data set")
     r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer")
-    r.add_argument("--batch-size", type=int, default=10, help="questions per racing round of the special set's tune")
+    r.add_argument("--batch-size", type=positive_int, default=10,
+                   help="questions per racing round of the special set's tune")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
     model_flags(r)
     r.set_defaults(func=lambda args: reproduce_command(args, deployments=deployments))

@@ -61,6 +61,7 @@ class RunIdentity(BaseModel):
     dataset: str
     dataset_sha256: str
     split: str
+    revision: str | None = Field(default=None, description="The Hugging Face hub revision pinned by --revision.")
     n: int | None = None
     seed: int | None = None
     stratify: str | None = None
