@@ -1,11 +1,38 @@
-"""Tolerant accessors over result rows: missing keys and nulls read as "no data"."""
+"""Accessors over result rows: the typed `ResultRow` and its `Deliberation` where a row has one,
+tolerant readers over stored dicts elsewhere (missing keys and nulls read as "no data")."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from teammed.records import ResultRow, load_row
+
+if TYPE_CHECKING:
+    from teammed.programs.record import Deliberation
 
 Row = Mapping[str, Any]
+
+
+def typed(row: ResultRow | Row) -> ResultRow:
+    """A row as the typed `ResultRow` (a stored dict is validated and upgraded by `load_row`)."""
+    return row if isinstance(row, ResultRow) else load_row(dict(row))
+
+
+def deliberation(row: ResultRow | Row) -> Deliberation | None:
+    """The typed record of a teamwork row; None for a failed row, a peer system's record or a
+    record of an older shape (its readers then fall back to the stored dict)."""
+    from teammed.programs.record import Deliberation
+
+    value = row.record if isinstance(row, ResultRow) else row.get("record")
+    if not isinstance(value, Mapping) or "answer" not in value or "agents" not in value:
+        return None
+    try:
+        return Deliberation.model_validate(value)
+    except ValidationError:
+        return None
 
 
 def record(row: Row) -> Mapping[str, Any]:
@@ -60,6 +87,9 @@ def ratio(numerator: float, denominator: float) -> float | None:
 
 def agent_roles(row: Row) -> dict[str, str]:
     """Agent id -> role, from the record's agents (the authoritative team list)."""
+    typed_record = deliberation(row)
+    if typed_record is not None:
+        return {agent.id: agent.role or "unknown" for agent in typed_record.agents if agent.id}
     roles: dict[str, str] = {}
     for agent in items(record(row), "agents"):
         if isinstance(agent, Mapping) and agent.get("id"):

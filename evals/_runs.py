@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from teammed.errors import DataError
-from teammed.records import RunIdentity, load_row
+from teammed.records import ResultRow, RunIdentity, load_row
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ class Run:
     """One run directory: its rows and the identity fields report grouping uses."""
 
     path: Path
-    rows: list[dict[str, Any]]
+    rows: list[dict[str, Any]]  # the stored form of ``results``, for consumers not yet typed
     summary: dict[str, Any]
     dataset: str
     config: str
@@ -31,6 +31,7 @@ class Run:
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
+    results: tuple[ResultRow, ...] = ()  # the typed, versioned rows (`teammed.records.ResultRow`)
 
     def variant(self) -> dict[str, Any]:
         """What must be equal for two runs to be seeds of one system: the identity without the
@@ -65,8 +66,10 @@ class Group:
         return [row for run in self.runs for row in run.rows]
 
 
-def _read_rows(path: Path) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _read_rows(path: Path) -> list[ResultRow]:
+    """The typed rows of a ``results.jsonl``: rows written before schema versions are upgraded, rows
+    of a newer schema (or invalid ones) refused with a message naming the line and the fix."""
+    rows: list[ResultRow] = []
     text = path.read_text(encoding="utf-8")
     lines = text.splitlines()
     for number, line in enumerate(lines, start=1):
@@ -80,8 +83,7 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
                 continue
             message = f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line"
             raise DataError(message) from None
-        # typed and versioned: rows written before schema versions are upgraded, newer ones refused
-        rows.append(load_row(row, where=f"{path}:{number}").model_dump(mode="json", exclude_unset=True))
+        rows.append(load_row(row, where=f"{path}:{number}"))
     return rows
 
 
@@ -94,10 +96,11 @@ def config_name(label: Any, system: Any) -> str:
     return system if label in ("", system) else f"{system}/{label}"
 
 
-def _field(summary: dict[str, Any], rows: list[dict[str, Any]], key: str) -> Any:
+def _field(summary: dict[str, Any], rows: list[ResultRow], key: str) -> Any:
+    """``summary[key]``, else the first row's typed field of that name that is set."""
     if summary.get(key) is not None:
         return summary[key]
-    return next((row[key] for row in rows if row.get(key) is not None), None)
+    return next((value for row in rows if (value := getattr(row, key, None)) is not None), None)
 
 
 def load_run(run_dir: Path) -> Run:
@@ -106,23 +109,24 @@ def load_run(run_dir: Path) -> Run:
     results = run_dir / "results.jsonl"
     if not results.is_file():
         raise DataError(f"{run_dir} has no results.jsonl; pass run directories written by `teammed run`")
-    rows = _read_rows(results)
-    if not rows:
+    typed = _read_rows(results)
+    if not typed:
         raise DataError(f"{results} has no result rows; rerun it or leave that run directory out")
     summary = _json(run_dir / "summary.json")
     manifest = _json(run_dir / "run.json")
-    system = _field(summary, rows, "system") or "teamwork"
+    system = _field(summary, typed, "system") or "teamwork"
     planned = manifest.get("n_questions", summary.get("n_planned"))
     identity = _identity(manifest, run_dir)
     return Run(
         path=run_dir,
-        rows=rows,
+        rows=[row.model_dump(mode="json", exclude_unset=True) for row in typed],
+        results=tuple(typed),
         summary=summary,
-        dataset=str(_field(summary, rows, "dataset") or "unknown"),
-        config=config_name(_field(summary, rows, "label"), system),
+        dataset=str(_field(summary, typed, "dataset") or "unknown"),
+        config=config_name(_field(summary, typed, "label"), system),
         system=str(system),
-        seed=_field(summary, rows, "seed"),
-        dataset_sha256=_field(summary, rows, "dataset_sha256"),
+        seed=_field(summary, typed, "seed"),
+        dataset_sha256=_field(summary, typed, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
         identity=identity,
     )

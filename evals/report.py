@@ -189,7 +189,8 @@ def build_report(
 ) -> Path:
     """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
 
-    Runs are grouped by (data set, configuration label or system) across seeds. With a
+    Runs are grouped by system across seeds: data set, configuration label and the run identity
+    minus its seed (same-named systems that differ get names saying how, see `group_runs`). With a
     ``baseline`` configuration, every other configuration is compared with it on each data
     set (McNemar and a paired bootstrap seeded with ``seed``).
     """
@@ -222,7 +223,7 @@ def build_report(
     summary = json.dumps(rounded(numbers), indent=2, default=str)
     (out_dir / "summary.json").write_text(summary, encoding="utf-8")
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
-              for run in runs]
+              for group in groups for run in group.runs]  # names that tell same-named systems apart
     (out_dir / "transcripts.html").write_text(transcripts_html(titled), encoding="utf-8")
     report = out_dir / "report.md"
     report.write_text(_markdown(numbers, figures), encoding="utf-8")

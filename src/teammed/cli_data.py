@@ -83,16 +83,17 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     if not isinstance(document, dict):
         return set(), None
     from teammed.optimizers.saved import ENVELOPE
+    from teammed.records import read_tuning
 
     envelope = document.get(ENVELOPE)
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
         envelope = document
-    found = envelope.get("meta")
-    meta: dict[str, Any] = found if isinstance(found, dict) else {}
-    record = document.get("tuning") or meta.get("tuned_on")
-    if isinstance(record, dict):
-        return {str(i) for i in record.get("question_ids") or []}, str(path)
-    legacy = document.get("tuning_ids") or meta.get("tuning_ids")  # files written by tune before 0.1.0's record
-    if isinstance(legacy, list):
-        return {str(i) for i in legacy}, str(path)
-    return set(), None
+    meta = envelope.get("meta")
+    # the shared record (``tuning`` / meta ``tuned_on``) and the legacy ``tuning_ids`` tune wrote before it;
+    # a record present but unreadable is refused, never dropped
+    found = [ids for ids in (read_tuning(document, where=str(path)),
+                             read_tuning(meta, where=f"{path} (meta)") if meta is not document else None)
+             if ids is not None]
+    if not found:
+        return set(), None
+    return {i for ids in found for i in ids}, str(path)

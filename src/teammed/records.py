@@ -38,6 +38,8 @@ __all__ = [
     "file_digest",
     "write_atomic",
     "redacted_argv",
+    "tuning_record",
+    "read_tuning",
 ]
 
 SCHEMA_VERSION = 2
@@ -193,6 +195,38 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         if key in row and not isinstance(row[key], int):
             row[key] = None
     return row
+
+
+def tuning_record(*, dataset: str, dataset_sha256: str | None, split: str | None,
+                  question_ids: Sequence[str]) -> dict[str, Any]:
+    """The one record a Special Set (``tuning``) or compiled program (meta ``tuned_on``) keeps of
+    the questions it was tuned on; `run` leaves any overlap with ``question_ids`` out."""
+    return {"dataset": dataset, "dataset_sha256": dataset_sha256, "split": split,
+            "question_ids": [str(i) for i in question_ids]}
+
+
+# Where tuning records have been written: the shared record first, then the legacy bare id lists
+# (``tuning_ids``, written by `tune` before the shared record existed).
+_TUNING_KEYS = ("tuning", "tuned_on", "tuning_ids")
+
+
+def read_tuning(document: Any, *, where: str) -> list[str] | None:
+    """The tuned-on question ids a Special Set or program document (or its meta) records, None when it
+    records none. Every known key is read and merged (a record is never silently dropped); a key that
+    is present but unreadable is refused, naming ``where``."""
+    if not isinstance(document, dict):
+        return None
+    found: list[str] | None = None
+    for key in _TUNING_KEYS:
+        if key not in document or document[key] is None:
+            continue
+        value = document[key]
+        ids = value.get("question_ids") if isinstance(value, dict) else value
+        if not isinstance(ids, list):
+            raise DataError(f"{where}: its {key!r} record of tuning questions is not readable (expected "
+                            f"question_ids as a list); fix the file or re-create it with this teammed")
+        found = (found or []) + [str(i) for i in ids]
+    return found
 
 
 def redacted_argv(argv: Sequence[str]) -> list[str]:
