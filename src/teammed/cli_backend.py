@@ -37,7 +37,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    "(default 4 x --concurrency; the embedded model: 1)")
     g.add_argument("--structured-output", choices=["auto", *DIALECTS], default="auto",
                    help="how the output schema is sent (default auto: per provider, degrading when refused)")
-    g.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per LM request (default 120)")
+    g.add_argument("--timeout", type=positive_float,
+                   help="seconds per LM request (default 120; the embedded local model: 600)")
     g.add_argument("--max-tokens", type=positive_int, default=512, help="completion token limit per call")
     g.add_argument("--retry-attempts", type=positive_int, default=4, help="attempts per call (default 4)")
     g.add_argument("--retry-base", type=non_negative_float, default=2.0,

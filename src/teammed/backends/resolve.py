@@ -46,6 +46,10 @@ class Deployment:
     concurrency: int
 
 
+DEFAULT_TIMEOUT_S = 120.0
+LOCAL_TIMEOUT_S = 600.0
+
+
 @dataclass(frozen=True)
 class BackendOptions:
     """How every backend of a command is reached: retries, timeout, cache, dialect, parallel requests."""
@@ -53,10 +57,18 @@ class BackendOptions:
     api_base: str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     cache: ResponseCache | None = None
-    timeout_s: float = 120.0
+    timeout_s: float | None = None  # None: DEFAULT_TIMEOUT_S, or LOCAL_TIMEOUT_S for the embedded model
     max_tokens: int = 512
     structured_output: str | None = None
     max_parallel_requests: int | None = None
+
+    def timeout_for(self, *, local: bool = False) -> float:
+        """Seconds per request: ``--timeout`` when given, else a default that fits the backend (the
+        embedded model on a busy CPU can take minutes per answer, and a timed-out request keeps
+        its single slot busy, so a short timeout only queues the retry behind the abandoned one)."""
+        if self.timeout_s is not None:
+            return self.timeout_s
+        return LOCAL_TIMEOUT_S if local else DEFAULT_TIMEOUT_S
 
 
 def describe(spec: str) -> str:
@@ -201,7 +213,7 @@ def _router_deployments(path: Path | str, options: BackendOptions,
     entries = load_deployments_file(path)
     model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
     settings = {"allowed_fails": 2, "cooldown_time": max(1.0, options.retry.base_s), **_router_settings(path)}
-    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_s, **settings)
+    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_for(), **settings)
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         groups.setdefault(e["model_name"], []).append(e)
@@ -217,7 +229,7 @@ def _router_deployments(path: Path | str, options: BackendOptions,
         first = members[0]["litellm_params"]
         keyed = all(m["litellm_params"].get("api_base") for m in members)
         lm = LiteLLMBackend(name, router=router, structured_output=next(iter(dialects), options.structured_output),
-                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                             max_parallel_requests=total, max_tokens=options.max_tokens,
                             backend_id="router:" + ",".join(sorted(f"{m['litellm_params']['model']}@"
                                                                    f"{m['litellm_params'].get('api_base') or ''}"
@@ -248,7 +260,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
         server = stack.enter_context(LocalServer(spec.partition(":")[2] or None))
         lm = LiteLLMBackend(LOCAL_MODEL, api_base=server.api_base,
                             structured_output=options.structured_output or "json_object_schema",
-                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                            retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(local=True),
                             max_parallel_requests=1, max_tokens=max_tokens, api_key="sk-local-no-key",
                             backend_id=f"local:{server.model_path}", profile="llamacpp")
         _register(lm)
@@ -256,7 +268,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
         stack.callback(lm.close)  # runs before the server stops: waiting retries give up
         return lm, 1
     lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
-                        retry=options.retry, cache=options.cache, timeout_s=options.timeout_s,
+                        retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                         max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
                         max_tokens=max_tokens)
     lm.check_credentials()
@@ -274,7 +286,7 @@ def open_deployments(
     concurrency: int = 4,
     retry: RetryPolicy | None = None,
     cache: ResponseCache | None = None,
-    timeout_s: float = 120.0,
+    timeout_s: float | None = None,
     max_tokens: int = 512,
     structured_output: str | None = None,
     max_parallel_requests: int | None = None,
