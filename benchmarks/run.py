@@ -145,6 +145,8 @@ class Tree:
         self._k = 0
         help_text = run_teammed(path, ["run", "--help"], cwd=self.work).stdout
         self.parallel_flag = "--parallel-requests" if "--parallel-requests" in help_text else None
+        # trees with the tune/eval partition evaluate its eval part by default: use every question
+        self.split_args = ["--split", "all"] if "--split" in help_text else []
 
     def _next(self, tag: str) -> Path:
         self._k += 1
@@ -157,7 +159,8 @@ class Tree:
         with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl")) as server:
             args = ["run", "--dataset", str(questions), "--n", str(n), "--preset", preset, *TEAM,
                     "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(base),
-                    "--concurrency", str(concurrency), "--retry-attempts", "1", "--seed", str(seed)]
+                    "--concurrency", str(concurrency), "--retry-attempts", "1", "--seed", str(seed),
+                    *self.split_args]
             if parallel and self.parallel_flag:
                 args += [self.parallel_flag, str(parallel)]
             proc = run_teammed(self.path, args, cwd=self.work)
