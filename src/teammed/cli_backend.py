@@ -45,6 +45,10 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="first backoff in seconds (doubles, jittered; default 2)")
     g.add_argument("--retry-cap", type=non_negative_float, default=30.0,
                    help="longest wait between attempts, Retry-After included (default 30)")
+    g.add_argument("--transport", choices=["auto", "litellm"], default="auto",
+                   help="auto: OpenAI-compatible servers (openai/<alias> --api-base, the embedded model) get "
+                        "teammed's direct HTTP client, everything else litellm; litellm: litellm for all "
+                        "(default: auto)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
 
@@ -60,7 +64,7 @@ def backend_options(args: argparse.Namespace) -> Any:
     return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
                           max_tokens=args.max_tokens, structured_output=None if dialect == "auto" else dialect,
                           max_parallel_requests=getattr(args, "max_parallel_requests", None)
-                          or 4 * getattr(args, "concurrency", 1))
+                          or 4 * getattr(args, "concurrency", 1), transport=getattr(args, "transport", "auto"))
 
 
 def open_from_args(args: argparse.Namespace) -> Any:

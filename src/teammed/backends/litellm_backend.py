@@ -1,7 +1,10 @@
 """`LiteLLMBackend`: any litellm model string (or a litellm Router), with retries, dialects, a cache and usage.
 
 Every call goes through ``litellm.completion`` (or ``Router.completion`` for a deployments
-file). What a failure means is decided by `teammed.backends.faults.classify`:
+file), except calls to an OpenAI-compatible server (``openai/<alias>`` with ``api_base``, the
+embedded model), which `teammed.backends.openai_http` sends directly: the same request without
+litellm's import and per-call cost (``transport="litellm"`` keeps litellm for those too).
+What a failure means is decided by `teammed.backends.faults.classify`:
 
 * transient (429, 5xx, timeouts, dropped connections, garbage): retried by `RetryPolicy`,
   honouring ``Retry-After`` up to ``--retry-cap``;
@@ -32,6 +35,7 @@ from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
+from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
 from teammed.redact import redact
@@ -119,6 +123,7 @@ class LiteLLMBackend(MeteredLM):
         backend_id: str | None = None,
         router: Any = None,
         profile: str | None = None,
+        transport: str = "auto",
         **kwargs: Any,
     ):
         if structured_output not in (None, "auto", *DIALECTS):
@@ -146,6 +151,18 @@ class LiteLLMBackend(MeteredLM):
         self._dialect_lock = threading.Lock()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
+        if transport not in ("auto", "litellm"):
+            raise ValueError(f"unknown transport {transport!r}; use auto or litellm")
+        self._direct: OpenAICompatibleClient | None = None
+        if transport == "auto" and router is None and api_base and model.startswith("openai/"):
+            # an OpenAI-compatible server: the same request without litellm's per-call machinery
+            self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s,
+                                                  max_connections=limit)
+
+    @property
+    def transport(self) -> str:
+        """``direct`` (teammed's OpenAI-compatible client) or ``litellm``."""
+        return "direct" if self._direct is not None else "litellm"
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -208,8 +225,9 @@ class LiteLLMBackend(MeteredLM):
                                 rollout_id=options.rollout_id)
                 hit = self.response_cache.get(key)
                 if hit is not None:
-                    return _litellm().ModelResponse(**hit["response"]), {"cache_hit": True,
-                                                                       "cost_usd": hit.get("cost_usd", 0.0)}
+                    cached = (ChatResponse.model_validate(hit["response"]) if self._direct is not None
+                              else _litellm().ModelResponse(**hit["response"]))
+                    return cached, {"cache_hit": True, "cost_usd": hit.get("cost_usd", 0.0)}
             try:
                 response, retries = self._call_with_retries(messages, request)
             except _FormatRejected as rejected:
@@ -316,6 +334,8 @@ class LiteLLMBackend(MeteredLM):
         return box["value"]
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self._direct is not None:
+            return self._direct.complete(model=self.model, messages=messages, **params)
         if self.router is not None:
             return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
                                           num_retries=0, **params)
@@ -345,4 +365,4 @@ class LiteLLMBackend(MeteredLM):
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,
-                "structured_output": self.structured_output}
+                "structured_output": self.structured_output, "transport": self.transport}

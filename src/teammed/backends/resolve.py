@@ -61,6 +61,7 @@ class BackendOptions:
     max_tokens: int = 512
     structured_output: str | None = None
     max_parallel_requests: int | None = None
+    transport: str = "auto"  # "litellm": no direct client even for OpenAI-compatible servers
 
     def timeout_for(self, *, local: bool = False) -> float:
         """Seconds per request: ``--timeout`` when given, else a default that fits the backend (the
@@ -262,6 +263,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
                             structured_output=options.structured_output or "json_object_schema",
                             retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(local=True),
                             max_parallel_requests=1, max_tokens=max_tokens, api_key="sk-local-no-key",
+                            transport=options.transport,
                             backend_id=f"local:{server.model_path}", profile="llamacpp")
         _register(lm)
         stack.callback(_unregister, lm)
@@ -270,7 +272,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
                         retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                         max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
-                        max_tokens=max_tokens)
+                        max_tokens=max_tokens, transport=options.transport)
     lm.check_credentials()
     _register(lm)
     stack.callback(_unregister, lm)

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from litellm import ModelResponse
-
 from teammed.backends.base import MeteredLM
+from teammed.backends.openai_http import ChatResponse
 
 __all__ = ["ScriptedLM", "ScriptedCall", "schema_example"]
 
@@ -109,12 +108,12 @@ class ScriptedLM(MeteredLM):
             answer = {**call.default(), **answer}
         text = answer if isinstance(answer, str) else json.dumps(answer)
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
-        response = ModelResponse(
+        response = ChatResponse.model_validate(dict(
             model=self.model,
             choices=[{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
             usage={"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()),
                    "total_tokens": prompt_tokens + len(text.split())},
-        )
+        ))
         return response, {}
 
     def dump_state(self) -> dict[str, Any]:
