@@ -159,7 +159,8 @@ class Tree:
         with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl")) as server:
             args = ["run", "--dataset", str(questions), "--n", str(n), "--preset", preset, *TEAM,
                     "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(base),
-                    "--concurrency", str(concurrency), "--retry-attempts", "1", "--seed", str(seed),
+                    "--concurrency", str(concurrency), "--retry-attempts", "3", "--retry-base", "0.05",
+                    "--seed", str(seed),
                     *self.split_args]
             if parallel and self.parallel_flag:
                 args += [self.parallel_flag, str(parallel)]
