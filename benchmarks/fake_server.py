@@ -165,6 +165,9 @@ class FakeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, like a real API
+            # TCP_NODELAY, as uvicorn, llama.cpp and vLLM set it: without it the body (a second
+            # write after the headers) waits for the client's delayed ACK, ~40 ms per response
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:
                 pass
