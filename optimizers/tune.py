@@ -38,7 +38,7 @@ import optuna
 from teammed import usage
 from teammed.backends.base import MeteredLM
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
-from teammed.errors import ConfigError, DataError
+from teammed.errors import ConfigError, DataError, TeammedError
 from teammed.optimizers._scoring import score_examples
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
 from teammed.optimizers.compile import compile_program, examples_from_questions
@@ -76,6 +76,10 @@ class TuneSettings:
 
     def describe(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+class TuneAborted(TeammedError):
+    """Every question of a cell failed: tuning on failures would pick a configuration by accident."""
 
 
 @dataclass
@@ -191,6 +195,12 @@ class _Pipeline:
         ids = batches[cell["batch"]]
         program = self._program(cell["config"], cell["prompts"])
         rows = score_examples(program, examples_from_questions([self.by_id[i] for i in ids]), self.lm)
+        if rows and all(r["error"] is not None for r in rows):  # a failure is never scored as 0%
+            kinds = {r.get("error_kind") for r in rows}
+            what = (f"the same fatal backend error ({rows[0]['error_kind']})" if len(kinds) == 1 and None not in kinds
+                    else "errors")
+            raise TuneAborted(f"every question of a {cell['part']} cell failed with {what}: {rows[0]['error']} "
+                              f"(no Special Set was written; rerun the same command to resume once this is fixed)")
         correct = [bool(r["correct"]) for r in rows]
         return {"ids": ids, "correct": correct, "failed": [r["error"] is not None for r in rows],
                 "tokens_each": [r["tokens"] for r in rows], "value": sum(correct) / len(correct),

@@ -348,3 +348,20 @@ def test_two_files_of_one_name_never_share_a_tune_study(tmp_path):
                      "--storage", f"sqlite:///{tmp_path / 'shared.db'}"]) == 0
         outs.append(json.loads((out / "tune_report.json").read_text())["study"]["study_name"])
     assert outs[0] != outs[1] and all(name.startswith("tune-sampled_50-") for name in outs)
+
+
+@pytest.mark.parametrize("status", [401, 500])
+def test_tune_never_scores_failures_as_zero(tmp_path, monkeypatch, capsys, status):
+    """Every question failing (a bad key, a dead server) stops tune: exit 1, no Special Set."""
+    from teammed.cli import main
+    from tests.fake_openai import FakeOpenAI
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    out = tmp_path / "tuned"
+    with FakeOpenAI(lambda n, b: (status, {}, {"error": {"message": "no", "type": "x"}})) as server:
+        code = main(["tune", "--dataset", "demo", "--budget", "calls=500", "--optimizer", "none", "--batch-size", "2",
+                     "--n-eval", "2", "--model", "openai/fake", "--api-base", server.api_base, "--no-cache",
+                     "--retry-attempts", "2", "--retry-base", "0.01", "--retry-cap", "0.02", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1 and "no Special Set was written" in err and "Traceback" not in err
+    assert not (out / "demo.json").exists() and not (out / "demo.program.json").exists()

@@ -76,13 +76,19 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     budget = parse_budget(args.budget)
     tune_q, eval_q, choice = _questions(args)
     out = args.out or Path("special_sets") / f"{choice.key}_tune"
+    from teammed.optimizers.tune import TuneAborted
+
     with deployments(args) as opened:
         lm = opened[0].lm
         _teach(lm, [*tune_q, *eval_q])
-        outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
-                       settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
-                       storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
-                       tuning=tuning_record(choice, [q.id for q in tune_q]))
+        try:
+            outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
+                           settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
+                           storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
+                           tuning=tuning_record(choice, [q.id for q in tune_q]))
+        except TuneAborted as exc:
+            print(f"teammed: error: {exc}", file=sys.stderr)
+            return 1
     spent = outcome.report.get("spent", {})
     if outcome.status != "done":
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
