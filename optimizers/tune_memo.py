@@ -28,11 +28,21 @@ class MemoLM(MeteredLM):
         super().__init__(model=getattr(inner, "model", "memo"), cache=False)
         self.inner = inner
         self.kwargs = dict(getattr(inner, "kwargs", {}) or {})
-        self.structured_output = getattr(inner, "structured_output", "json_schema")
         self._memo: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.hits = 0
         self.requests = 0
+
+    # The adapter asks the LM it is given whether it takes the schema itself (and which dialect it
+    # speaks now): the answer is the wrapped backend's, or a provider would get constraints it
+    # refuses (llama.cpp dies on the grammar of a long maxLength).
+    @property
+    def takes_schema(self) -> bool:  # type: ignore[override]
+        return bool(getattr(self.inner, "takes_schema", False))
+
+    @property
+    def structured_output(self) -> str:  # type: ignore[override]
+        return str(getattr(self.inner, "structured_output", "json_schema"))
 
     @staticmethod
     def key(messages: Any, kwargs: dict[str, Any]) -> str:

@@ -365,3 +365,26 @@ def test_tune_never_scores_failures_as_zero(tmp_path, monkeypatch, capsys, statu
     err = capsys.readouterr().err
     assert code == 1 and "no Special Set was written" in err and "Traceback" not in err
     assert not (out / "demo.json").exists() and not (out / "demo.program.json").exists()
+
+
+def test_the_memo_passes_the_schema_to_the_backend_that_takes_it():
+    """Under tune's memo the backend still decides the dialect: a llama.cpp server got the full
+    schema with its maxLength and died on the grammar before this."""
+    import dspy
+
+    from teammed.adapter import SchemaAdapter
+    from teammed.backends.litellm_backend import LiteLLMBackend
+    from teammed.optimizers.tune_memo import MemoLM
+    from teammed.signatures import InitialAssessment
+    from tests.fake_openai import FakeOpenAI, completion
+
+    answer = json.dumps({"ranking": ["B", "A"], "justification": "x", "facts": ["a", "b"], "confidence": "High"})
+    with FakeOpenAI(lambda n, b: (200, {}, completion(answer))) as server:
+        inner = LiteLLMBackend("openai/local", api_base=server.api_base, api_key="k",
+                               structured_output="json_object_schema", profile="llamacpp")
+        memo = MemoLM(inner)
+        assert memo.takes_schema and memo.structured_output == "json_object_schema"
+        with dspy.context(lm=memo, adapter=SchemaAdapter()):
+            dspy.Predict(InitialAssessment)(question="q?", options={"A": "a", "B": "b"}, role="r", shared_context="")
+        sent = server.requests[0]["response_format"]
+    assert sent["type"] == "json_object" and "maxLength" not in json.dumps(sent)
