@@ -220,3 +220,107 @@ def test_fake_server_answers_valid_varied_json_with_real_token_counts(tmp_path):
     assert len({a["answer"] for a in answers}) > 1 and len({tuple(a["ranking"]) for a in answers}) > 1
     messages = [{"role": "user", "content": "hello world"}]
     assert module.count_prompt_tokens(messages) == 3 + 3 + 1 + 2  # cl100k: "user" 1, "hello world" 2
+
+
+# ---------------------------------------------------------------- per-call overhead
+def test_request_threads_are_reused_and_bounded_by_requests_in_flight():
+    import threading
+    import time
+
+    from teammed.backends.requests_pool import RequestThreads
+
+    pool = RequestThreads(name="test-request")
+    for i in range(50):  # one at a time: one thread serves them all
+        job = pool.submit(lambda i=i: i * 2)
+        assert job.done.wait(5) and job.value == i * 2
+    assert pool.threads <= 2  # (a job may finish before its thread counts itself idle again)
+    gate = threading.Event()
+    jobs = [pool.submit(gate.wait) for _ in range(6)]
+    time.sleep(0.1)
+    gate.set()
+    assert all(job.done.wait(5) for job in jobs)
+    assert pool.threads <= 8  # six at once need six threads, not one per request ever made
+
+
+def test_an_interrupted_wait_gives_up_at_once_and_errors_reach_the_caller():
+    import threading
+    import time
+
+    from teammed.backends.requests_pool import run_interruptible
+
+    hung = threading.Event()
+    started = time.monotonic()
+
+    class Closed(Exception):
+        pass
+
+    def check() -> None:
+        if time.monotonic() - started > 0.3:
+            raise Closed
+
+    with pytest.raises(Closed):
+        run_interruptible(hung.wait, check=check, poll_s=0.05)  # a hung request, abandoned
+    assert time.monotonic() - started < 2
+    with pytest.raises(ZeroDivisionError):
+        run_interruptible(lambda: 1 / 0, check=lambda: None)
+    hung.set()
+
+
+def test_each_request_thread_has_its_own_connection_and_close_closes_them_all(fake_server):
+    """One httpx pool shared by all threads scanned every connection per request (over half the CPU
+    at 64 questions in flight); each thread now keeps its own keep-alive connection."""
+    import threading
+
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    server, log = fake_server(0.05)
+    with server:
+        client = OpenAICompatibleClient(server.api_base, api_key=None, timeout_s=10, max_connections=8)
+
+        def ask() -> None:
+            for _ in range(3):
+                reply = client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
+                assert reply.choices
+
+        threads = [threading.Thread(target=ask) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(client._clients) == 4
+        assert all(len(c._transport._pool.connections) == 1 for c in client._clients)  # reused, not reopened
+        client.close()
+        assert client._clients == []
+    assert len(_requests(log)) == 12
+
+
+def test_run_progress_counts_calls_without_dspy_callbacks(tmp_path, capsys, monkeypatch):
+    """`run`'s progress listens to teammed's own call hooks: DSPy callbacks inspect the arguments of
+    every module and LM call, which cost about an eighth of a call's CPU."""
+    from teammed import progress
+
+    seen: list[Any] = []
+    enter = progress._Progress.__enter__
+
+    def spy(self):  # type: ignore[no-untyped-def]
+        out = enter(self)
+        seen.append((type(self).__name__, list(dspy.settings.callbacks or [])))
+        return out
+
+    monkeypatch.setattr(progress._Progress, "__enter__", spy)
+    assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--n-agents", "3",
+                 "--out", str(tmp_path / "r")]) == 0
+    assert seen and seen[0][0] == "RunProgress" and not any(isinstance(c, progress._LiveCalls) for c in seen[0][1])
+    rows = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
+    err = capsys.readouterr().err
+    assert f"{sum(r['calls'] for r in rows)} calls" in err  # the live count equals the rows'
+
+
+def test_output_schema_is_cached_but_each_call_gets_its_own_copy():
+    from teammed.schema import output_schema
+    from teammed.signatures import InitialAssessment
+
+    first = output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})
+    first["properties"].clear()
+    again = output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})
+    assert again["properties"] and again == output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})

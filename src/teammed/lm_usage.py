@@ -61,6 +61,7 @@ def call_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request:
         return lm(messages=messages, **request)
     collector = _Collector(dspy.settings.usage_tracker)
     before = len(getattr(lm, "history", None) or [])
+    usage.notify_call_started(signature)
     started = time.perf_counter()
     with dspy.context(usage_tracker=collector):
         outputs = lm(messages=messages, **request)
@@ -90,6 +91,7 @@ class _CallCounter(BaseCallback):
         return c.entries, c.prompt_tokens, c.completion_tokens
 
     def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
+        usage.notify_call_started(self.signature)
         self._started[call_id] = (time.perf_counter(), *self._snapshot())
 
     def on_lm_end(self, call_id: str, outputs: Any, exception: Exception | None = None) -> None:

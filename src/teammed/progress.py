@@ -2,8 +2,9 @@
 
 A run shows questions done, accuracy, LM calls, tokens, failures and an ETA; inside a
 question it shows the phase (the behaviour module running) and calls so far, so a long
-deliberation, ``compile`` or ``ask`` is never silent. LM calls are counted live through a
-DSPy callback, so the ETA is calls-based from the first call: expected calls per question
+deliberation, ``compile`` or ``ask`` is never silent. LM calls are counted live (``run``: a
+`teammed.usage` listener; ``ask`` and ``compile``: DSPy callbacks, which also name the module
+running), so the ETA is calls-based from the first call: expected calls per question
 (the formula of ``programs/accounting.py`` for teamwork, observed ones once questions
 finish) divided by the observed call rate, which already reflects concurrency.
 
@@ -112,6 +113,24 @@ class _LiveCalls(BaseCallback):
         with self._lock:
             self._started[call_id] = time.monotonic()
 
+    # `teammed.usage.CallListener`: the cheap feed `run` uses (no DSPy callbacks; the phase is the
+    # behaviour whose call started last)
+    def call_started(self, signature: str) -> None:
+        self.phase = _words(signature)
+
+    def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
+        with self._lock:
+            if len(self._latencies) < 100_000:
+                self._latencies.append(latency_s)
+            self._count_call()
+            self.tokens += tokens
+        self._on_change()
+
+    def _count_call(self) -> None:
+        self.calls += 1
+        if self.ramp_at is None and self.calls >= self.ramp_threshold:
+            self.ramp_at, self.ramp_calls = time.monotonic(), self.calls
+
     def mean_latency(self) -> float | None:
         """Seconds per LM call so far, the first (warm-up) call left out once there are others."""
         with self._lock:
@@ -124,9 +143,7 @@ class _LiveCalls(BaseCallback):
             began = self._started.pop(call_id, None)
             if began is not None and len(self._latencies) < 100_000:
                 self._latencies.append(time.monotonic() - began)
-            self.calls += 1
-            if self.ramp_at is None and self.calls >= self.ramp_threshold:
-                self.ramp_at, self.ramp_calls = time.monotonic(), self.calls
+            self._count_call()
             if used is not None:
                 now = used.prompt_tokens + used.completion_tokens
                 key = id(used)
@@ -183,7 +200,10 @@ class _Display:
 
 
 class _Progress:
-    """Installs the live-call callback for the duration of a ``with`` block."""
+    """Installs the live-call counter for the duration of a ``with`` block: as DSPy callbacks (module
+    phases, for one deliberation) or, with ``dspy_callbacks`` false, as a cheap `teammed.usage` listener."""
+
+    dspy_callbacks = True
 
     def __init__(self, stream: TextIO | None, *, tty: bool | None, interval_s: float, heartbeat_s: float) -> None:
         self.display = _Display(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
@@ -197,6 +217,10 @@ class _Progress:
 
         self.started = time.monotonic()
         self._stack = contextlib.ExitStack()
+        if not self.dspy_callbacks:
+            self._stack.enter_context(usage_mod.listen(self.live))
+            self._installed = False
+            return self
         callbacks = [*(dspy.settings.get("callbacks") or []), self.live]
         # this thread (which may sit inside a dspy.context that snapshotted the settings) ...
         self._stack.enter_context(dspy.context(callbacks=callbacks))
@@ -267,7 +291,11 @@ class RunProgress(_Progress):
 
     ``update`` takes the runner's per-question stats (``done``, ``total``, ``accuracy``,
     ``calls``, ``failed``); between questions the live call count moves the bar's numbers.
+    Calls are counted through a `teammed.usage` listener, not DSPy callbacks, which would cost
+    every call of a long run the inspection of each module's arguments.
     """
+
+    dspy_callbacks = False
 
     def __init__(self, *, total: int, expected_calls: float | None = None, concurrency: int = 1,
                  stream: TextIO | None = None, tty: bool | None = None, interval_s: float = 0.2,

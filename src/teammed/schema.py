@@ -7,6 +7,7 @@ backend can constrain decoding with, and turn whatever came back into typed fiel
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from typing import Annotated, Any, get_args, get_origin
@@ -196,7 +197,7 @@ def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title
             item = {"type": "string", "enum": allowed}
             prop: dict[str, Any] = {"type": "array", "items": item} if marker[1] else item
         else:
-            prop = pydantic.TypeAdapter(field.annotation).json_schema()
+            prop = _annotation_schema(field.annotation)
         for key in ("min_length", "max_length"):
             bound = next((getattr(m, key) for m in field.metadata if getattr(m, key, None) is not None), None)
             if bound is not None and prop.get("type") == "array":
@@ -215,6 +216,19 @@ def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title
     _tighten(schema)
     schema["title"] = title or signature.__name__
     return schema
+
+
+def _annotation_schema(annotation: Any) -> dict[str, Any]:
+    """A fresh copy of ``annotation``'s JSON schema (building a TypeAdapter per call cost ~9% of a call's CPU)."""
+    try:
+        return copy.deepcopy(_cached_annotation_schema(annotation))
+    except TypeError:  # an unhashable annotation
+        return pydantic.TypeAdapter(annotation).json_schema()
+
+
+@functools.lru_cache(maxsize=512)
+def _cached_annotation_schema(annotation: Any) -> dict[str, Any]:
+    return pydantic.TypeAdapter(annotation).json_schema()
 
 
 def _collect_defs(properties: dict[str, Any]) -> dict[str, Any]:

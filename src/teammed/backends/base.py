@@ -57,6 +57,8 @@ class MeteredLM(dspy.BaseLM):
         options = CallOptions(use_cache=bool(request.pop("cache", self.cache)),
                               rollout_id=request.pop("rollout_id", None))
         request = {k: v for k, v in request.items() if v is not None}
+        signature = calling_signature.get()
+        usage.notify_call_started(signature)
         started = time.perf_counter()
         token = call_options.set(options)
         try:
@@ -66,7 +68,7 @@ class MeteredLM(dspy.BaseLM):
         elapsed = time.perf_counter() - started
         tokens = getattr(response, "usage", None)
         usage.record_call(
-            signature=calling_signature.get(),
+            signature=signature,
             prompt_tokens=int(getattr(tokens, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(tokens, "completion_tokens", 0) or 0),
             latency_s=elapsed,

@@ -36,6 +36,7 @@ from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
 from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
+from teammed.backends.requests_pool import run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
 from teammed.redact import redact
@@ -311,27 +312,8 @@ class LiteLLMBackend(MeteredLM):
             self._slots.release()
 
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        """Send on a daemon thread; return its result, or give up at once when the backend closes."""
-        import contextvars
-
-        box: dict[str, Any] = {}
-        done = threading.Event()
-        context = contextvars.copy_context()
-
-        def work() -> None:
-            try:
-                box["value"] = context.run(self._send, messages, params)
-            except BaseException as exc:  # handed to the waiting caller
-                box["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name="teammed-request", daemon=True).start()
-        while not done.wait(0.1):
-            self._check_open()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
+        """Send on a pooled daemon thread; return its result, or give up at once when the backend closes."""
+        return run_interruptible(lambda: self._send(messages, params), check=self._check_open)
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._direct is not None:

@@ -1,0 +1,82 @@
+"""Daemon threads that carry LM requests, so a waiting caller can give up on a hung server.
+
+A caller hands its request to one of these threads and waits for the answer in short slices,
+checking whether its backend was closed (Ctrl-C, SIGTERM, a fatal error elsewhere); if it was,
+the caller leaves at once and the request is abandoned on its daemon thread, which never keeps
+the process alive. Threads are reused: starting a fresh thread per request cost a thread
+creation plus a start handshake on the GIL, which under many questions in flight showed up as
+latency on every call of the critical path. The pool grows to the peak number of requests in
+flight and keeps its threads (idle ones sleep on a queue).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["RequestThreads", "run_interruptible"]
+
+
+class _Job:
+    __slots__ = ("fn", "context", "done", "value", "error")
+
+    def __init__(self, fn: Callable[[], Any], context: contextvars.Context) -> None:
+        self.fn = fn
+        self.context = context
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class RequestThreads:
+    """A grow-on-demand pool of daemon threads; ``submit(fn)`` returns a job to wait on."""
+
+    def __init__(self, name: str = "teammed-request") -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self.threads = 0
+
+    def submit(self, fn: Callable[[], Any]) -> _Job:
+        job = _Job(fn, contextvars.copy_context())
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self.threads += 1
+            else:
+                self._idle -= 1  # this job is that idle thread's
+        if spawn:
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
+        self._jobs.put(job)
+        return job
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job.value = job.context.run(job.fn)
+            except BaseException as exc:  # handed to the waiting caller
+                job.error = exc
+            finally:
+                job.done.set()
+            del job
+            with self._lock:
+                self._idle += 1
+
+
+_POOL = RequestThreads()
+
+
+def run_interruptible(fn: Callable[[], Any], *, check: Callable[[], None], poll_s: float = 0.1) -> Any:
+    """``fn()`` on a pooled daemon thread in a copy of this context; ``check()`` runs every ``poll_s``
+    while waiting and may raise to give up (the request is then abandoned, never awaited)."""
+    job = _POOL.submit(fn)
+    while not job.done.wait(poll_s):
+        check()
+    if job.error is not None:
+        raise job.error
+    return job.value
