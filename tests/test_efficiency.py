@@ -324,3 +324,34 @@ def test_output_schema_is_cached_but_each_call_gets_its_own_copy():
     first["properties"].clear()
     again = output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})
     assert again["properties"] and again == output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})
+
+
+def test_release_wakes_a_waiting_caller_at_once_without_polling():
+    import threading
+    import time
+
+    from teammed.backends.requests_pool import Waiters, run_interruptible
+
+    waiters, closed, hung = Waiters(), threading.Event(), threading.Event()
+    checks = []
+
+    def check() -> None:
+        checks.append(time.monotonic())
+        if closed.is_set():
+            raise RuntimeError("closed")
+
+    def close_soon() -> None:
+        time.sleep(0.3)
+        closed.set()
+        waiters.release_all()
+
+    threading.Thread(target=close_soon).start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError):
+        run_interruptible(hung.wait, check=check, waiters=waiters, poll_s=30)
+    assert time.monotonic() - started < 1.5  # woken by the release, not by a 30 s poll
+    assert len(checks) == 1  # and it did not wake up to look in between
+    hung.set()
+    # a caller that starts after the release is refused at once too
+    with pytest.raises(RuntimeError):
+        run_interruptible(threading.Event().wait, check=check, waiters=waiters, poll_s=30)

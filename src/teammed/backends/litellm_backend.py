@@ -36,7 +36,7 @@ from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
 from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
-from teammed.backends.requests_pool import run_interruptible
+from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
 from teammed.redact import redact
@@ -149,6 +149,7 @@ class LiteLLMBackend(MeteredLM):
         self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._rng = random.Random()
         self._closed = threading.Event()
+        self._waiters = Waiters()
         self._dialect_lock = threading.Lock()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
@@ -169,6 +170,7 @@ class LiteLLMBackend(MeteredLM):
     def close(self) -> None:
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
         self._closed.set()
+        self._waiters.release_all()
 
     @property
     def closed(self) -> bool:
@@ -313,7 +315,7 @@ class LiteLLMBackend(MeteredLM):
 
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         """Send on a pooled daemon thread; return its result, or give up at once when the backend closes."""
-        return run_interruptible(lambda: self._send(messages, params), check=self._check_open)
+        return run_interruptible(lambda: self._send(messages, params), check=self._check_open, waiters=self._waiters)
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._direct is not None:
