@@ -147,6 +147,11 @@ def test_dspy_history_and_trace_stay_empty_after_a_run(tmp_path):
 
 # ---------------------------------------------------------------- concurrency
 def test_round_two_runs_in_parallel_with_one_question_in_flight(tmp_path, fake_server):
+    import threading
+
+    from teammed.backends import requests_pool
+
+    threads_before = requests_pool._POOL.threads
     server, log = fake_server(0.3)
     with server:
         code = main(["run", "--dataset", "demo", "--n", "2", "--preset", "base", "--n-agents", "3",
@@ -161,6 +166,9 @@ def test_round_two_runs_in_parallel_with_one_question_in_flight(tmp_path, fake_s
     first = sorted(requests, key=lambda r: r["start"])
     per_question = len(first) // 2
     assert max(r["end"] for r in first[:per_question]) <= min(r["start"] for r in first[per_question:]) + 0.05
+    # request threads are reused: at most one per request in flight (3), not one per request (18)
+    assert requests_pool._POOL.threads - threads_before <= 3
+    assert sum(t.name == "teammed-request" for t in threading.enumerate()) <= requests_pool._POOL.threads
 
 
 def test_parallel_requests_bounds_requests_in_flight(tmp_path, fake_server):
@@ -233,13 +241,13 @@ def test_request_threads_are_reused_and_bounded_by_requests_in_flight():
     for i in range(50):  # one at a time: one thread serves them all
         job = pool.submit(lambda i=i: i * 2)
         assert job.done.wait(5) and job.value == i * 2
-    assert pool.threads <= 2  # (a job may finish before its thread counts itself idle again)
+    assert pool.threads == 1
     gate = threading.Event()
     jobs = [pool.submit(gate.wait) for _ in range(6)]
     time.sleep(0.1)
     gate.set()
     assert all(job.done.wait(5) for job in jobs)
-    assert pool.threads <= 8  # six at once need six threads, not one per request ever made
+    assert pool.threads == 6  # six at once need six threads, not one per request ever made
 
 
 def test_an_interrupted_wait_gives_up_at_once_and_errors_reach_the_caller():

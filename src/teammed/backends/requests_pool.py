@@ -63,11 +63,11 @@ class RequestThreads:
             except BaseException as exc:  # handed to the waiting caller
                 job.error = exc
             finally:
+                with self._lock:  # idle before the caller hears of it: its next request reuses this thread
+                    self._idle += 1
                 job.done.set()
                 job.wake.set()
             del job
-            with self._lock:
-                self._idle += 1
 
 
 class Waiters:
