@@ -197,3 +197,29 @@ def test_a_damaged_file_is_one_clear_error(tmp_path, damage):
     code = main(["run", "--dataset", "demo", "--n", "1", "--model", "scripted", "--program", str(path),
                  "--out", str(tmp_path / "run")])
     assert code == 2
+
+
+def test_compact_user_text_is_dspys_exactly_for_every_signature():
+    """The fast path for plain values (no pydantic TypeAdapter per value) writes DSPy's text, byte for byte."""
+    import random
+
+    import teammed.signatures as signatures
+    from teammed.adapter import SchemaAdapter, _compact_value, _expand_custom_types
+
+    adapter = SchemaAdapter()
+    samples = ["plain text", "", "  padded  ", "line1\nline2", "ünïcode ✓", 3, 0.5, True, None, ["a", "b"], [],
+               {"A": "x", "B": "y"}, {"k": [1, 2, {"z": None}]}, ["x"], {"A1": 1}, float("nan")]
+    checked = 0
+    for name in signatures.__all__:
+        signature = getattr(signatures, name)
+        if not (isinstance(signature, type) and issubclass(signature, dspy.Signature)):
+            continue
+        for trial in range(20):
+            rnd = random.Random(trial)
+            inputs = {k: rnd.choice(samples) for k in signature.input_fields if rnd.random() < 0.9}
+            kept = {k: _compact_value(v) for k, v in inputs.items()}
+            dspy_text = adapter.format_user_message_content(signature, kept) + "\n"
+            expected = _expand_custom_types({"role": "user", "content": dspy_text})["content"]
+            assert adapter._compact_user(signature, inputs) == expected, (name, inputs)
+            checked += 1
+    assert checked > 300

@@ -14,6 +14,7 @@ back instead of raising; repairs and fallbacks are counted in the current `Usage
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 from typing import Any
 
@@ -54,6 +55,30 @@ def _compact_value(value: Any) -> Any:
     if isinstance(value, dict) and value and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         return "\n".join(f"{k}. {v}" for k, v in value.items())
     return value
+
+
+def _json_native(value: Any) -> bool:
+    if value is None or isinstance(value, str | bool | int):
+        return True
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if isinstance(value, list | tuple):
+        return all(_json_native(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _json_native(v) for k, v in value.items())
+    return False
+
+
+def _plain(field: Any, value: Any) -> bool:
+    """A value whose prompt text needs no DSPy machinery (a list into a ``str`` field is DSPy's numbered list)."""
+    return _json_native(value) and not (isinstance(value, list | tuple) and field.annotation is str)
+
+
+def _plain_text(value: Any) -> str:
+    """What DSPy's ``format_field_value`` makes of a `_plain` value."""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
 
 
 def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
@@ -145,8 +170,14 @@ class SchemaAdapter(dspy.JSONAdapter):
         return messages
 
     def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
-        # DSPy's own formatting keeps images and other custom types (split into content parts)
         kept = {k: _compact_value(v) for k, v in inputs.items() if k in signature.input_fields}
+        fields = signature.input_fields
+        if all(_plain(fields[k], v) for k, v in kept.items()):
+            # text, numbers and JSON-native containers: DSPy's text exactly, without the pydantic
+            # TypeAdapter DSPy builds for every value (~10% of a call's CPU)
+            parts = [f"[[ ## {k} ## ]]\n{_plain_text(v)}" for k in fields if k in kept for v in (kept[k],)]
+            return "\n\n".join(["", *parts, ""]).strip() + "\n"
+        # DSPy's own formatting keeps images and other custom types (split into content parts)
         # the trailing newline keeps an empty last field well-formed ("[[ ## name ## ]]\n")
         message = {"role": "user", "content": self.format_user_message_content(signature, kept) + "\n"}
         return _expand_custom_types(message)["content"]
