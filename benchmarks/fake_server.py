@@ -188,7 +188,7 @@ class FakeServer:
                 if wait > 0:
                     time.sleep(wait)
                 self._send(200, reply)
-                outer.write_log({"start": start, "end": time.time(), **record})
+                outer.write_log({"start": start, "end": time.time(), "peer": self.client_address[1], **record})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

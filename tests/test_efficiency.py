@@ -295,11 +295,12 @@ def test_each_request_thread_has_its_own_connection_and_close_closes_them_all(fa
             t.start()
         for t in threads:
             t.join()
-        assert len(client._clients) == 4
-        assert all(len(c._transport._pool.connections) == 1 for c in client._clients)  # reused, not reopened
+        assert len(client._connections) == 4
         client.close()
-        assert client._clients == []
-    assert len(_requests(log)) == 12
+        assert client._connections == []
+    requests = _requests(log)
+    assert len(requests) == 12
+    assert len({r["peer"] for r in requests}) == 4  # each thread's three requests shared one connection
 
 
 def test_run_progress_counts_calls_without_dspy_callbacks(tmp_path, capsys, monkeypatch):
@@ -363,3 +364,50 @@ def test_release_wakes_a_waiting_caller_at_once_without_polling():
     # a caller that starts after the release is refused at once too
     with pytest.raises(RuntimeError):
         run_interruptible(threading.Event().wait, check=check, waiters=waiters, poll_s=30)
+
+
+def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_failed():
+    """Servers drop idle keep-alive connections (uvicorn after 5 s); the next request must open a fresh
+    one rather than fail on the dead socket and wait out a retry backoff."""
+    import socket
+    import threading
+    import time
+
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "{}"}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
+                b"content-length")))
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
+                         + str(len(body)).encode() + b"\r\n\r\n" + body)  # keep-alive, then ...
+            time.sleep(0.05)
+            conn.close()  # ... closed while idle, without saying so
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
+                                    timeout_s=5, max_connections=1)
+    try:
+        for _ in range(3):
+            assert client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}]).choices
+            time.sleep(0.2)
+    finally:
+        client.close()
+        listener.close()
+    assert len(accepted) == 3
