@@ -17,12 +17,13 @@ A row's record is read as:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
 
-from teammed.records import PeerRecord, ResultRow, TranscriptEvent, load_row
+from teammed.records import PeerRecord, ResultRow, TranscriptEvent, load_row, read_record
 
 if TYPE_CHECKING:
     from teammed.programs.record import Deliberation
@@ -65,17 +66,8 @@ def typed_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
 def deliberation(row: ResultRow) -> Deliberation | None:
     """The typed record of a teamwork row; None for a failed row, a peer system's record or a
     record of an older shape that does not validate (see the module docstring)."""
-    from teammed.programs.record import Deliberation
-
-    value = row.record
-    if "agents" not in value:
-        return None
-    if "answer" not in value:  # record version 1: the answer lived only in the row
-        value = {**value, "answer": row.prediction}
-    try:
-        return Deliberation.model_validate(value)
-    except ValidationError:
-        return None
+    found = team_record(row)
+    return None if found is None or isinstance(found, PeerRecord) else found
 
 
 def peer_record(row: ResultRow) -> PeerRecord | None:
@@ -84,15 +76,23 @@ def peer_record(row: ResultRow) -> PeerRecord | None:
     return found if isinstance(found, PeerRecord) else None
 
 
+# Every metric reads the record of every row, so a row's record is typed once and remembered for as
+# long as the row lives (rows are unhashable: remembered by identity, forgotten when the row is
+# collected; a record replaced on the row is read again).
+_READ: dict[int, tuple[Mapping[str, Any], str | None, Deliberation | PeerRecord | None]] = {}
+
+
 def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
     """The row's `Deliberation`, else its `PeerRecord`, else None (see the module docstring)."""
-    found = deliberation(row)
-    if found is not None or not row.record:
-        return found
-    try:
-        return PeerRecord.model_validate(row.record)
-    except ValidationError:
-        return None
+    key = id(row)
+    remembered = _READ.get(key)
+    if remembered is not None and remembered[0] is row.record and remembered[1] == row.prediction:
+        return remembered[2]
+    found = read_record(row.record, answer=row.prediction)
+    if remembered is None:
+        weakref.finalize(row, _READ.pop, key, None)
+    _READ[key] = (row.record, row.prediction, found)
+    return found
 
 
 def events(row: ResultRow) -> list[TranscriptEvent]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -74,7 +75,7 @@ def a_deliberation(
     )
 
 
-_ids = iter(range(10**9))
+_ids = itertools.count()
 
 
 def a_row(record: Deliberation | Mapping[str, Any] | None = None, **fields: Any) -> ResultRow:

@@ -234,15 +234,21 @@ class TranscriptEvent(_Reader):
     data: dict[str, Any] | None = None
 
 
-def read_record(value: Any) -> Deliberation | PeerRecord | None:
+def read_record(value: Any, *, answer: str | None = None) -> Deliberation | PeerRecord | None:
     """A system's record typed: a `Deliberation` (or its stored form), else a `PeerRecord`; None for
-    no record (empty or null) or one neither reads."""
+    no record (empty or null) or one neither reads.
+
+    A teamwork record written before the record kept its ``answer`` (record version 1, the same
+    keys otherwise) reads as a `Deliberation` answering ``answer`` (the row's prediction), when given.
+    """
     from teammed.programs.record import Deliberation
 
     if isinstance(value, Deliberation | PeerRecord):
         return value
     if not isinstance(value, Mapping) or not value:
         return None
+    if answer is not None and "answer" not in value:
+        value = {**value, "answer": answer}
     for model in (Deliberation, PeerRecord):
         try:
             return model.model_validate(value)
