@@ -20,6 +20,7 @@ from teammed.evals._rows import (
     AnyRow,
     deliberation,
     events,
+    first_choice,
     is_correct,
     team_record,
     typed_rows,
@@ -183,20 +184,11 @@ def _trust(row: ResultRow) -> Mapping[str, Any]:
     return row.trust if isinstance(row.trust, Mapping) else {}
 
 
-def _first(vote: Assessment | FinalVote | PeerVote) -> str | None:
-    """A vote's first choice: its ``first``, else the head of its ranking."""
-    if isinstance(vote, Assessment):
-        return vote.ranking[0] if vote.ranking else None
-    if isinstance(vote, PeerVote):
-        return vote.choice
-    return vote.first or (vote.ranking[0] if vote.ranking else None)
-
-
 def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     if vote is None:
         return ""
     confidence = vote.confidence
-    return f"{_first(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
+    return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
 
 
 def status_of(row: ResultRow) -> str:

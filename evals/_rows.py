@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
 
-from teammed.records import PeerRecord, ResultRow, TranscriptEvent, load_row, read_record
+from teammed.programs.record import Assessment, FinalVote
+from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row, read_record
 
 if TYPE_CHECKING:
     from teammed.programs.record import Deliberation
@@ -38,6 +39,7 @@ __all__ = [
     "events",
     "is_labeled",
     "is_correct",
+    "first_choice",
     "r2_choices",
     "final_choices",
     "votes_by_turn",
@@ -117,28 +119,26 @@ def is_correct(row: ResultRow) -> bool:
     return bool(row.correct) and not row.failed
 
 
-def _present(choices: Iterable[str | None]) -> list[str]:
-    return [choice for choice in choices if choice]
+def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
+    """A vote's first choice: its ``first``, else the head of its ranking (None when it has neither)."""
+    if isinstance(vote, PeerVote):
+        return vote.choice
+    first = vote.first if isinstance(vote, FinalVote) else None  # an Assessment's `first` is its ranking's head
+    return first or (vote.ranking[0] if vote.ranking else None)
 
 
 def r2_choices(row: ResultRow) -> list[str]:
     """Each agent's independent (round-2) first choice, where recorded."""
     found = team_record(row)
-    if found is None:
-        return []
-    if isinstance(found, PeerRecord):
-        return _present(vote.choice for vote in found.r2)
-    return _present(a.ranking[0] if a.ranking else None for a in found.r2)
+    votes: list[Assessment] | list[PeerVote] = found.r2 if found is not None else []
+    return [choice for vote in votes if (choice := first_choice(vote))]
 
 
 def final_choices(row: ResultRow) -> list[str]:
     """Each agent's final first choice, where recorded."""
     found = team_record(row)
-    if found is None:
-        return []
-    if isinstance(found, PeerRecord):
-        return _present(vote.choice for vote in found.final)
-    return _present(v.first or (v.ranking[0] if v.ranking else None) for v in found.final)
+    votes: list[FinalVote] | list[PeerVote] = found.final if found is not None else []
+    return [choice for vote in votes if (choice := first_choice(vote))]
 
 
 def votes_by_turn(row: ResultRow) -> Mapping[str, list[str | None]] | None:
