@@ -4,26 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from teammed.evals._rows import Row, first_choice, items, mean, record
+from teammed.evals._rows import final_choices, mean, r2_choices
+from teammed.records import ResultRow
 
 __all__ = ["r2_disagreement_rate", "final_convergence"]
 
 
-def _firsts(row: Row, stage: str) -> list[str]:
-    choices = (first_choice(entry) for entry in items(record(row), stage) if isinstance(entry, dict))
-    return [choice for choice in choices if choice]
-
-
-def r2_disagreement_rate(rows: Iterable[Row]) -> float | None:
+def r2_disagreement_rate(rows: Iterable[ResultRow]) -> float | None:
     """Share of questions whose independent (R2) first choices are not unanimous.
 
     Only questions with at least two R2 answers count: one agent cannot disagree.
     """
-    flags = [len(set(firsts)) > 1 for firsts in (_firsts(row, "r2") for row in rows) if len(firsts) >= 2]
+    flags = [len(set(firsts)) > 1 for firsts in map(r2_choices, rows) if len(firsts) >= 2]
     return sum(flags) / len(flags) if flags else None
 
 
-def final_convergence(rows: Iterable[Row]) -> dict[str, float] | None:
+def final_convergence(rows: Iterable[ResultRow]) -> dict[str, float] | None:
     """Agreement of the final first choices, over questions with final answers.
 
     ``agreement_with_team``: mean (over questions) share of agents whose final first choice
@@ -33,11 +29,10 @@ def final_convergence(rows: Iterable[Row]) -> dict[str, float] | None:
     shares: list[float] = []
     unanimous: list[bool] = []
     for row in rows:
-        firsts = _firsts(row, "final")
+        firsts = final_choices(row)
         if not firsts:
             continue
-        prediction = row.get("prediction")
-        shares.append(sum(choice == prediction for choice in firsts) / len(firsts))
+        shares.append(sum(choice == row.prediction for choice in firsts) / len(firsts))
         unanimous.append(len(set(firsts)) == 1)
     if not shares:
         return None

@@ -9,24 +9,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.evals._rows import Row, mean, ratio
+from teammed.evals._rows import mean, ratio
+from teammed.records import ResultRow
 
 __all__ = ["binary_confusion", "binary_scores", "binary_metrics"]
 
 _SCORES = ("precision", "recall", "specificity", "f1")
 
 
-def _binary(rows: Iterable[Row]) -> list[Row]:
-    return [row for row in rows if row.get("binary_positive") and row.get("gold") is not None]
+def _binary(rows: Iterable[ResultRow]) -> list[ResultRow]:
+    return [row for row in rows if row.binary_positive and row.gold is not None]
 
 
-def binary_confusion(rows: Iterable[Row]) -> dict[str, int]:
+def binary_confusion(rows: Iterable[ResultRow]) -> dict[str, int]:
     """TP/FP/TN/FN over the binary rows."""
     counts = {"TP": 0, "FP": 0, "TN": 0, "FN": 0}
     for row in _binary(rows):
-        positive = row["binary_positive"]
-        predicted = row.get("prediction") == positive and not row.get("failed")
-        actual = row["gold"] == positive
+        positive = row.binary_positive
+        predicted = row.prediction == positive and not row.failed
+        actual = row.gold == positive
         counts[("T" if predicted == actual else "F") + ("P" if predicted else "N")] += 1
     return counts
 
@@ -46,15 +47,15 @@ def _macro(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     return {k: mean(v for g in groups.values() if (v := g[k]) is not None) for k in _SCORES}
 
 
-def binary_metrics(rows: Iterable[Row], *, by: str = "dataset") -> dict[str, Any] | None:
+def binary_metrics(rows: Iterable[ResultRow], *, by: str = "dataset") -> dict[str, Any] | None:
     """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
     average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
     binary = _binary(rows)
     if not binary:
         return None
-    grouped: dict[str, list[Row]] = {}
+    grouped: dict[str, list[ResultRow]] = {}
     for row in binary:
-        grouped.setdefault(str(row.get(by)), []).append(row)
+        grouped.setdefault(str(getattr(row, by, None)), []).append(row)  # a field, or a kept extra
     per_group = {}
     for name, members in sorted(grouped.items()):
         counts = binary_confusion(members)

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from teammed.evals._rows import Row, is_correct, is_labeled
+from teammed.evals._rows import is_correct, is_labeled
+from teammed.records import ResultRow
 
 __all__ = ["DEFAULT_CONFIDENCE_MAP", "accuracy_by_confidence", "ece", "brier"]
 
 DEFAULT_CONFIDENCE_MAP: Mapping[str, float] = {"High": 0.9, "Medium": 0.6, "Low": 0.3}
 
 
-def _scored(rows: Iterable[Row], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
+def _scored(rows: Iterable[ResultRow], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
     out = []
     for row in rows:
         if not is_labeled(row):
             continue
-        level = row.get("confidence")
+        level = row.confidence
         if level in confidence_map:
             out.append((str(level), float(confidence_map[level]), is_correct(row)))
     return out
 
 
 def accuracy_by_confidence(
-    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> dict[str, dict[str, float]]:
     """Per confidence level present: ``{"n": count, "accuracy": share correct}``, in map order."""
     scored = _scored(rows, confidence_map)
@@ -42,7 +43,7 @@ def accuracy_by_confidence(
 
 
 def ece(
-    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> float | None:
     """Expected calibration error with one bin per confidence level.
 
@@ -56,7 +57,7 @@ def ece(
 
 
 def brier(
-    rows: Iterable[Row], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> float | None:
     """Mean squared gap between the mapped confidence and correctness (1/0)."""
     scored = _scored(rows, confidence_map)

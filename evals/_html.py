@@ -16,7 +16,18 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from teammed.evals._rows import Row, first_choice, is_correct, items, record
+from teammed.evals._rows import (
+    AnyRow,
+    deliberation,
+    events,
+    first_choice,
+    is_correct,
+    team_record,
+    typed_rows,
+    votes_by_turn,
+)
+from teammed.programs.record import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
+from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "fmt"]
 
@@ -168,144 +179,147 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: S
     return "<table>" + head + "".join(rows) + "</table>"
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _trust(row: ResultRow) -> Mapping[str, Any]:
+    """Agent -> final trust, as the row recorded it (its ``trust`` is untyped: a mapping or null)."""
+    return row.trust if isinstance(row.trust, Mapping) else {}
 
 
-def _by_agent(entries: list[Any]) -> dict[str, Mapping[str, Any]]:
-    return {str(e.get("agent")): e for e in entries if isinstance(e, Mapping)}
-
-
-def _choice(entry: Mapping[str, Any] | None) -> str:
-    if not entry:
+def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
+    if vote is None:
         return ""
-    confidence = entry.get("confidence")
-    return f"{first_choice(entry) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
+    confidence = vote.confidence
+    return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
 
 
-def status_of(row: Row) -> str:
+def status_of(row: ResultRow) -> str:
     """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
-    if row.get("failed"):
+    if row.failed:
         return "failed"
     return "correct" if is_correct(row) else "wrong"
 
 
-def _team(row: Row) -> str:
-    rec = record(row)
-    agents = [a for a in items(rec, "agents") if isinstance(a, Mapping)]
-    if not agents:
+def _history(rec: Deliberation | PeerRecord | None) -> list[TrustSnapshot]:
+    return rec.trust_history if isinstance(rec, Deliberation) else []
+
+
+def _team(row: ResultRow) -> str:
+    rec = team_record(row)
+    if rec is None or not rec.agents:
         return ""
-    r2, final = _by_agent(items(rec, "r2")), _by_agent(items(rec, "final"))
-    history = [h for h in items(rec, "trust_history") if isinstance(h, Mapping)]
-    stages = [f"trust: {h.get('stage')}" for h in history]
-    has_expertise = any(a.get("expertise") for a in agents)
+    r2: dict[str, Assessment | PeerVote] = {str(v.agent): v for v in rec.r2}
+    final: dict[str, FinalVote | PeerVote] = {str(v.agent): v for v in rec.final}
+    history = _history(rec)
+    stages = [f"trust: {h.stage}" for h in history]
+    has_expertise = any(a.expertise for a in rec.agents)
+    trust = _trust(row)
     body = []
-    for agent in agents:
-        aid = str(agent.get("id"))
-        trust = [_mapping(h.get("scores")).get(aid) for h in history]
-        final_trust = _mapping(row.get("trust")).get(aid)
-        cells = [aid, agent.get("role"), *([agent.get("expertise")] if has_expertise else []), agent.get("weight"),
-                 _choice(r2.get(aid)), _choice(final.get(aid)), *trust]
-        body.append([*cells, *([final_trust] if final_trust is not None or row.get("trust") else [])])
+    for agent in rec.agents:
+        aid = str(agent.id)
+        by_stage = [h.scores.get(aid) for h in history]
+        final_trust = trust.get(aid)
+        cells = [aid, agent.role, *([agent.expertise] if has_expertise else []), agent.weight,
+                 _choice(r2.get(aid)), _choice(final.get(aid)), *by_stage]
+        body.append([*cells, *([final_trust] if final_trust is not None or row.trust else [])])
     header = ["Agent", "Role", *(["Expertise"] if has_expertise else []), "Weight", "Round 2 choice",
-              "Final choice", *stages, *(["Final trust"] if row.get("trust") else [])]
+              "Final choice", *stages, *(["Final trust"] if row.trust else [])]
     return "<h4>Team</h4>" + _table(header, body)
 
 
-def _event(event: Mapping[str, Any]) -> str:
-    where = " ".join(_e(v) for v in (event.get("phase"), event.get("turn") and f"turn {event['turn']}") if v)
-    who = _e(event.get("agent") or "")
-    if event.get("role"):
-        who += f" ({_e(event['role'])})"
-    data = event.get("data")
+def _event(event: TranscriptEvent) -> str:
+    where = " ".join(_e(v) for v in (event.phase, event.turn and f"turn {event.turn}") if v)
+    who = _e(event.agent or "")
+    if event.role:
+        who += f" ({_e(event.role)})"
+    data = event.data
     extra = (f"<details><summary>data</summary><pre>{html.escape(_json(data))}</pre></details>" if data else "")
-    return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.get("kind"))}</i>'
-            f'<div class="text">{_e(event.get("text"))}</div>{extra}</div>')
+    return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.kind)}</i>'
+            f'<div class="text">{_e(event.text)}</div>{extra}</div>')
 
 
-def _transcript(row: Row) -> str:
-    events = [e for e in items(row, "transcript") if isinstance(e, Mapping)]
-    return "<h4>Deliberation</h4>" + "".join(map(_event, events)) if events else ""
+def _transcript(row: ResultRow) -> str:
+    said = events(row)
+    return "<h4>Deliberation</h4>" + "".join(map(_event, said)) if said else ""
 
 
-def _challenges(row: Row) -> str:
-    challenges = [c for c in items(record(row), "challenges") if isinstance(c, Mapping)]
-    if not challenges:
+def _challenges(row: ResultRow) -> str:
+    found = deliberation(row)
+    if found is None or not found.challenges:
         return ""
     body = [
-        [*(c.get(k) for k in ("turn", "agent", "concern", "severity", "response", "verdict")),
-         f"{fmt(c.get('choice_before'))} → {fmt(c.get('choice_after'))}",
-         f"{fmt(c.get('trust_before'))} → {fmt(c.get('trust_after'))}"]
-        for c in challenges
+        [c.turn, c.agent, c.concern, c.severity, c.response, c.verdict,
+         f"{fmt(c.choice_before)} → {fmt(c.choice_after)}",
+         f"{fmt(c.trust_before)} → {fmt(c.trust_after)}"]
+        for c in found.challenges
     ]
     header = ["Turn", "Agent", "Concern", "Severity", "Response", "Verdict", "Choice", "Trust"]
     return "<h4>Challenges</h4>" + _table(header, body)
 
 
-def _scores(value: Any) -> str | None:
-    if not isinstance(value, Mapping) or not value:
+def _scores(value: Mapping[str, float]) -> str | None:
+    if not value:
         return None
     return ", ".join(f"{k}: {fmt(v)}" for k, v in value.items())
 
 
-def _tie(tie: Any) -> str | None:
+def _tie(tie: TieBreak | None) -> str | None:
     """``A, C tied → A (rule: first-place votes, then ...)``."""
-    if not isinstance(tie, Mapping) or not tie:
+    if tie is None:
         return None
-    tied = ", ".join(str(x) for x in tie.get("tied") or [])
-    how = " · ".join(str(tie[k]) for k in ("resolved_by", "reason") if tie.get(k))
-    return f"{tied} tied → {fmt(tie.get('answer'))}" + (f" ({how})" if how else "")
+    tied = ", ".join(str(x) for x in tie.tied)
+    how = " · ".join(value for value in (tie.resolved_by, tie.reason) if value)
+    return f"{tied} tied → {fmt(tie.answer)}" + (f" ({how})" if how else "")
 
 
-def _vote(row: Row) -> str:
-    rec = record(row)
+def _outcome(rec: Deliberation | PeerRecord | None) -> dict[str, Any]:
+    """What the record says about the decision: the vote of a teamwork row, the route of a peer's."""
+    if isinstance(rec, Deliberation):
+        return {"aggregation": rec.aggregation, "scores": _scores(rec.scores), "tie": _tie(rec.tie),
+                "early consensus": rec.early_consensus, "route": None}
+    route = rec.route if rec is not None else None
+    return {"aggregation": None, "scores": None, "tie": None, "early consensus": None, "route": route}
+
+
+def _vote(row: ResultRow) -> str:
     parts = ["<h4>Outcome</h4>"]
-    votes = rec.get("votes_by_turn")
-    if isinstance(votes, Mapping) and votes:
-        width = max(len(items(votes, agent)) for agent in votes)
+    votes = votes_by_turn(row)
+    if votes:
+        width = max(len(turns) for turns in votes.values())
         header = ["Agent", "After round 2", *(f"Turn {i}" for i in range(1, width))]
-        parts.append(_table(header, [[agent, *items(votes, agent)] for agent in votes]))
+        parts.append(_table(header, [[agent, *turns] for agent, turns in votes.items()]))
     facts = {
-        "aggregation": rec.get("aggregation"),
-        "scores": _scores(rec.get("scores")),
-        "tie": _tie(rec.get("tie")),
-        "early consensus": rec.get("early_consensus"),
-        "route": rec.get("route"),
-        "prediction": row.get("prediction"),
-        "gold": row.get("gold"),
-        "confidence": row.get("confidence"),
-        "LM calls": row.get("calls"),
-        "tokens": (row.get("prompt_tokens") or 0) + (row.get("completion_tokens") or 0) or None,
-        "seconds": row.get("latency_s"),
+        **_outcome(team_record(row)),
+        "prediction": row.prediction,
+        "gold": row.gold,
+        "confidence": row.confidence,
+        "LM calls": row.calls,
+        "tokens": (row.prompt_tokens or 0) + (row.completion_tokens or 0) or None,
+        "seconds": row.latency_s,
     }
     shown = [[k, fmt(v)] for k, v in facts.items() if v is not None]
     parts.append(_table(["", ""], shown).replace("<table>", '<table class="facts">', 1))
-    if row.get("error"):
-        parts.append(f'<p class="error"><b>Failed:</b> {_e(row.get("error"))}</p>')
-    if row.get("rationale"):
-        parts.append(f'<h4>Rationale</h4><div class="text">{_e(row.get("rationale"))}</div>')
+    if row.error:
+        parts.append(f'<p class="error"><b>Failed:</b> {_e(row.error)}</p>')
+    if row.rationale:
+        parts.append(f'<h4>Rationale</h4><div class="text">{_e(row.rationale)}</div>')
     return "".join(parts)
 
 
-def _options(row: Row) -> str:
-    options = row.get("options")
-    if not isinstance(options, Mapping) or not options:
+def _options(row: ResultRow) -> str:
+    if not row.options:
         return ""
-    gold, predicted = row.get("gold"), row.get("prediction")
-    classes = ["gold" if k == gold else "picked-wrong" if k == predicted else "" for k in options]
-    marks = [("gold" if k == gold else "") + (" · predicted" if k == predicted else "") for k in options]
-    body = [[k, v, m.strip(" ·")] for (k, v), m in zip(options.items(), marks, strict=True)]
+    gold, predicted = row.gold, row.prediction
+    classes = ["gold" if k == gold else "picked-wrong" if k == predicted else "" for k in row.options]
+    marks = [("gold" if k == gold else "") + (" · predicted" if k == predicted else "") for k in row.options]
+    body = [[k, v, m.strip(" ·")] for (k, v), m in zip(row.options.items(), marks, strict=True)]
     return _table(["", "Option", ""], body, row_class=classes)
 
 
-def _stem(row: Row) -> str:
-    stem = row.get("question")
-    context = row.get("context")
+def _stem(row: ResultRow) -> str:
     parts = []
-    if context:
-        parts.append(f'<div class="context">{_e(context)}</div>')
-    if stem:
-        parts.append(f'<div class="stem">{_e(stem)}</div>')
+    if row.context:
+        parts.append(f'<div class="context">{_e(row.context)}</div>')
+    if row.question:
+        parts.append(f'<div class="stem">{_e(row.question)}</div>')
     else:
         parts.append('<p class="run">(this run did not record the question text; rerun it to see it here)</p>')
     return "".join(parts)
@@ -322,33 +336,33 @@ def anchor_id(run_index: int, question_id: Any) -> str:
     return f"r{run_index}-{slug}"
 
 
-def _question(row: Row, *, run_index: int, run_title: str) -> str:
+def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
     state = status_of(row)
-    anchor = anchor_id(run_index, row.get("id"))
-    stem = str(row.get("question") or "")
+    anchor = anchor_id(run_index, row.id)
+    stem = str(row.question or "")
     short = stem if len(stem) <= 140 else stem[:137] + "…"
-    confidence = f", confidence {fmt(row['confidence'])}" if row.get("confidence") not in (None, "") else ""
-    pick = f"predicted {fmt(row.get('prediction')) or '—'} · gold {fmt(row.get('gold')) or '—'}{confidence}"
+    confidence = f", confidence {fmt(row.confidence)}" if row.confidence not in (None, "") else ""
+    pick = f"predicted {fmt(row.prediction) or '—'} · gold {fmt(row.gold) or '—'}{confidence}"
     if state == "failed":
-        error = str(row.get("error") or "no answer")
-        pick = f"gold {fmt(row.get('gold')) or '—'} · {error if len(error) <= 60 else error[:57] + '…'}"
-    summary = (f'<span class="badge b-{state}">{state}</span> <b>{_e(row.get("id"))}</b>'
+        error = str(row.error or "no answer")
+        pick = f"gold {fmt(row.gold) or '—'} · {error if len(error) <= 60 else error[:57] + '…'}"
+    summary = (f'<span class="badge b-{state}">{state}</span> <b>{_e(row.id)}</b>'
                f'<span class="run">{_e(run_title)}</span><span class="stem-short">{_e(short)}</span>'
                f'<span class="pick">{_e(pick)}</span>'
                f'<a class="anchor" href="#{anchor}" title="link to this question">#</a>')
     body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + _transcript(row)
-    system = _e(row.get("system") or "")
+    system = _e(row.system or "")
     return (f'<article class="q" id="{anchor}" data-status="{state}" data-run="{run_index}" data-system="{system}">'
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
 
 
-def _overview(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
+def _overview(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
     body = []
     for i, (title, rows) in enumerate(runs):
         states = [status_of(r) for r in rows]
         n = len(rows)
         accuracy = f"{100 * states.count('correct') / n:.1f}%" if n else "–"
-        systems = ", ".join(dict.fromkeys(str(r.get("system") or "") for r in rows)) or "–"
+        systems = ", ".join(dict.fromkeys(str(r.system or "") for r in rows)) or "–"
         body.append(f'<tr><td><a href="#run{i}">{_e(title)}</a></td><td>{_e(systems)}</td><td class="n">{n}</td>'
                     f'<td class="n">{states.count("correct")}</td><td class="n">{states.count("wrong")}</td>'
                     f'<td class="n">{states.count("failed")}</td><td class="n">{accuracy}</td></tr>')
@@ -357,12 +371,12 @@ def _overview(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
     return f'<table class="runs"><tr>{header}</tr>{"".join(body)}</table>'
 
 
-def _toolbar(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
+def _toolbar(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
     statuses = "".join(
         f'<label><input type="radio" name="status" value="{v}"{" checked" if v == "all" else ""}><span>{t}</span>'
         f"</label>" for v, t in (("all", "All"), ("correct", "Correct"), ("wrong", "Wrong"), ("failed", "Failed"))
     )
-    systems = sorted({str(r.get("system")) for _, rows in runs for r in rows if r.get("system")})
+    systems = sorted({str(r.system) for _, rows in runs for r in rows if r.system})
     run_options = "".join(f'<option value="{i}">{_e(title)}</option>' for i, (title, _) in enumerate(runs))
     system_options = "".join(f'<option value="{_e(s)}">system: {_e(s)}</option>' for s in systems)
     return (f'<div class="toolbar"><span class="seg">{statuses}</span>'
@@ -373,13 +387,15 @@ def _toolbar(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
             f'<button id="collapse" type="button">Collapse all</button><span id="count"></span></div>')
 
 
-def transcripts_html(runs: Sequence[tuple[str, Sequence[Row]]]) -> str:
-    """The page: a filter bar, an overview of the runs, one collapsible block per question."""
+def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
+    """The page: a filter bar, an overview of the runs, one collapsible block per question.
+    Rows are `ResultRow` values or their stored (dict) form, typed here once."""
+    runs = [(title, typed_rows(rows)) for title, rows in runs]
     sections = []
     for i, (title, rows) in enumerate(runs):
         correct = sum(map(is_correct, rows))
         header = f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct</p>'
-        ordered = sorted(rows, key=lambda r: _natural(str(r.get("id"))))  # the same order in every run
+        ordered = sorted(rows, key=lambda r: _natural(r.id))  # the same order in every run
         blocks = "".join(_question(row, run_index=i, run_title=title) for row in ordered)
         sections.append(f'<section class="runsec">{header}{blocks}</section>')
     return (

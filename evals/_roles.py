@@ -6,18 +6,19 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from itertools import pairwise
 
-from teammed.evals._rows import Row, agent_roles, items, record, row_roles
+from teammed.evals._rows import agent_roles, row_roles, votes_by_turn
+from teammed.records import ResultRow
 
 __all__ = ["roles_recruited", "decisiveness"]
 
 
-def roles_recruited(rows: Iterable[Row]) -> dict[str, int]:
+def roles_recruited(rows: Iterable[ResultRow]) -> dict[str, int]:
     """Role -> number of (question, agent) recruitments, most frequent first."""
     counts: Counter[str] = Counter(role for row in rows for role in row_roles(row))
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def _team(row: Row, votes: Mapping[str, object]) -> dict[str, str]:
+def _team(row: ResultRow, votes: Mapping[str, object]) -> dict[str, str]:
     """Agent id -> role: the record's agents, else the row's roles zipped with the voters in order."""
     roles = agent_roles(row)
     if roles:
@@ -32,7 +33,7 @@ def _pivoted(votes: list[object], final: object) -> bool:
     return final is not None and any(prev != cur and cur == final for prev, cur in pairwise(cast))
 
 
-def decisiveness(rows: Iterable[Row], *, min_appearances: int = 1) -> dict[str, dict[str, float]]:
+def decisiveness(rows: Iterable[ResultRow], *, min_appearances: int = 1) -> dict[str, dict[str, float]]:
     """Decisiveness score per role (Lee, Wang & Yang's SOAP-notes MAS, eq. 1).
 
     A pivotal change is an agent changing its vote between consecutive entries of
@@ -45,12 +46,12 @@ def decisiveness(rows: Iterable[Row], *, min_appearances: int = 1) -> dict[str, 
     pivots: Counter[str] = Counter()
     appearances: Counter[str] = Counter()
     for row in rows:
-        votes = record(row).get("votes_by_turn")
-        if not isinstance(votes, Mapping):
+        votes = votes_by_turn(row)
+        if votes is None:
             continue
         for agent, role in _team(row, votes).items():
             appearances[role] += 1
-            pivots[role] += _pivoted(items(votes, agent), row.get("prediction"))
+            pivots[role] += _pivoted(list(votes.get(agent, ())), row.prediction)
     scores = {
         role: {"pivotal": pivots[role], "appearances": n, "score": pivots[role] / n}
         for role, n in appearances.items()

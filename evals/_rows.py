@@ -1,72 +1,168 @@
-"""Accessors over result rows: the typed `ResultRow` and its `Deliberation` where a row has one,
-tolerant readers over stored dicts elsewhere (missing keys and nulls read as "no data")."""
+"""Readers over typed result rows: the `ResultRow`, its `Deliberation` or `PeerRecord`, its transcript.
+
+Every metric, table and page reads rows through these; none probes a stored dict. A stored row
+(a ``results.jsonl`` line, or the dict form the runner once passed) becomes a `ResultRow` once, at
+the public edge, with `typed` (which upgrades rows written before schema versions).
+
+A row's record is read as:
+
+1. a `Deliberation` (a teamwork row). A record written before the Deliberation kept its
+   ``answer`` (record version 1, same keys otherwise) is read with the row's prediction as its answer;
+2. else a `PeerRecord`: the keys peer systems share (team, first choices, votes by turn, route,
+   experts, rounds). A teamwork record of an older shape that is not a valid Deliberation is read
+   this way too, so it still counts for agreement, roles and decisiveness but not for the metrics
+   of teamwork behaviours (shared mental model, trust history, challenges, ties);
+3. else nothing (no record, or one neither reader accepts): the row contributes nothing.
+"""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import ValidationError
 
-from teammed.records import ResultRow, load_row
+from teammed.programs.record import Assessment, FinalVote
+from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row, read_record
 
 if TYPE_CHECKING:
     from teammed.programs.record import Deliberation
 
-Row = Mapping[str, Any]
+__all__ = [
+    "AnyRow",
+    "typed",
+    "typed_rows",
+    "deliberation",
+    "peer_record",
+    "team_record",
+    "events",
+    "is_labeled",
+    "is_correct",
+    "first_choice",
+    "r2_choices",
+    "final_choices",
+    "votes_by_turn",
+    "agent_roles",
+    "row_roles",
+    "number",
+    "mean",
+    "ratio",
+]
 
 
-def typed(row: ResultRow | Row) -> ResultRow:
+AnyRow: TypeAlias = ResultRow | Mapping[str, Any]
+"""A typed row, or its stored (dict) form: what the public edges (`summarize`, the paired tests) accept."""
+
+
+def typed(row: AnyRow) -> ResultRow:
     """A row as the typed `ResultRow` (a stored dict is validated and upgraded by `load_row`)."""
     return row if isinstance(row, ResultRow) else load_row(dict(row))
 
 
-def deliberation(row: ResultRow | Row) -> Deliberation | None:
+def typed_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
+    """`typed` over rows: what a public function accepting stored dicts calls once, at its entry."""
+    return [typed(row) for row in rows]
+
+
+def deliberation(row: ResultRow) -> Deliberation | None:
     """The typed record of a teamwork row; None for a failed row, a peer system's record or a
-    record of an older shape (its readers then fall back to the stored dict)."""
-    from teammed.programs.record import Deliberation
-
-    value = row.record if isinstance(row, ResultRow) else row.get("record")
-    if not isinstance(value, Mapping) or "answer" not in value or "agents" not in value:
-        return None
-    try:
-        return Deliberation.model_validate(value)
-    except ValidationError:
-        return None
+    record of an older shape that does not validate (see the module docstring)."""
+    found = team_record(row)
+    return None if found is None or isinstance(found, PeerRecord) else found
 
 
-def record(row: Row) -> Mapping[str, Any]:
-    """The teamwork record of a row, or an empty mapping for systems that keep none."""
-    value = row.get("record")
-    return value if isinstance(value, Mapping) else {}
+def peer_record(row: ResultRow) -> PeerRecord | None:
+    """A non-empty record that is not a `Deliberation`, read for the keys peer systems share."""
+    found = team_record(row)
+    return found if isinstance(found, PeerRecord) else None
 
 
-def items(mapping: Mapping[str, Any], key: str) -> list[Any]:
-    """``mapping[key]`` as a list; missing or null reads as empty."""
-    value = mapping.get(key)
-    return list(value) if isinstance(value, list | tuple) else []
+# Every metric reads the record of every row, so a row's record is typed once and remembered for as
+# long as the row lives (rows are unhashable: remembered by identity, forgotten when the row is
+# collected; a record replaced on the row is read again).
+_READ: dict[int, tuple[Mapping[str, Any], str | None, Deliberation | PeerRecord | None]] = {}
 
 
-def is_labeled(row: Row) -> bool:
-    """A row with a gold answer. Unlabeled rows (``labeled`` false, or a null ``gold``) are answered
-    but left out of accuracy, calibration and paired tests."""
-    if "labeled" in row:
-        return bool(row["labeled"])
-    return not ("gold" in row and row["gold"] is None)
+def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
+    """The row's `Deliberation`, else its `PeerRecord`, else None (see the module docstring)."""
+    key = id(row)
+    remembered = _READ.get(key)
+    if remembered is not None and remembered[0] is row.record and remembered[1] == row.prediction:
+        return remembered[2]
+    found = read_record(row.record, answer=row.prediction)
+    if remembered is None:
+        weakref.finalize(row, _READ.pop, key, None)
+    _READ[key] = (row.record, row.prediction, found)
+    return found
 
 
-def is_correct(row: Row) -> bool:
+def events(row: ResultRow) -> list[TranscriptEvent]:
+    """The row's transcript as typed events (entries that are not events are left out)."""
+    out = []
+    for entry in row.transcript:
+        try:
+            out.append(TranscriptEvent.model_validate(entry))
+        except ValidationError:
+            continue
+    return out
+
+
+def is_labeled(row: ResultRow) -> bool:
+    """A row with a gold answer. Unlabeled rows are answered but left out of accuracy, calibration
+    and paired tests."""
+    return row.labeled
+
+
+def is_correct(row: ResultRow) -> bool:
     """Correct and not failed: a failed question never counts as correct."""
-    return bool(row.get("correct")) and not row.get("failed")
+    return bool(row.correct) and not row.failed
 
 
-def first_choice(entry: Mapping[str, Any]) -> str | None:
-    """An agent's first choice: its ``first`` field, else the head of its ranking."""
-    first = entry.get("first")
-    if first:
-        return str(first)
-    ranking = entry.get("ranking") or []
-    return str(ranking[0]) if ranking else None
+def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
+    """A vote's first choice: its ``first``, else the head of its ranking (None when it has neither)."""
+    if isinstance(vote, PeerVote):
+        return vote.choice
+    first = vote.first if isinstance(vote, FinalVote) else None  # an Assessment's `first` is its ranking's head
+    return first or (vote.ranking[0] if vote.ranking else None)
+
+
+def r2_choices(row: ResultRow) -> list[str]:
+    """Each agent's independent (round-2) first choice, where recorded."""
+    found = team_record(row)
+    votes: list[Assessment] | list[PeerVote] = found.r2 if found is not None else []
+    return [choice for vote in votes if (choice := first_choice(vote))]
+
+
+def final_choices(row: ResultRow) -> list[str]:
+    """Each agent's final first choice, where recorded."""
+    found = team_record(row)
+    votes: list[FinalVote] | list[PeerVote] = found.final if found is not None else []
+    return [choice for vote in votes if (choice := first_choice(vote))]
+
+
+def votes_by_turn(row: ResultRow) -> Mapping[str, list[str | None]] | None:
+    """Agent -> its choice after round 2 and after each discussion turn; None when not recorded."""
+    found = team_record(row)
+    if found is None:
+        return None
+    if isinstance(found, PeerRecord):
+        return found.votes_by_turn
+    return {agent: list(votes) for agent, votes in found.votes_by_turn.items()}
+
+
+def agent_roles(row: ResultRow) -> dict[str, str]:
+    """Agent id -> role, from the record's agents (the authoritative team list)."""
+    found = team_record(row)
+    if found is None:
+        return {}
+    return {str(agent.id): str(agent.role or "unknown") for agent in found.agents if agent.id}
+
+
+def row_roles(row: ResultRow) -> list[str]:
+    """The roles a row's team recruited: the row's ``roles``, else the record's agents."""
+    roles = [str(r) for r in row.roles if r]
+    return roles or list(agent_roles(row).values())
 
 
 def number(value: Any) -> float | None:
@@ -83,21 +179,3 @@ def mean(values: Iterable[float]) -> float | None:
 
 def ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
-
-
-def agent_roles(row: Row) -> dict[str, str]:
-    """Agent id -> role, from the record's agents (the authoritative team list)."""
-    typed_record = deliberation(row)
-    if typed_record is not None:
-        return {agent.id: agent.role or "unknown" for agent in typed_record.agents if agent.id}
-    roles: dict[str, str] = {}
-    for agent in items(record(row), "agents"):
-        if isinstance(agent, Mapping) and agent.get("id"):
-            roles[str(agent["id"])] = str(agent.get("role") or "unknown")
-    return roles
-
-
-def row_roles(row: Row) -> list[str]:
-    """The roles a row's team recruited: the row's ``roles``, else the record's agents."""
-    roles = [str(r) for r in items(row, "roles") if r]
-    return roles or list(agent_roles(row).values())

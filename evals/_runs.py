@@ -19,10 +19,10 @@ _SAMPLE_FIELDS = {"seed", "question_ids", "program"}
 
 @dataclass(frozen=True)
 class Run:
-    """One run directory: its rows and the identity fields report grouping uses."""
+    """One run directory: its typed rows and the identity fields report grouping uses."""
 
     path: Path
-    rows: list[dict[str, Any]]  # the stored form of ``results``, for consumers not yet typed
+    rows: tuple[ResultRow, ...]  # the typed, versioned rows (`teammed.records.ResultRow`)
     summary: dict[str, Any]
     dataset: str
     config: str
@@ -31,7 +31,6 @@ class Run:
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
-    results: tuple[ResultRow, ...] = ()  # the typed, versioned rows (`teammed.records.ResultRow`)
 
     def variant(self) -> dict[str, Any]:
         """What must be equal for two runs to be seeds of one system: the identity without the
@@ -62,7 +61,7 @@ class Group:
     runs: tuple[Run, ...]
 
     @property
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[ResultRow]:
         return [row for run in self.runs for row in run.rows]
 
 
@@ -119,8 +118,7 @@ def load_run(run_dir: Path) -> Run:
     identity = _identity(manifest, run_dir)
     return Run(
         path=run_dir,
-        rows=[row.model_dump(mode="json", exclude_unset=True) for row in typed],
-        results=tuple(typed),
+        rows=tuple(typed),
         summary=summary,
         dataset=str(_field(summary, typed, "dataset") or "unknown"),
         config=config_name(_field(summary, typed, "label"), system),

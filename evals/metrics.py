@@ -1,7 +1,10 @@
-"""Metrics over result rows (plain dicts), and `summarize`, which gathers every applicable one.
+"""Metrics over typed result rows (`teammed.records.ResultRow`), and `summarize`, which gathers
+every applicable one.
 
-Every function is pure and tolerant: rows from systems that keep no teamwork record, or
-that lack a key, simply contribute nothing to the metrics that need it.
+Every function is pure and reads the typed row and its record (`Deliberation` or `PeerRecord`,
+see `teammed.evals._rows`): rows from systems that keep no teamwork record, or whose optional
+fields are null, simply contribute nothing to the metrics that need them. `summarize` also
+accepts rows in their stored (dict) form and types them once, at its entry.
 """
 
 from __future__ import annotations
@@ -15,7 +18,17 @@ from teammed.evals._agreement import final_convergence, r2_disagreement_rate
 from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
 from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
 from teammed.evals._roles import decisiveness, roles_recruited
-from teammed.evals._rows import Row, is_correct, is_labeled, items, mean, number, ratio, record
+from teammed.evals._rows import (
+    AnyRow,
+    deliberation,
+    is_correct,
+    is_labeled,
+    mean,
+    number,
+    peer_record,
+    ratio,
+    typed_rows,
+)
 from teammed.evals._teamwork import (
     final_trust,
     leadership_interventions,
@@ -24,6 +37,7 @@ from teammed.evals._teamwork import (
     trust_by_stage,
     trust_divergence,
 )
+from teammed.records import ResultRow
 
 __all__ = [
     "DEFAULT_CONFIDENCE_MAP",
@@ -60,26 +74,26 @@ CONSTANT_SHARE = 0.9
 CONSTANT_MIN_N = 10
 
 
-def accuracy(rows: Iterable[Row]) -> float | None:
+def accuracy(rows: Iterable[ResultRow]) -> float | None:
     """Share of labeled questions answered correctly; failed questions stay in the denominator,
     unlabeled ones (no gold) are left out (None when no row is labeled)."""
     rows = [row for row in rows if is_labeled(row)]
     return sum(map(is_correct, rows)) / len(rows) if rows else None
 
 
-def majority_baseline(rows: Iterable[Row]) -> dict[str, Any] | None:
+def majority_baseline(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
     """The accuracy of always answering the most common gold letter, over labeled rows."""
-    golds = [str(row["gold"]) for row in rows if is_labeled(row) and row.get("gold") is not None]
+    golds = [str(row.gold) for row in rows if is_labeled(row) and row.gold is not None]
     if not golds:
         return None
     letter, count = Counter(golds).most_common(1)[0]
     return {"letter": letter, "accuracy": count / len(golds)}
 
 
-def answer_spread(rows: Iterable[Row]) -> dict[str, Any] | None:
+def answer_spread(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
     """The most common predicted letter among answered (not failed) rows and its share;
     ``constant`` when the share is at least `CONSTANT_SHARE` over at least `CONSTANT_MIN_N` answers."""
-    answers = [str(p) for row in rows if (p := row.get("prediction")) is not None and not row.get("failed")]
+    answers = [str(p) for row in rows if (p := row.prediction) is not None and not row.failed]
     if not answers:
         return None
     letter, count = Counter(answers).most_common(1)[0]
@@ -88,11 +102,12 @@ def answer_spread(rows: Iterable[Row]) -> dict[str, Any] | None:
             "constant": len(answers) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
 
 
-def _column(rows: list[Row], key: str) -> list[float]:
-    return [v for row in rows if (v := number(row.get(key))) is not None]
+def _column(rows: list[ResultRow], field: str) -> list[float]:
+    """The finite values of a numeric field (null ``spent_*`` or ``n_agents`` count as absent)."""
+    return [v for row in rows if (v := number(getattr(row, field))) is not None]
 
 
-def efficiency(rows: Iterable[Row]) -> dict[str, float]:
+def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
     """Per-question means of the usage counters present, plus pooled rates.
 
     ``total_tokens`` is prompt + completion over rows that report both;
@@ -103,16 +118,16 @@ def efficiency(rows: Iterable[Row]) -> dict[str, float]:
     totals = [
         p + c
         for row in rows
-        if (p := number(row.get("prompt_tokens"))) is not None
-        and (c := number(row.get("completion_tokens"))) is not None
+        if (p := number(row.prompt_tokens)) is not None
+        and (c := number(row.completion_tokens)) is not None
     ]
     if totals:
         out["total_tokens"] = sum(totals) / len(totals)
-    for key, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
+    for field, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
         pairs = [
             (v, c)
             for row in rows
-            if (v := number(row.get(key))) is not None and (c := number(row.get("calls")))
+            if (v := number(getattr(row, field))) is not None and (c := number(row.calls))
         ]
         rate = ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))
         if rate is not None:
@@ -120,28 +135,27 @@ def efficiency(rows: Iterable[Row]) -> dict[str, float]:
     return out
 
 
-def peer_structure(rows: Iterable[Row]) -> dict[str, Any]:
+def peer_structure(rows: Iterable[ResultRow]) -> dict[str, Any]:
     """Structure of peer systems where recorded: routes taken (MDAgents), experts per question,
     rounds and reassignments (KAMAC and consultation), as shares and means."""
-    records = [record(row) for row in rows]
+    records = [found for row in rows if (found := peer_record(row)) is not None]
     out: dict[str, Any] = {}
-    routes = Counter(str(r["route"]) for r in records if r.get("route"))
+    routes = Counter(r.route for r in records if r.route)
     if routes:
         total = sum(routes.values())
         out["routes"] = {route: n / total for route, n in sorted(routes.items())}
-    experts = [len(items(r, "experts")) for r in records if isinstance(r.get("experts"), list)]
+    experts = [len(r.experts) for r in records if r.experts is not None]
     if experts:
         out["experts_per_question"] = sum(experts) / len(experts)
-    for key in ("rounds", "reassignments"):
-        values = [v for r in records if (v := number(r.get(key))) is not None]
+    for name, raw in (("rounds", [r.rounds for r in records]), ("reassignments", [r.reassignments for r in records])):
+        values = [v for value in raw if (v := number(value)) is not None]
         if values:
-            out[key] = sum(values) / len(values)
+            out[name] = sum(values) / len(values)
     return out
 
 
-def _teamwork(rows: list[Row], *, min_role_appearances: int) -> dict[str, Any]:
-    records = [record(row) for row in rows]
-    early = [bool(r["early_consensus"]) for r in records if r.get("early_consensus") is not None]
+def _teamwork(rows: list[ResultRow], *, min_role_appearances: int) -> dict[str, Any]:
+    records = [found for row in rows if (found := deliberation(row)) is not None]
     return {
         "agents_per_question": mean(_column(rows, "n_agents")),
         "smm_facts_per_question": smm_facts_per_question(rows),
@@ -149,45 +163,46 @@ def _teamwork(rows: list[Row], *, min_role_appearances: int) -> dict[str, Any]:
         "trust_by_stage": trust_by_stage(rows),
         "mutual_monitoring": mutual_monitoring_impact(rows),
         "leadership": leadership_interventions(rows),
-        "early_consensus_rate": mean(map(float, early)),
-        "ranking_repairs": mean(v for r in records if (v := number(r.get("ranking_repairs"))) is not None),
+        "early_consensus_rate": mean(float(r.early_consensus) for r in records),
+        "ranking_repairs": mean(float(r.ranking_repairs) for r in records),
         "roles_recruited": roles_recruited(rows),
         "decisiveness": decisiveness(rows, min_appearances=min_role_appearances),
     }
 
 
 def summarize(
-    rows: Iterable[Row],
+    rows: Iterable[AnyRow],
     *,
     confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP,
     min_role_appearances: int = 1,
 ) -> dict[str, Any]:
     """Every applicable metric of a run (or any set of rows) as JSON-ready, rounded values.
 
-    Sections with no data (e.g. ``teamwork`` for a zero-shot run, ``binary`` for a
-    four-option data set) are left out; see the individual functions for definitions.
+    ``rows`` are `ResultRow` values or their stored (dict) form, typed here once. Sections with
+    no data (e.g. ``teamwork`` for a zero-shot run, ``binary`` for a four-option data set) are
+    left out; see the individual functions for definitions.
     """
-    rows = list(rows)
+    typed = typed_rows(rows)
     summary: dict[str, Any] = {
-        "n": len(rows),
-        "n_failed": sum(bool(row.get("failed")) for row in rows),
-        "n_unlabeled": sum(not is_labeled(row) for row in rows),
-        "accuracy": accuracy(rows),
-        "majority_baseline": majority_baseline(rows),
-        "answer_spread": answer_spread(rows),
+        "n": len(typed),
+        "n_failed": sum(row.failed for row in typed),
+        "n_unlabeled": sum(not is_labeled(row) for row in typed),
+        "accuracy": accuracy(typed),
+        "majority_baseline": majority_baseline(typed),
+        "answer_spread": answer_spread(typed),
         "agreement": {
-            "r2_disagreement_rate": r2_disagreement_rate(rows),
-            "final_convergence": final_convergence(rows),
+            "r2_disagreement_rate": r2_disagreement_rate(typed),
+            "final_convergence": final_convergence(typed),
         },
         "calibration": {
-            "by_confidence": accuracy_by_confidence(rows, confidence_map=confidence_map),
-            "ece": ece(rows, confidence_map=confidence_map),
-            "brier": brier(rows, confidence_map=confidence_map),
+            "by_confidence": accuracy_by_confidence(typed, confidence_map=confidence_map),
+            "ece": ece(typed, confidence_map=confidence_map),
+            "brier": brier(typed, confidence_map=confidence_map),
         },
-        "teamwork": _teamwork(rows, min_role_appearances=min_role_appearances),
-        "efficiency": efficiency(rows),
-        "binary": binary_metrics(rows),
-        "peers": peer_structure(rows),
+        "teamwork": _teamwork(typed, min_role_appearances=min_role_appearances),
+        "efficiency": efficiency(typed),
+        "binary": binary_metrics(typed),
+        "peers": peer_structure(typed),
     }
     if summary["calibration"]["ece"] is not None:
         summary["calibration"]["confidence_map"] = dict(confidence_map)

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from teammed.evals._rows import Row, is_correct, is_labeled
+from teammed.evals._rows import AnyRow, is_correct, is_labeled, typed_rows
 
 __all__ = [
     "MeanSE",
@@ -61,12 +61,13 @@ def mcnemar(b: int, c: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
-def _by_key(rows: Iterable[Row]) -> dict[tuple[str, str], bool]:
-    return {(str(row.get("seed")), str(row.get("id"))): is_correct(row) for row in rows if is_labeled(row)}
+def _by_key(rows: Iterable[AnyRow]) -> dict[tuple[str, str], bool]:
+    return {(str(row.seed), row.id): is_correct(row) for row in typed_rows(rows) if is_labeled(row)}
 
 
-def match_pairs(rows: Iterable[Row], baseline_rows: Iterable[Row]) -> list[tuple[bool, bool]]:
-    """(config correct, baseline correct) for each ``(seed, id)`` both answered, in key order."""
+def match_pairs(rows: Iterable[AnyRow], baseline_rows: Iterable[AnyRow]) -> list[tuple[bool, bool]]:
+    """(config correct, baseline correct) for each ``(seed, id)`` both answered, in key order.
+    Rows are `ResultRow` values or their stored (dict) form."""
     ours, theirs = _by_key(rows), _by_key(baseline_rows)
     shared = sorted(ours.keys() & theirs.keys())
     if len(shared) < max(len(ours), len(theirs)):
@@ -82,8 +83,8 @@ def discordant(pairs: Sequence[tuple[bool, bool]]) -> tuple[int, int]:
 
 
 def paired_bootstrap(
-    rows: Iterable[Row],
-    baseline_rows: Iterable[Row],
+    rows: Iterable[AnyRow],
+    baseline_rows: Iterable[AnyRow],
     *,
     n_resamples: int = 2000,
     seed: int = 0,
@@ -116,7 +117,7 @@ def paired_bootstrap(
 
 
 def paired_comparison(
-    rows: Iterable[Row], baseline_rows: Iterable[Row], *, n_resamples: int = 2000, seed: int = 0
+    rows: Iterable[AnyRow], baseline_rows: Iterable[AnyRow], *, n_resamples: int = 2000, seed: int = 0
 ) -> dict[str, Any] | None:
     """Accuracy difference, McNemar's b, c and p, and the bootstrap CI, over matched pairs."""
     rows, baseline_rows = list(rows), list(baseline_rows)

@@ -1,19 +1,25 @@
-"""Where a deliberation went wrong, read from its record (pure functions over plain data).
+"""Where a deliberation went wrong, read from its typed record (pure functions).
 
-Each ``*_notes`` function speaks about one part of the deliberation only, so feedback for
-one behaviour never mixes in another's: R2 assessments, discussion dynamics, challenges,
-the tie-break, trust, or just the outcome.
+The record is the teamwork program's `Deliberation`, or a peer system's `PeerRecord` (which
+has round-2 and final choices and votes by turn, but no tie-break, challenges, trust or
+leader's review: those parts then read as "did not happen"). Each ``*_notes`` function
+speaks about one part of the deliberation only, so feedback for one behaviour never mixes
+in another's: R2 assessments, discussion dynamics, challenges, the tie-break, trust, or
+just the outcome.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypeAlias
+
+from teammed.programs.record import Challenge, Deliberation, LeaderOverride, TieBreak
+from teammed.records import PeerRecord
 
 __all__ = ["scope_of", "diagnose", "SCOPES"]
 
-Record = Mapping[str, Any]
+Record: TypeAlias = Deliberation | PeerRecord
 
 SCOPES = ("all", "r2", "discussion", "challenges", "tie", "trust", "override", "outcome")
 
@@ -39,12 +45,44 @@ def scope_of(pred_name: str | None) -> str:
     return "outcome"  # recruitment, facts, report, closed loop: they shape context, judged by the outcome
 
 
-def _r2_firsts(record: Record) -> dict[str, str]:
-    return {a["agent"]: a.get("first") or (a.get("ranking") or ["?"])[0] for a in record.get("r2") or []}
+def _r2_firsts(record: Record | None) -> dict[str, str]:
+    if record is None:
+        return {}
+    if isinstance(record, PeerRecord):
+        return {str(v.agent): v.choice or "?" for v in record.r2}
+    return {a.agent: a.ranking[0] if a.ranking else "?" for a in record.r2}
 
 
-def _final_firsts(record: Record) -> dict[str, str]:
-    return {f["agent"]: f.get("first") or (f.get("ranking") or ["?"])[0] for f in record.get("final") or []}
+def _final_firsts(record: Record | None) -> dict[str, str]:
+    if record is None:
+        return {}
+    if isinstance(record, PeerRecord):
+        return {str(v.agent): v.choice or "?" for v in record.final}
+    return {v.agent: v.first or (v.ranking[0] if v.ranking else "?") for v in record.final}
+
+
+def _votes(record: Record) -> Mapping[str, Sequence[str | None]]:
+    return record.votes_by_turn or {}
+
+
+def _early(record: Record) -> bool:
+    return isinstance(record, Deliberation) and record.early_consensus
+
+
+def _challenges(record: Record) -> list[Challenge]:
+    return record.challenges if isinstance(record, Deliberation) else []
+
+
+def _tie(record: Record) -> TieBreak | None:
+    return record.tie if isinstance(record, Deliberation) else None
+
+
+def _trust(record: Record) -> dict[str, float]:
+    return (record.trust or {}) if isinstance(record, Deliberation) else {}
+
+
+def _review(record: Record) -> LeaderOverride | None:
+    return record.leader_override if isinstance(record, Deliberation) else None
 
 
 def _plurality(choices: Sequence[str]) -> str | None:
@@ -72,7 +110,7 @@ def r2_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    if record.get("early_consensus"):
+    if _early(record):
         verdict = "right" if answer == gold else f"wrong (gold {gold})"
         return [f"the R2 first choices agreed on {answer}, so the discussion was skipped; that was {verdict}"]
     r2_top = _plurality(list(_r2_firsts(record).values()))
@@ -88,7 +126,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
     else:
         notes.append(f"wrong before and after the discussion (R2 majority: {r2_top or 'split'}; "
                      f"final {answer}; gold {gold})")
-    for agent, votes in (record.get("votes_by_turn") or {}).items():
+    for agent, votes in _votes(record).items():
         if len(votes) > 1 and votes[0] == gold and votes[-1] != gold:
             notes.append(f"{agent} moved away from the gold {gold} to {votes[-1]} during the discussion")
         elif len(votes) > 1 and votes[0] != gold and votes[-1] == gold:
@@ -97,13 +135,13 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
 
 
 def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    challenges = record.get("challenges") or []
+    challenges = _challenges(record)
     if not challenges:
         return ["no challenge was raised on this question"]
     notes = []
     for ch in challenges:
-        who, before, after = f"{ch['agent']} (turn {ch['turn']})", ch["choice_before"], ch["choice_after"]
-        verdict = ch.get("verdict", "?")
+        who, before, after = f"{ch.agent} (turn {ch.turn})", ch.choice_before, ch.choice_after
+        verdict = ch.verdict
         if before == gold and after != gold:
             notes.append(f"a challenged agent switched away from the correct answer: {who} moved from "
                          f"the gold {gold} to {after} (verdict {verdict})")
@@ -118,11 +156,11 @@ def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    tie = record.get("tie")
-    if not tie:
+    tie = _tie(record)
+    if tie is None:
         return ["the vote was not tied on this question"]
-    tied, chose = list(tie.get("tied") or []), tie.get("answer")
-    breaker = "the leader" if tie.get("resolved_by") == "leader" else "the tie-break rule"
+    tied, chose = tie.tied, tie.answer
+    breaker = "the leader" if tie.resolved_by == "leader" else "the tie-break rule"
     if gold not in tied:
         return [f"the vote tied between {', '.join(tied)}; the gold {gold} was not among them, so no "
                 f"tie-break could be right"]
@@ -132,7 +170,7 @@ def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    trust = record.get("trust")
+    trust = _trust(record)
     finals = _final_firsts(record)
     if not trust or not finals:
         return ["trust scores were not used on this question"]
@@ -152,14 +190,14 @@ def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     """The leader's correction authority: did its review keep, spoil or fix the team's answer?"""
-    review = record.get("leader_override")
-    if not review:
+    review = _review(record)
+    if review is None:
         return outcome_notes(record, answer, gold)
-    original, new = review.get("original"), review.get("answer")
-    if not review.get("overridden"):
+    original, new = review.original, review.answer
+    if not review.overridden:
         verdict = "right" if original == gold else f"wrong (gold {gold}); a flaw went unnoticed"
         return [f"the leader upheld the team's {original}, which was {verdict}"]
-    flaw = review.get("flaw") or "no flaw stated"
+    flaw = review.flaw or "no flaw stated"
     if new == gold:
         return [f"the leader rightly overrode the team's {original} with the gold {gold} ({flaw})"]
     if original == gold:
@@ -167,7 +205,7 @@ def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     return [f"the leader overrode the team's wrong {original} with {new}, also wrong (gold {gold}; {flaw})"]
 
 
-def outcome_notes(record: Record, answer: str | None, gold: str) -> list[str]:
+def outcome_notes(record: Record | None, answer: str | None, gold: str) -> list[str]:
     r2, final = _r2_firsts(record), _final_firsts(record)
     counts = (f"; gold first for {sum(c == gold for c in r2.values())}/{len(r2)} agents in R2 and "
               f"{sum(c == gold for c in final.values())}/{len(final)} at the end") if r2 else ""
@@ -176,11 +214,11 @@ def outcome_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     return [f"wrong: the team chose {answer} (gold {gold}){counts}"]
 
 
-def _all_notes(record: Record, answer: str | None, gold: str) -> list[str]:
+def _all_notes(record: Record | None, answer: str | None, gold: str) -> list[str]:
     """Every diagnosis that applies, most decisive first; just "correct" when it went right."""
     if answer == gold:
         return ["correct"]
-    if not record:
+    if record is None:
         return [f"wrong: the team chose {answer} (gold {gold}) and left no deliberation record"]
     notes = [n for n in override_notes(record, answer, gold) if "overrode the team's correct" in n]
     notes += [n for n in tie_notes(record, answer, gold) if "wrong way" in n]
@@ -204,10 +242,10 @@ _BY_SCOPE = {
 
 
 def diagnose(record: Record | None, *, answer: str | None, gold: str, scope: str = "all") -> str:
-    """Feedback text for one question: what happened in ``scope`` and how it bore on the gold."""
+    """Feedback text for one question: what happened in ``scope`` and how it bore on the gold
+    (``record`` None: the system left none)."""
     if scope not in _BY_SCOPE:
         raise ValueError(f"unknown feedback scope {scope!r}; use one of {', '.join(SCOPES)}")
-    record = record or {}
-    if scope != "all" and not record:
-        return outcome_notes(record, answer, gold)[0]
+    if record is None:
+        return outcome_notes(None, answer, gold)[0] if scope != "all" else _all_notes(None, answer, gold)[0]
     return "; ".join(_BY_SCOPE[scope](record, answer, gold))

@@ -1,8 +1,9 @@
 """Metrics the optimizers score programs with: plain accuracy, and GEPA's textual feedback.
 
 Both are pure functions of the gold example and the prediction. `deliberation_feedback`
-reads the deliberation record and says where it went wrong; given a predictor's name it
-speaks only about that behaviour's part (the tie-break, round 2, the challenges, ...).
+reads the typed record (`Deliberation`, or a peer system's `PeerRecord`) and says where it
+went wrong; given a predictor's name it speaks only about that behaviour's part (the tie-break,
+round 2, the challenges, ...).
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import dspy
-from pydantic import BaseModel
 
 from teammed.optimizers._diagnosis import diagnose, scope_of
+from teammed.records import read_record
 
 __all__ = ["accuracy_metric", "deliberation_feedback"]
 
@@ -38,8 +39,6 @@ def deliberation_feedback(
     about the tie and ``assessment.assess.predict`` only about round 2.
     """
     answer = getattr(pred, "answer", None)
-    record = getattr(pred, "record", None)
-    if isinstance(record, BaseModel):  # the typed `Deliberation`: read it in its stored form
-        record = record.model_dump(mode="json")
+    record = read_record(getattr(pred, "record", None))  # a Deliberation, a peer system's record, or None
     feedback = diagnose(record, answer=answer, gold=gold.answer, scope=scope_of(pred_name))
     return dspy.Prediction(score=accuracy_metric(gold, pred), feedback=feedback)

@@ -1,9 +1,16 @@
-"""Metrics and statistics of teammed.evals, each checked against a hand-computed example."""
+"""Metrics and statistics of teammed.evals, each checked against a hand-computed example.
+
+The metrics read typed rows (`ResultRow`); `rows` types the stored form the examples are written
+in. Teamwork-behaviour metrics read a real `Deliberation` (`a_deliberation`); agreement, roles and
+decisiveness also read the record keys peer systems share (written here as plain dicts).
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -30,55 +37,72 @@ from teammed.evals.metrics import (
     trust_divergence,
 )
 from teammed.evals.stats import discordant, match_pairs, paired_comparison
+from teammed.programs.record import TieBreak
+from teammed.records import ResultRow
+from tests.typed_fixtures import a_challenge, a_deliberation, a_row
+
+
+def rows(*stored: Mapping[str, Any]) -> list[ResultRow]:
+    """Rows written in their stored form (no ``schema_version``: read as a legacy row is), typed."""
+    return [a_row(**row) for row in stored]
 
 
 def _tw(**record: object) -> dict[str, object]:
-    """A row whose teamwork record holds ``record``."""
+    """A row whose record holds ``record`` (the keys a peer system's record shares)."""
     return {"record": dict(record)}
+
+
+def _dl(**kwargs: Any) -> dict[str, object]:
+    """A row whose record is a real `Deliberation` built by `a_deliberation`."""
+    return {"record": a_deliberation(**kwargs)}
 
 
 # --- accuracy and agreement -------------------------------------------------------------------
 
 
 def test_accuracy_counts_failed_questions_as_wrong() -> None:
-    rows = [
+    table = rows(
         {"correct": True},
         {"correct": True},
         {"correct": False},
         {"correct": True, "failed": True},  # a failed question never counts as correct
-    ]
-    assert accuracy(rows) == 0.5
+    )
+    assert accuracy(table) == 0.5
     assert accuracy([]) is None
 
 
 def test_r2_disagreement_rate() -> None:
-    rows = [
+    table = rows(
         _tw(r2=[{"agent": "a1", "first": "A"}, {"agent": "a2", "first": "A"}, {"agent": "a3", "first": "A"}]),
         _tw(r2=[{"agent": "a1", "first": "A"}, {"agent": "a2", "first": "B"}, {"agent": "a3", "first": "A"}]),
         _tw(r2=[{"agent": "a1", "first": "A"}]),  # one agent cannot disagree: left out
         _tw(r2=[{"agent": "a1", "ranking": ["C", "A"]}, {"agent": "a2", "ranking": ["D", "C"]}]),
         {"record": None},
-    ]
-    assert r2_disagreement_rate(rows) == pytest.approx(2 / 3)
-    assert r2_disagreement_rate([{"prediction": "A"}]) is None
+    )
+    assert r2_disagreement_rate(table) == pytest.approx(2 / 3)
+    assert r2_disagreement_rate(rows({"prediction": "A"})) is None
+    teamwork = rows(_dl(r2=["A", "A"]), _dl(r2=["A", "B", "B"]), _dl(r2=["C"]))
+    assert r2_disagreement_rate(teamwork) == pytest.approx(1 / 2)
 
 
 def test_final_convergence() -> None:
-    rows = [
+    table = rows(
         {"prediction": "A", **_tw(final=[{"first": "A"}, {"first": "A"}, {"first": "B"}])},
         {"prediction": "B", **_tw(final=[{"ranking": ["B", "A"]}, {"first": "B"}])},
         {"prediction": "C"},
-    ]
-    out = final_convergence(rows)
+    )
+    out = final_convergence(table)
     assert out is not None
     assert out["agreement_with_team"] == pytest.approx((2 / 3 + 1) / 2)
     assert out["unanimous_rate"] == 0.5
     assert out["n"] == 2
+    teamwork = final_convergence(rows({"prediction": "A", **_dl(r2=["B", "B", "A"], final=["A", "A", "B"])}))
+    assert teamwork == {"agreement_with_team": pytest.approx(2 / 3), "unanimous_rate": 0.0, "n": 1}
 
 
 # --- calibration ------------------------------------------------------------------------------
 
-CALIBRATION_ROWS = [
+CALIBRATION_ROWS = rows(
     {"confidence": "High", "correct": True},
     {"confidence": "High", "correct": True},
     {"confidence": "High", "correct": False},
@@ -86,7 +110,7 @@ CALIBRATION_ROWS = [
     {"confidence": "Low", "correct": False},
     {"confidence": "Low", "correct": True, "failed": True},
     {"confidence": None, "correct": True},  # no confidence: left out
-]
+)
 
 
 def test_accuracy_by_confidence() -> None:
@@ -103,7 +127,7 @@ def test_ece_by_hand() -> None:
     # with High=1, Medium=0.5, Low=0: 3/6·1/3 + 1/6·0.5 + 0 = 0.25
     strict = {"High": 1.0, "Medium": 0.5, "Low": 0.0}
     assert ece(CALIBRATION_ROWS, confidence_map=strict) == pytest.approx(0.25)
-    assert ece([{"correct": True}]) is None
+    assert ece(rows({"correct": True})) is None
 
 
 def test_brier_by_hand() -> None:
@@ -116,88 +140,88 @@ def test_brier_by_hand() -> None:
 
 
 def test_smm_facts_per_question() -> None:
-    rows = [
-        _tw(smm={"verified_facts": ["f1", "f2", "f3"]}),
-        _tw(smm={"verified_facts": ["f1"]}),
-        _tw(smm={"question_analysis": "no facts"}),  # an SMM with no facts counts as 0
-        _tw(),  # no SMM built: left out
-    ]
-    assert smm_facts_per_question(rows) == pytest.approx(4 / 3)
+    table = rows(
+        _dl(facts=["f1", "f2", "f3"]),
+        _dl(facts=["f1"]),
+        _dl(),  # an SMM with no facts counts as 0
+        _tw(agents=[{"id": "a1", "role": "X"}]),  # no deliberation (a peer system's record): left out
+        {"record": None},
+    )
+    assert smm_facts_per_question(table) == pytest.approx(4 / 3)
 
 
 def test_trust_divergence_uses_final_trust_or_last_history_stage() -> None:
-    rows = [
+    table = rows(
         {"trust": {"a1": 0.8, "a2": 0.6}},  # pstdev 0.1
         {"trust": {"a1": 0.5, "a2": 0.5, "a3": 0.5}},  # 0
-        _tw(trust_history=[{"stage": "initial", "scores": {"a1": 0.5, "a2": 0.5}},
-                           {"stage": "mm_turn_1", "scores": {"a1": 0.9, "a2": 0.5}}]),  # 0.2
+        _dl(trust_history=[("initial", {"a1": 0.5, "a2": 0.5}), ("mm_turn_1", {"a1": 0.9, "a2": 0.5})]),  # 0.2
         {"trust": {"a1": 0.7}},  # one score: left out
         {"trust": {"a1": None, "a2": 0.4}},  # one usable score: left out
-    ]
-    assert trust_divergence(rows) == pytest.approx(0.1)
-    assert trust_divergence([{"trust": None}]) is None
+    )
+    assert trust_divergence(table) == pytest.approx(0.1)
+    assert trust_divergence(rows({"trust": None})) is None
 
 
 def test_trust_by_stage() -> None:
-    rows = [
-        _tw(trust_history=[{"stage": "initial", "scores": {"a1": 0.8, "a2": 0.8}},
-                           {"stage": "post_r2", "scores": {"a1": 0.9, "a2": 0.7}}]),
-        _tw(trust_history=[{"stage": "initial", "scores": {"a1": 0.6}},
-                           {"stage": "mm_turn_1", "scores": {"a1": 0.5}}]),
-    ]
-    out = trust_by_stage(rows)
+    table = rows(
+        _dl(trust_history=[("initial", {"a1": 0.8, "a2": 0.8}), ("post_r2", {"a1": 0.9, "a2": 0.7})]),
+        _dl(trust_history=[("initial", {"a1": 0.6}), ("mm_turn_1", {"a1": 0.5})]),
+        _tw(trust_history=[{"stage": "initial", "scores": {"a1": 0.0}}]),  # not a deliberation: left out
+    )
+    out = trust_by_stage(table)
     assert list(out) == ["initial", "post_r2", "mm_turn_1"]
     assert out == pytest.approx({"initial": 2.2 / 3, "post_r2": 0.8, "mm_turn_1": 0.5})
 
 
 def test_mutual_monitoring_impact() -> None:
-    rows = [
-        {"gold": "A", **_tw(challenges=[
-            {"choice_before": "A", "choice_after": "B", "verdict": "strong"},  # away from gold
-            {"choice_before": "B", "choice_after": "A", "verdict": "weak"},  # toward gold
-            {"choice_before": "B", "choice_after": "C", "verdict": "weak"},  # changed, neither
-            {"choice_before": "A", "choice_after": "A", "verdict": "disputed"},  # unchanged
-            {"choice_before": None, "choice_after": "A"},  # choices not recorded
+    table = rows(
+        {"gold": "A", **_dl(challenges=[
+            a_challenge("agent_1", "A", "B", verdict="strong"),  # away from gold
+            a_challenge("agent_1", "B", "A", verdict="weak"),  # toward gold
+            a_challenge("agent_2", "B", "C", verdict="weak"),  # changed, neither
+            a_challenge("agent_2", "A", "A", verdict="disputed"),  # unchanged
+            a_challenge("agent_1", "C", "C", verdict=""),  # unchanged, no verdict
         ])},
-        {"gold": None, **_tw(challenges=[{"choice_before": "C", "choice_after": "D"}])},  # no gold
-        {"gold": "B", **_tw(challenges=[])},  # monitored, nothing raised
-        {"gold": "B", **_tw()},  # not monitored: left out
-    ]
-    out = mutual_monitoring_impact(rows)
+        {"gold": None, **_dl(challenges=[a_challenge("agent_1", "C", "D")])},  # no gold
+        {"gold": "B", **_dl()},  # deliberated, nothing raised
+        {"gold": "B", **_tw(challenges=[{"choice_before": "A", "choice_after": "B"}])},  # not a deliberation
+    )
+    out = mutual_monitoring_impact(table)
     assert out is not None
     assert out["n"] == 3 and out["challenges"] == 6
     assert out["challenges_per_question"] == pytest.approx(2.0)
     assert out["changed"] == 4
-    assert out["change_rate"] == pytest.approx(4 / 5)
+    assert out["change_rate"] == pytest.approx(4 / 6)
     assert (out["toward_gold"], out["away_from_gold"]) == (1, 1)
     assert out["toward_gold_rate"] == pytest.approx(1 / 3)
     assert out["away_from_gold_rate"] == pytest.approx(1 / 3)
-    assert out["verdicts"] == {"strong": 1, "weak": 2, "disputed": 1}
-    assert mutual_monitoring_impact([{"record": None}]) is None
+    assert out["verdicts"] == {"strong": 1, "weak": 3, "disputed": 1}
+    assert mutual_monitoring_impact(rows({"record": None})) is None
 
 
 def test_leadership_interventions() -> None:
-    rows = [
-        _tw(tie={"tied": ["A", "B"], "resolved_by": "leader", "answer": "A"}),
-        _tw(tie={"tied": ["A", "C"], "resolved_by": "rule", "answer": "A"}),
-        _tw(tie=None),
-        _tw(),  # does not report ties: left out
+    table = rows(
+        _dl(tie=TieBreak(tied=["A", "B"], resolved_by="leader", answer="A", reason="")),
+        _dl(tie=TieBreak(tied=["A", "C"], resolved_by="rule", answer="A", reason="")),
+        _dl(),  # no tie
+        _tw(tie={"resolved_by": "leader"}),  # not a deliberation: left out
         {"record": None},
-    ]
-    out = leadership_interventions(rows)
+    )
+    out = leadership_interventions(table)
     assert out == pytest.approx({"n": 3, "tie_rate": 2 / 3, "leader_rate": 1 / 3})
 
 
 def test_roles_recruited() -> None:
-    rows = [
+    table = rows(
         {"roles": ["Cardiologist", "Nephrologist"]},
         _tw(agents=[{"id": "a1", "role": "Cardiologist"}]),
         {"roles": None},
-    ]
-    assert roles_recruited(rows) == {"Cardiologist": 2, "Nephrologist": 1}
+        _dl(r2=["A"], roles=["Nephrologist"]),
+    )
+    assert roles_recruited(table) == {"Cardiologist": 2, "Nephrologist": 2}
 
 
-DECISIVENESS_ROWS = [
+DECISIVENESS_ROWS = rows(
     {  # final B
         "prediction": "B",
         **_tw(
@@ -223,7 +247,7 @@ DECISIVENESS_ROWS = [
         "roles": ["Internist", "Surgeon"],
         **_tw(votes_by_turn={"x": ["A", "D"], "y": ["D", "D"]}),
     },
-]
+)
 
 
 def test_decisiveness_on_a_hand_made_set() -> None:
@@ -243,26 +267,33 @@ def test_decisiveness_min_appearances_and_missing_votes() -> None:
         "prediction": "B",
         **_tw(agents=[{"id": "a1", "role": "R"}], votes_by_turn={"a1": ["A", None, "B"]}),
     }
-    assert decisiveness([skipped_vote])["R"]["pivotal"] == 1
+    assert decisiveness(rows(skipped_vote))["R"]["pivotal"] == 1
+
+
+def test_decisiveness_reads_a_deliberations_votes() -> None:
+    swung = {"prediction": "B", **_dl(r2=["A", "B"], final=["B", "B"], roles=["Cardiologist", "Surgeon"])}
+    out = decisiveness(rows(swung))
+    assert out == {"Cardiologist": {"pivotal": 1, "appearances": 1, "score": 1.0},
+                   "Surgeon": {"pivotal": 0, "appearances": 1, "score": 0.0}}
 
 
 # --- efficiency, binary tasks, peer systems --------------------------------------------------
 
 
 def test_efficiency_means_and_pooled_rates() -> None:
-    rows = [
+    table = rows(
         {"calls": 10, "prompt_tokens": 1000, "completion_tokens": 200, "latency_s": 2.0, "cost_usd": 0.01,
-         "cache_hits": 1, "parse_failures": 1, "repaired": 2},
+         "cache_hits": 1, "parse_failures": 1, "repaired": 2, "spent_cost_usd": 0.002},
         {"calls": 20, "prompt_tokens": 3000, "completion_tokens": 400, "latency_s": 4.0, "cost_usd": 0.03,
-         "cache_hits": 3, "parse_failures": 0, "repaired": 1},
-        {"calls": None},
-    ]
-    out = efficiency(rows)
+         "cache_hits": 3, "parse_failures": 0, "repaired": 1, "spent_cost_usd": None},  # spent: not reported
+    )
+    out = efficiency(table)
     assert out == pytest.approx({
         "calls": 15, "prompt_tokens": 2000, "completion_tokens": 300, "total_tokens": 2300, "latency_s": 3.0,
-        "cost_usd": 0.02, "cache_hits": 2, "parse_failure_rate": 1 / 30, "repaired_rate": 0.1,
+        "cost_usd": 0.02, "cache_hits": 2, "spent_cost_usd": 0.002, "parse_failure_rate": 1 / 30,
+        "repaired_rate": 0.1,
     })
-    assert efficiency([{}]) == {}
+    assert efficiency([]) == {}
 
 
 def _binary_row(dataset: str, gold: str, prediction: str, *, failed: bool = False) -> dict[str, object]:
@@ -271,7 +302,7 @@ def _binary_row(dataset: str, gold: str, prediction: str, *, failed: bool = Fals
     }
 
 
-BINARY_ROWS = [
+BINARY_ROWS = rows(
     _binary_row("aki", "A", "A"),  # TP
     _binary_row("aki", "A", "B"),  # FN
     _binary_row("aki", "B", "A"),  # FP
@@ -282,7 +313,7 @@ BINARY_ROWS = [
     _binary_row("chf", "A", "A"),  # TP
     _binary_row("chf", "B", "A"),  # FP
     {"dataset": "medqa", "gold": "A", "prediction": "A", "binary_positive": None},  # not binary
-]
+)
 
 
 def test_binary_confusion() -> None:
@@ -302,15 +333,23 @@ def test_binary_metrics_with_macro_average() -> None:
     assert out["macro"] == pytest.approx(
         {"precision": 7 / 12, "recall": 2 / 3, "specificity": 1 / 3, "f1": 0.6}
     )
-    assert binary_metrics([{"gold": "A", "prediction": "A"}]) is None
+    assert binary_metrics(rows({"gold": "A", "prediction": "A"})) is None
+
+
+def test_binary_metrics_group_by_a_kept_extra_field() -> None:
+    table = rows(*({**row, "problem": "p1" if i % 2 else "p2"} for i, row in enumerate(
+        [_binary_row("aki", "A", "A"), _binary_row("aki", "A", "A"), _binary_row("aki", "B", "A")])))
+    out = binary_metrics(table, by="problem")
+    assert out is not None and sorted(out["by_group"]) == ["p1", "p2"]
+    assert out["by_group"]["p2"]["n"] == 2 and out["by_group"]["p1"]["TP"] == 1
 
 
 def test_binary_scores_leave_undefined_ratios_out_of_the_macro_average() -> None:
     assert binary_scores({"TP": 1, "FP": 0, "TN": 0, "FN": 0}) == {
         "precision": 1.0, "recall": 1.0, "specificity": None, "f1": 1.0,
     }
-    rows = [_binary_row("p1", "A", "A"), _binary_row("p2", "B", "A"), _binary_row("p2", "B", "B")]
-    out = binary_metrics(rows)
+    table = rows(_binary_row("p1", "A", "A"), _binary_row("p2", "B", "A"), _binary_row("p2", "B", "B"))
+    out = binary_metrics(table)
     assert out is not None
     assert out["macro"]["specificity"] == 0.5  # only p2 has negatives
     assert out["macro"]["recall"] == 1.0  # only p1 has positives
@@ -318,29 +357,30 @@ def test_binary_scores_leave_undefined_ratios_out_of_the_macro_average() -> None
 
 
 def test_peer_structure() -> None:
-    rows = [
+    table = rows(
         _tw(route="basic", experts=["x", "y"], rounds=1, reassignments=0),
         _tw(route="advanced", experts=["x", "y", "z", "w"], rounds=3, reassignments=1),
         _tw(route="basic"),
         {"record": None},
-    ]
-    out = peer_structure(rows)
+        _dl(),  # a deliberation is no peer structure
+    )
+    out = peer_structure(table)
     assert out["routes"] == pytest.approx({"advanced": 1 / 3, "basic": 2 / 3})
     assert out["experts_per_question"] == 3.0
     assert out["rounds"] == 2.0 and out["reassignments"] == 0.5
-    assert peer_structure([{}]) == {}
+    assert peer_structure(rows({})) == {}
 
 
 # --- summarize --------------------------------------------------------------------------------
 
 
 def test_summarize_skips_sections_without_data() -> None:
-    rows = [
+    stored = [
         {"id": "q1", "correct": True, "confidence": "High", "calls": 1, "prompt_tokens": 100,
          "completion_tokens": 10, "record": None},
         {"id": "q2", "correct": False, "failed": True, "error": "timeout", "calls": 1, "record": None},
     ]
-    out = summarize(rows)
+    out = summarize(stored)
     assert out["n"] == 2 and out["n_failed"] == 1 and out["accuracy"] == 0.5
     assert "teamwork" not in out and "binary" not in out and "peers" not in out and "agreement" not in out
     assert out["calibration"]["ece"] == pytest.approx(0.1)
@@ -350,11 +390,9 @@ def test_summarize_skips_sections_without_data() -> None:
 
 
 def test_summarize_teamwork_rows_is_json_and_rounded() -> None:
-    rows = DECISIVENESS_ROWS + [{"prediction": "A", "gold": "A", "correct": True, **_tw(
-        r2=[{"first": "A"}, {"first": "B"}], final=[{"first": "A"}, {"first": "A"}],
-        smm={"verified_facts": ["f"]}, tie=None, challenges=[], early_consensus=False,
-    )}]
-    out = summarize(rows)
+    table = [*DECISIVENESS_ROWS, *rows({"prediction": "A", "gold": "A", "correct": True,
+                                        **_dl(r2=["A", "B"], final=["A", "A"], facts=["f"])})]
+    out = summarize(table)
     json.dumps(out)
     assert out["accuracy"] == 0.2
     assert out["agreement"]["r2_disagreement_rate"] == 1.0

@@ -11,6 +11,7 @@ import pytest
 from teammed.errors import DataError
 from teammed.evals import ReportError, build_report
 from teammed.evals._runs import load_run
+from teammed.programs.record import Deliberation
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("ablation.png", "accuracy_vs_tokens.png", "trust_over_deliberation.png", "roles_heatmap.png")
@@ -26,41 +27,53 @@ PAYLOAD = "<script>alert('x')</script>"
 
 
 def _teamwork_record(gold: str, prediction: str, qid: int) -> dict[str, Any]:
+    """A real `Deliberation` in its stored form (the report reads records typed)."""
     wrong = "C"  # predictions are A or B, so agent_2's first R2 choice always dissents
-    return {
+    record = {
+        "answer": prediction,
         "agents": [
             {"id": "agent_1", "role": "Cardiologist", "expertise": "heart", "weight": 0.5},
             {"id": "agent_2", "role": "Nephrologist", "expertise": "kidney & <fluids>", "weight": 0.3},
             {"id": "agent_3", "role": "Internist", "expertise": "general", "weight": 0.2},
         ],
         "r2": [
-            {"agent": "agent_1", "ranking": [prediction, wrong], "first": prediction, "confidence": "High"},
-            {"agent": "agent_2", "ranking": [wrong, prediction], "first": wrong, "confidence": "Low"},
-            {"agent": "agent_3", "ranking": [prediction, wrong], "first": prediction, "confidence": "Medium"},
+            {"agent": "agent_1", "ranking": [prediction, wrong], "confidence": "High", "justification": "",
+             "facts": []},
+            {"agent": "agent_2", "ranking": [wrong, prediction], "confidence": "Low", "justification": "",
+             "facts": []},
+            {"agent": "agent_3", "ranking": [prediction, wrong], "confidence": "Medium", "justification": "",
+             "facts": []},
         ],
         "final": [
-            {"agent": a, "ranking": [prediction, wrong], "first": prediction, "confidence": "Medium"}
+            {"agent": a, "ranking": [prediction, wrong], "first": prediction, "confidence": "Medium",
+             "rationale": ""}
             for a in ("agent_1", "agent_2", "agent_3")
         ],
         "votes_by_turn": {"agent_1": [prediction] * 3, "agent_2": [wrong, prediction, prediction],
                           "agent_3": [prediction] * 3},
         "challenges": [{
-            "turn": 1, "agent": "agent_2", "concern": PAYLOAD, "severity": "high", "response": "fair point",
-            "verdict": "strong", "choice_before": wrong, "choice_after": prediction,
-            "trust_before": 0.8, "trust_after": 0.7,
+            "turn": 1, "agent": "agent_2", "reason": "", "concern": PAYLOAD, "severity": "high",
+            "response": "fair point", "verdict": "strong", "verdict_reason": "", "choice_before": wrong,
+            "choice_after": prediction, "trust_before": 0.8, "trust_after": 0.7,
         }],
+        "closed_loop": [],
+        "mediations": [],
+        "report": "",
         "smm": {"question_analysis": "…", "verified_facts": ["fact one", "fact two"]},
         "trust_history": [
             {"stage": "initial", "scores": {"agent_1": 0.8, "agent_2": 0.8, "agent_3": 0.8}},
             {"stage": "post_r2", "scores": {"agent_1": 0.9, "agent_2": 0.7, "agent_3": 0.8}},
             {"stage": "mm_turn_1", "scores": {"agent_1": 0.9, "agent_2": 0.6, "agent_3": 0.8}},
         ],
+        "trust": {"agent_1": 0.9, "agent_2": 0.6, "agent_3": 0.8},
         "scores": {prediction: 5.0, wrong: 2.0},
         "aggregation": "trust_borda",
-        "tie": None if qid else {"tied": [prediction, wrong], "resolved_by": "leader", "answer": prediction},
+        "tie": None if qid else {"tied": [prediction, wrong], "resolved_by": "leader", "answer": prediction,
+                                 "reason": ""},
         "early_consensus": False,
         "ranking_repairs": 0,
     }
+    return Deliberation.model_validate(record).model_dump(mode="json")
 
 
 def _row(dataset: str, label: str, system: str, seed: int, i: int, correct: bool) -> dict[str, Any]:

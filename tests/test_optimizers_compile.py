@@ -26,8 +26,10 @@ from teammed.optimizers import (
     save_program,
     split_questions,
 )
+from teammed.programs.record import Deliberation, TieBreak
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.types import Question
+from tests.typed_fixtures import a_challenge, a_deliberation
 
 LETTERS = "ABCD"
 QUESTIONS = [
@@ -75,19 +77,14 @@ def demo_counts(program: dspy.Module) -> dict[str, int]:
 
 
 # ---------------------------------------------------------------------- metrics (hand-made records)
-def record(*, r2, final=None, votes=None, challenges=(), tie=None, early=False, trust=None):
-    final = final or r2
-    return {
-        "r2": [{"agent": f"agent_{i + 1}", "ranking": _ranked(c), "first": c} for i, c in enumerate(r2)],
-        "final": [{"agent": f"agent_{i + 1}", "ranking": _ranked(c), "first": c}
-                  for i, c in enumerate(final)],
-        "votes_by_turn": votes or {f"agent_{i + 1}": [a, b]
-                                   for i, (a, b) in enumerate(zip(r2, final, strict=True))},
-        "challenges": list(challenges),
-        "tie": tie,
-        "early_consensus": early,
-        "trust": trust,
-    }
+def record(*, r2, final=None, votes=None, challenges=(), tie=None, early=False, trust=None) -> Deliberation:
+    """A real `Deliberation` of ``len(r2)`` agents with these first choices (challenges and tie as written)."""
+    return a_deliberation(
+        r2=r2, final=final, votes=votes, early=early, trust=trust,
+        challenges=[a_challenge(c["agent"], c["choice_before"], c["choice_after"], verdict=c["verdict"],
+                                turn=c["turn"]) for c in challenges],
+        tie=TieBreak.model_validate(tie) if tie else None,
+    )
 
 
 def feedback(rec, answer, gold="B", pred_name=None) -> dspy.Prediction:

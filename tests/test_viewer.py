@@ -12,6 +12,7 @@ import pytest
 
 from teammed.evals._html import anchor_id, fmt, transcripts_html
 from teammed.evals._plots import roles_heatmap
+from teammed.programs.record import Deliberation
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -24,11 +25,14 @@ def _row(qid: str, *, correct: bool = False, failed: bool = False, system: str =
         "failed": failed, "error": "RuntimeError: boom" if failed else None, "confidence": 0.7729999999999999,
         "calls": 9, "prompt_tokens": 100, "completion_tokens": 20, "latency_s": 1.23456789,
         "trust": {"agent_1": 0.6019999999999999},
-        "record": {
-            "agents": [{"id": "agent_1", "role": "Nephrologist", "expertise": "electrolytes", "weight": 0.3333333333}],
+        "record": Deliberation.model_validate({
+            "answer": "B", "agents": [{"id": "agent_1", "role": "Nephrologist", "expertise": "electrolytes",
+                                       "weight": 0.3333333333}],
+            "r2": [], "final": [], "votes_by_turn": {}, "challenges": [], "closed_loop": [], "mediations": [],
+            "report": "", "smm": {}, "trust": None, "aggregation": "trust_borda", "tie": None, "early_consensus": False,
             "scores": {"A": 2.2600000000000002, "B": 5.1219999999},
             "trust_history": [{"stage": "initial", "scores": {"agent_1": 0.8}}],
-        },
+        }).model_dump(mode="json"),
         "transcript": [{"phase": "R2", "agent": "agent_1", "kind": "assessment", "text": "thiazide",
                         "data": {"confidence": 0.66666666667}}],
     }

@@ -10,6 +10,11 @@ before it existed (no ``schema_version``) load as version 1 and are upgraded on 
 (`load_row`): a row without a gold letter is *unlabeled* (``correct`` null), not wrong.
 A row from a newer schema is refused with a message naming the fix.
 
+A teamwork row's ``record`` is a `teammed.programs.record.Deliberation` in its stored form. The peer
+systems (MDAgents, KAMAC, consultation, voting) write records of their own: `PeerRecord` reads the
+keys they share (team, round-2 and final first choices, votes by turn, route, experts, rounds,
+reassignments). `TranscriptEvent` reads one entry of a row's ``transcript``.
+
 This module is pure data plus two small file helpers (`write_atomic`, `dataset_digest`).
 """
 
@@ -19,19 +24,27 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from teammed.errors import DataError
 from teammed.types import Question
 
+if TYPE_CHECKING:
+    from teammed.programs.record import Deliberation
+
 __all__ = [
     "SCHEMA_VERSION",
     "RunIdentity",
     "ResultRow",
+    "PeerAgent",
+    "PeerVote",
+    "PeerRecord",
+    "TranscriptEvent",
+    "read_record",
     "load_row",
     "identity_differences",
     "dataset_digest",
@@ -158,6 +171,90 @@ class ResultRow(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), default=str)
+
+
+class _Reader(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class PeerAgent(_Reader):
+    """One member of a peer system's team (MDAgents keeps no expertise or weight for some routes)."""
+
+    id: str | None = None
+    role: str | None = None
+    expertise: str | None = None
+    weight: float | None = None
+
+
+class PeerVote(_Reader):
+    """One agent's choice at one stage of a peer system's deliberation."""
+
+    agent: str | None = None
+    first: str | None = None
+    ranking: list[str] | None = None
+    confidence: str | None = None
+
+    @property
+    def choice(self) -> str | None:
+        """Its ``first`` choice, else the head of its ranking."""
+        return self.first or (self.ranking[0] if self.ranking else None)
+
+
+class PeerRecord(_Reader):
+    """The keys the peer systems' records share, read where a record is not a ``Deliberation``.
+
+    Every key is optional (each system keeps some): ``route`` (MDAgents), ``experts`` and
+    ``agents`` (the team), ``r2``/``final`` (first and last choices), ``votes_by_turn``,
+    ``rounds`` and ``reassignments`` (KAMAC, consultation, voting). Other keys are ignored.
+    """
+
+    route: str | None = None
+    experts: list[Any] | None = None
+    agents: list[PeerAgent] = Field(default_factory=list)
+    r2: list[PeerVote] = Field(default_factory=list)
+    final: list[PeerVote] = Field(default_factory=list)
+    votes_by_turn: dict[str, list[str | None]] | None = None
+    rounds: float | None = None
+    reassignments: float | None = None
+
+
+class TranscriptEvent(_Reader):
+    """One entry of a row's readable transcript: who said what, in which phase.
+
+    ``data`` is the event's own payload (a ranking, a choice, a challenge's verdict ...), as
+    the behaviour that wrote it named it.
+    """
+
+    phase: str | None = None
+    turn: int | None = None
+    agent: str | None = None
+    role: str | None = None
+    kind: str | None = None
+    text: str | None = None
+    data: dict[str, Any] | None = None
+
+
+def read_record(value: Any, *, answer: str | None = None) -> Deliberation | PeerRecord | None:
+    """A system's record typed: a `Deliberation` (or its stored form), else a `PeerRecord`; None for
+    no record (empty or null) or one neither reads.
+
+    A teamwork record written before the record kept its ``answer`` (record version 1, the same
+    keys otherwise) reads as a `Deliberation` answering ``answer`` (the row's prediction), when given.
+    """
+    from teammed.programs.record import Deliberation
+
+    if isinstance(value, Deliberation | PeerRecord):
+        return value
+    if not isinstance(value, Mapping) or not value:
+        return None
+    if answer is not None and "answer" not in value:
+        value = {**value, "answer": answer}
+    for model in (Deliberation, PeerRecord):
+        try:
+            return model.model_validate(value)
+        except ValidationError:
+            continue
+    return None
 
 
 def load_row(data: Any, *, where: str = "row") -> ResultRow:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from typing import Any
 
-from pydantic import BaseModel
+from teammed.programs.record import Deliberation
+from teammed.records import PeerRecord, TranscriptEvent, read_record
 
 __all__ = ["render_transcript"]
 
@@ -19,56 +21,76 @@ def _wrap(text: str, indent: str = "    ") -> str:
                      for line in (text or "").splitlines() or [""])
 
 
-def _who(event: dict[str, Any]) -> str:
-    agent, role = event.get("agent"), event.get("role")
+def _who(event: TranscriptEvent) -> str:
+    agent, role = event.agent, event.role
     if agent and role and role != agent:
         return f"{agent} ({role})"
     return agent or role or "team"
 
 
+def _events(transcript: Iterable[Any]) -> list[TranscriptEvent]:
+    return [e if isinstance(e, TranscriptEvent) else TranscriptEvent.model_validate(e) for e in transcript]
+
+
+def _team(record: Deliberation | PeerRecord | None) -> list[str]:
+    if record is None or not record.agents:
+        return []
+    lines = ["Team (weights are hidden from the agents):"]
+    for a in record.agents:
+        lines.append(f"  {a.id}: {a.role} - {a.expertise or ''} (weight {a.weight or 0:.2f})")
+    return lines
+
+
+def _event(event: TranscriptEvent) -> list[str]:
+    """The head line of one event (who, what, their choice) and its text; a challenge in full."""
+    data = event.data or {}  # the event's own payload, named by the behaviour that wrote it
+    turn = f"[turn {event.turn}] " if event.turn else ""
+    head = f"  {turn}{_who(event)} - {(event.kind or '').replace('_', ' ')}"
+    if data.get("ranking"):
+        head += f": ranking {' > '.join(data['ranking'])}"
+    elif data.get("choice"):
+        head += f": favours {data['choice']}"
+    if data.get("confidence"):
+        head += f", confidence {data['confidence']}"
+    lines = [head]
+    if event.kind == "challenge":
+        lines.append(_wrap(f"Concern ({data.get('severity')}): {event.text}"))
+        lines.append(_wrap(f"Reply: {data.get('response')}"))
+        trust = ""
+        if data.get("trust_before") is not None:
+            trust = f"; trust {data['trust_before']:.2f} -> {data['trust_after']:.2f}"
+        lines.append(_wrap(f"Verdict: {data.get('verdict')}; answer {data.get('choice_before')} -> "
+                           f"{data.get('choice_after')}{trust}"))
+    elif event.text:
+        lines.append(_wrap(event.text))
+    return lines
+
+
+def _decision(record: Deliberation | PeerRecord | None) -> list[str]:
+    """Trust over the deliberation and the final vote (a teamwork record only)."""
+    if not isinstance(record, Deliberation):
+        return []
+    lines = []
+    if record.trust and record.trust_history:
+        lines.append("\n== Trust over the deliberation ==")
+        for stage in record.trust_history:
+            lines.append("  " + stage.stage.ljust(12) + " " +
+                         ", ".join(f"{k}={v:.2f}" for k, v in stage.scores.items()))
+    if record.scores:
+        lines.append(f"\nVote ({record.aggregation}): " +
+                     ", ".join(f"{k}={v:.2f}" for k, v in record.scores.items()))
+    return lines
+
+
 def render_transcript(prediction: Any) -> str:
     """The team, the phases (who said what), trust before and after, challenges, and the vote."""
-    record = getattr(prediction, "record", {}) or {}
-    if isinstance(record, BaseModel):  # the typed `Deliberation`: read its stored form
-        record = record.model_dump(mode="json")
-    lines = []
-    agents = record.get("agents") or []
-    if agents:
-        lines.append("Team (weights are hidden from the agents):")
-        for a in agents:
-            lines.append(f"  {a['id']}: {a['role']} - {a.get('expertise', '')} (weight {a.get('weight', 0):.2f})")
+    record = read_record(getattr(prediction, "record", None))
+    lines = _team(record)
     phase = None
-    for event in getattr(prediction, "transcript", []) or []:
-        if event["phase"] != phase:
-            phase = event["phase"]
-            lines.append(f"\n== {_PHASES.get(phase, phase)} ==")
-        data = event.get("data") or {}
-        turn = f"[turn {event['turn']}] " if event.get("turn") else ""
-        head = f"  {turn}{_who(event)} - {event['kind'].replace('_', ' ')}"
-        if data.get("ranking"):
-            head += f": ranking {' > '.join(data['ranking'])}"
-        elif data.get("choice"):
-            head += f": favours {data['choice']}"
-        if data.get("confidence"):
-            head += f", confidence {data['confidence']}"
-        lines.append(head)
-        if event["kind"] == "challenge":
-            lines.append(_wrap(f"Concern ({data.get('severity')}): {event['text']}"))
-            lines.append(_wrap(f"Reply: {data.get('response')}"))
-            trust = ""
-            if data.get("trust_before") is not None:
-                trust = f"; trust {data['trust_before']:.2f} -> {data['trust_after']:.2f}"
-            lines.append(_wrap(f"Verdict: {data.get('verdict')}; answer {data.get('choice_before')} -> "
-                               f"{data.get('choice_after')}{trust}"))
-        elif event["text"]:
-            lines.append(_wrap(event["text"]))
-    history = record.get("trust_history") or []
-    if record.get("trust") and history:
-        lines.append("\n== Trust over the deliberation ==")
-        for stage in history:
-            lines.append("  " + stage["stage"].ljust(12) + " " +
-                         ", ".join(f"{k}={v:.2f}" for k, v in stage["scores"].items()))
-    if record.get("scores"):
-        lines.append(f"\nVote ({record.get('aggregation')}): " +
-                     ", ".join(f"{k}={v:.2f}" for k, v in record["scores"].items()))
+    for event in _events(getattr(prediction, "transcript", []) or []):
+        if event.phase != phase:
+            phase = event.phase
+            lines.append(f"\n== {_PHASES.get(phase or '', phase)} ==")
+        lines += _event(event)
+    lines += _decision(record)
     return "\n".join(lines)

@@ -422,7 +422,7 @@ def run_questions(
     deployments: Sequence[Deployment],
     settings: RunSettings,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    metrics: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+    metrics: Callable[[list[ResultRow]], dict[str, Any]] | None = None,
     questions_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
@@ -494,7 +494,7 @@ def run_questions(
             **environment(),
         }
         if metrics is not None:
-            summary["metrics"] = metrics([r.model_dump(mode="json") for r in rows])
+            summary["metrics"] = metrics(list(rows))  # the typed rows; `teammed.evals.summarize` reads them
         write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
     if stopped:
         raise stopped
