@@ -274,16 +274,17 @@ def test_an_interrupted_wait_gives_up_at_once_and_errors_reach_the_caller():
     hung.set()
 
 
-def test_each_request_thread_has_its_own_connection_and_close_closes_them_all(fake_server):
+def test_connections_are_reused_and_idle_ones_capped_by_the_request_slots(fake_server):
     """One httpx pool shared by all threads scanned every connection per request (over half the CPU
-    at 64 questions in flight); each thread now keeps its own keep-alive connection."""
+    at 64 questions in flight). Idle keep-alive connections are now a stack capped by the deployment's
+    request slots, so a burst of threads does not leave a connection per thread open."""
     import threading
 
     from teammed.backends.openai_http import OpenAICompatibleClient
 
     server, log = fake_server(0.05)
     with server:
-        client = OpenAICompatibleClient(server.api_base, api_key=None, timeout_s=10, max_connections=8)
+        client = OpenAICompatibleClient(server.api_base, api_key=None, timeout_s=10, max_connections=2)
 
         def ask() -> None:
             for _ in range(3):
@@ -295,12 +296,134 @@ def test_each_request_thread_has_its_own_connection_and_close_closes_them_all(fa
             t.start()
         for t in threads:
             t.join()
-        assert len(client._connections) == 4
+        assert len(client._idle) == 2  # four were open at once; two are kept
+        for _ in range(5):  # one at a time: always the same warm connection
+            client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
         client.close()
-        assert client._connections == []
+        assert client._idle == []
     requests = _requests(log)
-    assert len(requests) == 12
-    assert len({r["peer"] for r in requests}) == 4  # each thread's three requests shared one connection
+    assert len(requests) == 17
+    assert len({r["peer"] for r in requests[-5:]}) == 1
+
+
+def test_close_does_not_wait_for_a_request_in_flight():
+    import socket
+    import threading
+    import time
+
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+    threading.Thread(target=lambda: held.append(listener.accept()), daemon=True).start()  # never answers
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
+                                    timeout_s=3, max_connections=1)
+    errors: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
+        except BaseException as exc:  # noqa: BLE001 - the timeout is expected
+            errors.append(exc)
+
+    caller = threading.Thread(target=ask)
+    caller.start()
+    time.sleep(0.3)
+    started = time.monotonic()
+    client.close()
+    assert time.monotonic() - started < 0.5
+    caller.join(10)
+    assert errors and isinstance(errors[0], TimeoutError)
+    listener.close()
+
+
+def _raw_server(script):  # type: ignore[no-untyped-def]
+    """A loopback server that reads each request and answers with ``script(n)`` bytes (n from 1)."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    count = [0]
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                while True:
+                    data = b""
+                    while b"\r\n\r\n" not in data:
+                        chunk = conn.recv(65536)
+                        if not chunk:
+                            break
+                        data += chunk
+                    if not data:
+                        break
+                    head, _, rest = data.partition(b"\r\n\r\n")
+                    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                      if line.lower().startswith(b"content-length")))
+                    while len(rest) < length:
+                        rest += conn.recv(65536)
+                    count[0] += 1
+                    for part in script(count[0]):
+                        conn.sendall(part)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return listener, count
+
+
+def _answer(content: str) -> bytes:
+    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+    return (b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: " + str(len(body)).encode()
+            + b"\r\n\r\n" + body)
+
+
+def test_an_informational_status_never_hands_one_request_the_answer_to_another():
+    """http.client returns a 102/103 as the response; the real answer arrives later on the same socket.
+    Reused, that connection would answer the next request with the previous one's answer."""
+    import time
+
+    from teammed.backends.openai_http import OpenAICompatibleClient, ProtocolError
+
+    def script(n):  # type: ignore[no-untyped-def]
+        if n == 1:
+            yield b"HTTP/1.1 102 Processing\r\n\r\n"
+            time.sleep(0.2)
+        yield _answer(f"answer {n}")
+
+    listener, _ = _raw_server(script)
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
+                                    timeout_s=5, max_connections=1)
+    try:
+        with pytest.raises(ProtocolError):
+            client.complete(model="openai/fake", messages=[{"role": "user", "content": "1"}])
+        time.sleep(0.3)
+        second = client.complete(model="openai/fake", messages=[{"role": "user", "content": "2"}])
+        assert second.choices[0].message.content == "answer 2"
+    finally:
+        client.close()
+        listener.close()
+    from teammed.backends.faults import classify
+
+    assert classify(ProtocolError("x")).action == "retry"
+
+
+def test_api_base_forms_map_to_host_port_and_path():
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    def parts(url: str) -> tuple[str, int, str]:
+        client = OpenAICompatibleClient(url, api_key=None, timeout_s=1, max_connections=1)
+        return client._host, client._port, client._path
+
+    assert parts("http://[::1]/v1") == ("::1", 80, "/v1/chat/completions")
+    assert parts("https://example.org/v1/") == ("example.org", 443, "/v1/chat/completions")
+    assert parts("http://h:8080/my models/v1?api-version=2") == ("h", 8080, "/my%20models/v1/chat/completions?"
+                                                                 "api-version=2")
+    with pytest.raises(ValueError):
+        parts("ftp://h/v1")
 
 
 def test_run_progress_counts_calls_without_dspy_callbacks(tmp_path, capsys, monkeypatch):
@@ -411,3 +534,50 @@ def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_fai
         client.close()
         listener.close()
     assert len(accepted) == 3
+
+
+def test_a_failing_listener_neither_fails_the_call_nor_loses_its_usage(caplog):
+    from teammed import usage
+
+    class Broken:
+        def call_started(self, signature: str) -> None:
+            raise BrokenPipeError("stderr is gone")
+
+        def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
+            raise BrokenPipeError("stderr is gone")
+
+    class Counter:
+        calls = 0
+
+        def call_started(self, signature: str) -> None:
+            pass
+
+        def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
+            self.calls += 1
+
+    counter = Counter()
+    lm = ScriptedLM()
+    with usage.track() as used, usage.listen(Broken()), usage.listen(counter):
+        with usage.listen(counter):  # nested: the same listener twice hears each call twice
+            lm(messages=[{"role": "user", "content": "hi"}])
+        assert counter.calls == 2
+        lm(messages=[{"role": "user", "content": "hi"}])  # the outer block still listens
+    assert counter.calls == 3 and used.calls == 2
+    assert usage._listeners == ()
+    assert "usage listener" in caplog.text
+
+
+def test_the_request_pool_starts_afresh_in_a_forked_child():
+    import os
+
+    from teammed.backends import requests_pool
+
+    requests_pool.run_interruptible(lambda: None, check=lambda: None)  # the parent has an idle thread
+    pid = os.fork()
+    if pid == 0:  # the child: the inherited pool has no threads; a request must still run
+        try:
+            ok = requests_pool.run_interruptible(lambda: 42, check=lambda: None, poll_s=0.05) == 42
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

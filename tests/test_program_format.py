@@ -223,3 +223,33 @@ def test_compact_user_text_is_dspys_exactly_for_every_signature():
             assert adapter._compact_user(signature, inputs) == expected, (name, inputs)
             checked += 1
     assert checked > 300
+
+
+def test_compact_user_defers_to_dspy_for_enums_marked_strings_and_cycles():
+    import enum
+
+    from teammed.adapter import SchemaAdapter, _compact_value, _expand_custom_types
+    from teammed.signatures import InitialAssessment
+
+    class Letter(str, enum.Enum):  # noqa: UP042 - the str mixin is the case DSPy formats differently
+        A = "A"
+
+    adapter = SchemaAdapter()
+    looped: list = []
+    looped.append(looped)
+    for value in (Letter.A, "see <<CUSTOM-TYPE-START-IDENTIFIER>>x<<CUSTOM-TYPE-END-IDENTIFIER>>", looped,
+                  {"k": Letter.A}):
+        inputs = {"question": value, "options": {"A": "x", "B": "y"}}
+        kept = {k: _compact_value(v) for k, v in inputs.items()}
+        expected = _expand_custom_types({"role": "user", "content": adapter.format_user_message_content(
+            InitialAssessment, kept) + "\n"})["content"]
+        assert adapter._compact_user(InitialAssessment, inputs) == expected
+
+
+def test_cached_annotation_schemas_keep_each_annotations_own_order():
+    from typing import Literal
+
+    from teammed.schema import _annotation_schema
+
+    assert _annotation_schema(Literal["B", "A"])["enum"] == ["B", "A"]
+    assert _annotation_schema(Literal["A", "B"])["enum"] == ["A", "B"]

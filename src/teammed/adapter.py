@@ -19,6 +19,7 @@ import logging
 from typing import Any
 
 import dspy
+from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER
 
 from teammed import usage
 from teammed.lm_usage import call_lm
@@ -57,16 +58,26 @@ def _compact_value(value: Any) -> Any:
     return value
 
 
-def _json_native(value: Any) -> bool:
-    if value is None or isinstance(value, str | bool | int):
+def _json_native(value: Any, depth: int = 0) -> bool:
+    """Plain JSON data of the exact built-in types (an Enum or other subclass goes through DSPy)."""
+    kind = type(value)
+    if value is None or kind in (bool, int):
         return True
-    if isinstance(value, float):
+    if kind is str:
+        return _CUSTOM_TYPE_MARK not in value  # DSPy splits marked strings into content parts
+    if kind is float:
         return value == value and value not in (float("inf"), float("-inf"))
-    if isinstance(value, list | tuple):
-        return all(_json_native(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _json_native(v) for k, v in value.items())
+    if depth > 32:
+        return False
+    if kind in (list, tuple):
+        return all(_json_native(v, depth + 1) for v in value)
+    if kind is dict:
+        return all(type(k) is str and _json_native(v, depth + 1) for k, v in value.items())
     return False
+
+
+# the marker DSPy's custom types (images, ...) leave in formatted text
+_CUSTOM_TYPE_MARK = CUSTOM_TYPE_START_IDENTIFIER
 
 
 def _plain(field: Any, value: Any) -> bool:

@@ -220,14 +220,14 @@ def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title
 
 def _annotation_schema(annotation: Any) -> dict[str, Any]:
     """A fresh copy of ``annotation``'s JSON schema (building a TypeAdapter per call cost ~9% of a call's CPU)."""
-    try:
-        return copy.deepcopy(_cached_annotation_schema(annotation))
+    try:  # keyed by repr too: Literal["B", "A"] == Literal["A", "B"], but their schemas differ in order
+        return copy.deepcopy(_cached_annotation_schema(annotation, repr(annotation)))
     except TypeError:  # an unhashable annotation
         return pydantic.TypeAdapter(annotation).json_schema()
 
 
 @functools.lru_cache(maxsize=512)
-def _cached_annotation_schema(annotation: Any) -> dict[str, Any]:
+def _cached_annotation_schema(annotation: Any, shown: str) -> dict[str, Any]:
     return pydantic.TypeAdapter(annotation).json_schema()
 
 

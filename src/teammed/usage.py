@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Protocol
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["Usage", "track", "current", "record_call", "record_parse", "record_ranking_repair",
            "record_format_degradation", "CallListener", "listen", "notify_call_started"]
@@ -85,23 +88,37 @@ class CallListener(Protocol):
 
 
 _listeners: tuple[CallListener, ...] = ()
+_listeners_lock = threading.Lock()
 
 
 @contextlib.contextmanager
 def listen(listener: CallListener) -> Iterator[CallListener]:
-    """Tell ``listener`` of every metered LM call, on any thread, inside this block."""
+    """Tell ``listener`` of every metered LM call inside this block, on any thread of the process
+    (one CLI command runs one progress display). A listener that raises is logged, never lets a
+    call fail."""
     global _listeners
-    _listeners = (*_listeners, listener)
+    with _listeners_lock:
+        _listeners = (*_listeners, listener)
     try:
         yield listener
     finally:
-        _listeners = tuple(x for x in _listeners if x is not listener)
+        with _listeners_lock:  # remove this block's entry only (the same listener may be nested)
+            at = max(i for i, x in enumerate(_listeners) if x is listener)
+            _listeners = _listeners[:at] + _listeners[at + 1:]
+
+
+def _tell(method: str, *args: object, **kwargs: object) -> None:
+    for listener in _listeners:
+        try:
+            getattr(listener, method)(*args, **kwargs)
+        except Exception:  # a display that cannot write must not fail or unbook an LM call
+            logger.warning("usage listener %r failed on %s", listener, method, exc_info=True)
 
 
 def notify_call_started(signature: str) -> None:
     """A metered LM call for ``signature`` is about to be sent."""
-    for listener in _listeners:
-        listener.call_started(signature)
+    if _listeners:
+        _tell("call_started", signature)
 
 
 def record_call(
@@ -119,8 +136,14 @@ def record_call(
     ``prompt_tokens``, ``completion_tokens`` and ``cost_usd`` are the call's billable figures
     (a cache hit passes the original call's); they count as spent only when not a cache hit.
     """
-    for listener in _listeners:
-        listener.call_finished(signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s)
+    _book(signature=signature, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+          latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries)
+    if _listeners:
+        _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s)
+
+
+def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency_s: float, cost_usd: float,
+          cache_hit: bool, retries: int) -> None:
     usage = _current.get()
     if usage is None:
         return

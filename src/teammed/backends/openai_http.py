@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse"]
+__all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "ProtocolError"]
 
 # Request fields a chat-completions server takes; everything else DSPy or teammed passes is dropped.
 _BODY_FIELDS = ("temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "n",
@@ -90,73 +90,101 @@ class _Reply:
         return self.content.decode("utf-8", errors="replace")
 
 
+class ProtocolError(Exception):
+    """The server broke HTTP/1.1 in a way that leaves the connection unusable (an informational 1xx
+    status where the answer should be); the connection is dropped and the call retried."""
+
+
 def _stale(sock: Any) -> bool:
     """An idle keep-alive socket that is readable has been closed by the server (or holds junk)."""
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
-    return bool(readable)
+
+
+def _tls_context() -> ssl.SSLContext:
+    """The CA bundle httpx and requests trust (certifi), unless the environment names its own."""
+    import os
+
+    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
+        return ssl.create_default_context()
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
 
 
 class OpenAICompatibleClient:
     """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``.
 
-    Each request thread keeps one keep-alive ``http.client`` connection. httpx cost about 0.3 ms
-    of CPU per request (URL merging, cookies, auth and redirect handling, h11's state machine),
-    which was over 40% of a call's framework CPU; and one pool shared by every thread scanned all
-    of its connections on every request. Requests run on a fixed set of pooled threads
-    (`teammed.backends.requests_pool`), so connections are reused, one per thread. A connection
-    the server closed while idle is detected before reuse and replaced, as httpcore does.
+    Requests go over the standard library's ``http.client``, with keep-alive connections kept in a
+    last-in-first-out stack of idle ones (at most ``max_connections``, the deployment's request
+    slots). httpx cost about 0.3 ms of CPU per request (URL merging, cookies, auth and redirect
+    handling, h11's state machine), over 40% of a call's framework CPU, and its pool scanned every
+    connection on every request. A connection the server closed while idle is detected before
+    reuse and replaced, as httpcore does; one in an unknown state (an error, an informational
+    status) is never reused. `close` closes the idle connections; those in use are closed when
+    their request ends, so closing never waits on a request.
     """
 
     def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float, max_connections: int | None):
         self.url = api_base.rstrip("/") + "/chat/completions"
-        parts = urllib.parse.urlsplit(self.url)
+        parts = urllib.parse.urlsplit(api_base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--api-base {api_base!r} is not an http(s) URL")
-        self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
-        self._path = parts.path + (f"?{parts.query}" if parts.query else "")
+        self._scheme, self._host = parts.scheme, parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        path = urllib.parse.quote(parts.path.rstrip("/") + "/chat/completions", safe="/%:@!$&'()*+,;=~")
+        self._path = path + (f"?{parts.query}" if parts.query else "")
         basic = (f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
                  if parts.username else None)
         self._basic = "Basic " + base64.b64encode(basic.encode()).decode() if basic else None
         self.api_key = api_key
         self.timeout_s = timeout_s
-        self.max_connections = max_connections or 100  # enforced by the backend's request slots
-        self._local = threading.local()
-        self._connections: list[http.client.HTTPConnection] = []
-        self._tls: Any = None
+        self.max_connections = max_connections or 100
+        self._idle: list[http.client.HTTPConnection] = []
+        self._closed = False
+        self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
-    def _connection(self) -> http.client.HTTPConnection:
-        """This thread's connection."""
-        conn: http.client.HTTPConnection | None = getattr(self._local, "connection", None)
+    def _checkout(self) -> http.client.HTTPConnection:
+        """The most recently used idle connection (its socket is warm), else a new one."""
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+            if conn is None and self._scheme == "https" and self._tls is None:
+                self._tls = _tls_context()  # built once: loading the CA bundle costs ~10 ms
         if conn is None:
             if self._scheme == "https":
-                with self._lock:
-                    if self._tls is None:  # built once: loading the CA bundle per connection costs ~10 ms
-                        self._tls = ssl.create_default_context()
-                conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s, context=self._tls)
-            else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
-            with self._lock:
-                self._connections.append(conn)
-            self._local.connection = conn
+                return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s, context=self._tls)
+            return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
+        if conn.sock is not None and _stale(conn.sock):
+            conn.close()  # reconnects on the next request
         return conn
 
+    def _checkin(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self.max_connections:
+                self._idle.append(conn)
+                return
+        conn.close()
+
     def _post(self, body: bytes, headers: dict[str, str]) -> _Reply:
-        conn = self._connection()
-        if conn.sock is not None and _stale(conn.sock):
-            conn.close()
+        conn = self._checkout()
         try:
             conn.request("POST", self._path, body=body, headers=headers)
             response = conn.getresponse()
+            if response.status < 200:  # http.client skips only 100; the real answer would follow later
+                raise ProtocolError(f"the server sent an informational HTTP {response.status} in place of "
+                                    f"its answer")
             content = response.read()
         except BaseException:
             conn.close()  # never reuse a connection in an unknown state
             raise
         if response.will_close:
             conn.close()
+        self._checkin(conn)
         return _Reply(response.status, response.headers, content)
 
     def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
@@ -180,8 +208,9 @@ class OpenAICompatibleClient:
                 from exc
 
     def close(self) -> None:
+        """Close the idle connections; those in use close when their request ends."""
         with self._lock:
-            connections, self._connections = self._connections, []
-        self._local = threading.local()
-        for conn in connections:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
             conn.close()

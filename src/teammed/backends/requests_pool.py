@@ -12,6 +12,7 @@ flight and keeps its threads (idle ones sleep on a queue).
 from __future__ import annotations
 
 import contextvars
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -100,6 +101,15 @@ class Waiters:
 _POOL = RequestThreads()
 
 
+def _after_fork_in_child() -> None:  # the child has none of the parent's threads, only their count
+    global _POOL
+    _POOL = RequestThreads()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def run_interruptible(fn: Callable[[], Any], *, check: Callable[[], None], waiters: Waiters | None = None,
                       poll_s: float | None = None) -> Any:
     """``fn()`` on a pooled daemon thread in a copy of this context.
@@ -114,9 +124,8 @@ def run_interruptible(fn: Callable[[], Any], *, check: Callable[[], None], waite
     try:
         while not job.done.is_set():
             job.wake.wait(poll_s or (1.0 if waiters is not None else 0.1))
+            job.wake.clear()  # before looking: a release that comes later wakes the next wait
             check()
-            if not job.done.is_set():
-                job.wake.clear()  # released, yet ``check`` let it go on: wait again
     finally:
         if waiters is not None:
             waiters.discard(job)
