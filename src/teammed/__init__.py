@@ -7,9 +7,13 @@ _os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 # ruff: noqa: E402
 
-from teammed.config import PRESETS, TeamworkConfig, preset
+from typing import TYPE_CHECKING, Any
+
 from teammed.errors import BackendError, ConfigError, DataError, ProgramMismatchError, TeammedError
-from teammed.types import Question
+
+if TYPE_CHECKING:
+    from teammed.config import PRESETS, TeamworkConfig, preset
+    from teammed.types import Question
 
 __all__ = [
     "TeamworkConfig",
@@ -23,3 +27,17 @@ __all__ = [
     "ProgramMismatchError",
 ]
 __version__ = "0.1.0"
+
+# Loaded on first use (PEP 562): `teammed --help` then needs no pydantic.
+_LAZY = {"TeamworkConfig": "teammed.config", "PRESETS": "teammed.config", "preset": "teammed.config",
+         "Question": "teammed.types"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'teammed' has no attribute {name!r}")

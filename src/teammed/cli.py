@@ -11,9 +11,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any
 
 from teammed.cli_args import (
     OneLineParser,
@@ -35,8 +33,11 @@ from teammed.cli_args import (
     system_name,
     validation_message,
 )
-from teammed.config import PRESETS, TeamworkConfig, config_from_components, preset
+from teammed.components import PRESET_COMPONENTS
 from teammed.errors import BackendError, FatalBackendError, TeammedError
+
+if TYPE_CHECKING:  # the config model (and pydantic) load when a command needs them, not for --help
+    from teammed.config import TeamworkConfig
 
 __all__ = ["main", "build_parser"]
 
@@ -56,9 +57,9 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
     g = p.add_argument_group("teamwork configuration")
     if many:
         g.add_argument("--presets", type=preset_list,
-                       help=f"comma-separated presets to run as a grid ({', '.join(PRESETS)})")
+                       help=f"comma-separated presets to run as a grid ({', '.join(PRESET_COMPONENTS)})")
     g.add_argument("--preset", type=lambda raw: preset_list(raw)[0],
-                   help=f"a named configuration: {', '.join(PRESETS)} (default: base)")
+                   help=f"a named configuration: {', '.join(PRESET_COMPONENTS)} (default: base)")
     g.add_argument("--components", help="exactly these components: smm,leadership,team_orientation,trust,mm,cl")
     g.add_argument("--config", type=Path, help='a TeamworkConfig JSON (e.g. {"leadership": true, "trust": true}) '
                    "or a special_sets/<dataset>.json file written by `teammed search`")
@@ -95,6 +96,8 @@ def _check_system_flags(args: argparse.Namespace) -> None:
 
 
 def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
+    from teammed.config import config_from_components, preset
+
     overrides: dict[str, Any] = {
         "n_agents": args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents),
         "n_turns": args.n_turns,
@@ -601,13 +604,15 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(exc, 2 if user_fixable else 1, verbose=verbose, exiting=argv is None)
     except TeammedError as exc:  # refused on purpose: the message names the value and the fix
         return _fail(exc, 2, verbose=verbose, exiting=argv is None)
-    except ValidationError as exc:  # a value a user supplied broke a model's rule
-        return _fail(validation_message(exc), 2, verbose=verbose, exiting=argv is None)
     except OSError as exc:  # unreadable input, unwritable --out, a full disk
         out = getattr(args, "out", None)
         message, code = describe_os_error(exc, where=f"--out {out}" if out else None)
         return _fail(message, code, verbose=verbose, exiting=argv is None)
     except ValueError as exc:  # a value from user input that a library refused
+        from pydantic import ValidationError
+
+        if isinstance(exc, ValidationError):  # a value a user supplied broke a model's rule
+            return _fail(validation_message(exc), 2, verbose=verbose, exiting=argv is None)
         return _fail(f"{one_line(exc)}", 2, verbose=verbose, exiting=argv is None)
     except Exception as exc:  # a bug: one line, the traceback with -v
         if type(exc).__module__.startswith("sqlalchemy") and not verbose:  # the study database (--storage)

@@ -14,12 +14,15 @@ import string
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from teammed.config import PRESETS, TeamworkConfig
+from teammed.components import PRESET_COMPONENTS
 from teammed.errors import ConfigError, TeammedError
+
+if TYPE_CHECKING:  # pydantic and the config model load when a command needs them, not for --help
+    from pydantic import ValidationError
+
+    from teammed.config import TeamworkConfig
 
 __all__ = [
     "OneLineParser",
@@ -125,9 +128,10 @@ def seed_list(raw: str) -> list[int]:
 def preset_list(raw: str) -> list[str]:
     """``base,trust`` -> ['base', 'trust'], each a known preset (hyphens allowed)."""
     names = [p.replace("-", "_").lower() for p in _items(raw, "preset", "base,trust")]
-    unknown = [n for n in names if n not in PRESETS]
+    unknown = [n for n in names if n not in PRESET_COMPONENTS]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown preset {unknown[0]!r}{_did_you_mean(unknown[0], list(PRESETS))}")
+        raise argparse.ArgumentTypeError(f"unknown preset {unknown[0]!r}"
+                                         f"{_did_you_mean(unknown[0], list(PRESET_COMPONENTS))}")
     return names
 
 
@@ -196,6 +200,10 @@ _CONFIG_FIX = ('give a TeamworkConfig JSON such as {"leadership": true, "trust":
 
 def config_values(values: Any, *, where: str) -> TeamworkConfig:
     """A `TeamworkConfig` from a JSON object; an error names the field, the value and the fix."""
+    from pydantic import ValidationError
+
+    from teammed.config import TeamworkConfig
+
     if not isinstance(values, dict):
         raise ConfigError(f"{where} must be a JSON object of TeamworkConfig fields (got a JSON "
                           f"{type(values).__name__}); {_CONFIG_FIX}")

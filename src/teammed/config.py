@@ -11,18 +11,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from teammed.components import COMPONENTS, PRESET_COMPONENTS
 from teammed.errors import ConfigError
 
 __all__ = ["TeamworkConfig", "PRESETS", "COMPONENTS", "preset", "config_from_components"]
-
-COMPONENTS = (
-    "shared_mental_model",
-    "leadership",
-    "team_orientation",
-    "trust",
-    "mutual_monitoring",
-    "closed_loop",
-)
 
 # Short names accepted on the command line (``--components smm,leadership``).
 ALIASES = {
@@ -142,19 +134,7 @@ def _cfg(*components: str) -> TeamworkConfig:
     return TeamworkConfig.model_validate({name: True for name in components})
 
 
-# The spec's §5.2: each single-component preset carries the companions it needs.
-PRESETS: dict[str, TeamworkConfig] = {
-    "base": _cfg(),
-    "smm": _cfg("shared_mental_model"),
-    "leadership": _cfg("leadership"),
-    "team_orientation": _cfg("team_orientation", "leadership"),
-    "trust": _cfg("trust"),
-    "mutual_monitoring": _cfg("mutual_monitoring", "leadership", "trust"),
-    "closed_loop": _cfg("closed_loop"),
-    "c6": _cfg("shared_mental_model", "leadership", "team_orientation"),
-    "c7": _cfg("leadership", "trust", "mutual_monitoring"),
-    "all": _cfg(*COMPONENTS),
-}
+PRESETS: dict[str, TeamworkConfig] = {name: _cfg(*components) for name, components in PRESET_COMPONENTS.items()}
 
 
 def _suggest(name: str, choices: list[str]) -> str:
