@@ -11,7 +11,7 @@ calls from its request timestamps, CPU and peak RSS from the teammed process's r
 Figures (N=3 agents, T=2 turns, the 20 MedQA-format demo vignettes, cycled for long runs):
   prompt tokens / question, calls / question             base and all, from the server log
   longest chain of sequential calls                      base and all, c=1, fixed latency
-  wall per question / (chain x latency)                  all, --concurrency 1 and 16
+  wall per question / (chain x latency)                  all, --concurrency 1, 16 and 64
   framework CPU per LM call                              all, zero latency, (CPU(n2)-CPU(n1))/calls
   one-call run CPU and wall, start to exit               `teammed ask --system zero_shot`
   `teammed --help` wall                                  best of 5
@@ -202,10 +202,12 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
             chain * latency)
         log(f"  {tree.name} chain {preset}: done")
     chain = f["all: longest chain of sequential calls"]
-    _, requests, rows = tree.run(preset="all", questions=qfile, n=16, latency_s=latency, concurrency=16,
-                                 tag="chain-all-c16")
-    f["all: wall / (chain x latency), --concurrency 16"] = sum(r["latency_s"] for r in rows) / 16 / (chain * latency)
-    log(f"  {tree.name} concurrency 16: done")
+    for k in (16, 64):  # k questions at once, all starting together: the bursts of a fixed-latency server
+        _, requests, rows = tree.run(preset="all", questions=qfile, n=k, latency_s=latency, concurrency=k,
+                                     tag=f"chain-all-c{k}")
+        f[f"all: wall / (chain x latency), --concurrency {k}"] = (
+            sum(r["latency_s"] for r in rows) / k / (chain * latency))
+        log(f"  {tree.name} concurrency {k}: done")
 
     small, large = sizes["cpu"]
     cpu = {}
