@@ -411,6 +411,36 @@ def test_an_informational_status_never_hands_one_request_the_answer_to_another()
     assert classify(ProtocolError("x")).action == "retry"
 
 
+def test_requests_name_their_client_and_take_json():
+    """http.client sends no User-Agent of its own; some gateways refuse a request without one."""
+    import socket
+    import threading
+
+    from teammed import __version__
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    heads: list[bytes] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            heads.append(data.partition(b"\r\n\r\n")[0].lower())
+            conn.sendall(_answer("{}"))
+
+    threading.Thread(target=serve, daemon=True).start()
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key="sk-x",
+                                    timeout_s=5, max_connections=1)
+    client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
+    client.close()
+    listener.close()
+    assert f"user-agent: teammed/{__version__}".encode() in heads[0]
+    assert b"content-type: application/json" in heads[0] and b"authorization: bearer sk-x" in heads[0]
+
+
 def test_api_base_forms_map_to_host_port_and_path():
     from teammed.backends.openai_http import OpenAICompatibleClient
 

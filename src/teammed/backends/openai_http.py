@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from teammed import __version__
+
 __all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "ProtocolError"]
 
 # Request fields a chat-completions server takes; everything else DSPy or teammed passes is dropped.
@@ -75,6 +77,10 @@ class HTTPStatusError(Exception):
 
 class GarbageResponse(Exception):
     """A 200 whose body is not a chat completion."""
+
+
+# http.client sends none; some gateways refuse requests without one (httpx sent python-httpx/<version>)
+_USER_AGENT = f"teammed/{__version__}"
 
 
 class _Reply:
@@ -192,7 +198,7 @@ class OpenAICompatibleClient:
         body: dict[str, Any] = {"model": model.split("/", 1)[1] if "/" in model else model, "messages": messages}
         body.update({k: v for k, v in params.items() if k in _BODY_FIELDS and v is not None})
         key = api_key or self.api_key
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": _USER_AGENT}
         if self._basic:  # credentials in the URL win, as with httpx and requests
             headers["Authorization"] = self._basic
         elif key:
