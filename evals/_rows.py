@@ -8,11 +8,16 @@ A row's record is read as:
 
 1. a `Deliberation` (a teamwork row). A record written before the Deliberation kept its
    ``answer`` (record version 1, same keys otherwise) is read with the row's prediction as its answer;
-2. else a `PeerRecord`: the keys peer systems share (team, first choices, votes by turn, route,
-   experts, rounds). A teamwork record of an older shape that is not a valid Deliberation is read
-   this way too, so it still counts for agreement, roles and decisiveness but not for the metrics
-   of teamwork behaviours (shared mental model, trust history, challenges, ties);
-3. else nothing (no record, or one neither reader accepts): the row contributes nothing.
+2. else, for a teamwork-shaped record of an older or damaged shape, a `Deliberation` salvaged field
+   by field (`teammed.records.read_record`): unknown keys left out, list entries that do not
+   validate dropped one by one, missing fields empty, so one bad field never removes a row from
+   the teamwork metrics;
+3. else a `PeerRecord`: the keys peer systems share (team, first choices, votes by turn, route,
+   experts, rounds), each read leniently (a number where text belongs becomes text, an entry of
+   the wrong type is dropped);
+4. else nothing (no record): the row contributes nothing.
+
+Usage counters a row never recorded (a row from another tool) are absent from the means, not zero.
 """
 
 from __future__ import annotations
@@ -109,8 +114,8 @@ def events(row: ResultRow) -> list[TranscriptEvent]:
 
 
 def is_labeled(row: ResultRow) -> bool:
-    """A row with a gold answer. Unlabeled rows are answered but left out of accuracy, calibration
-    and paired tests."""
+    """A row with a gold answer. Unlabeled rows (``labeled`` false: a row given a null gold letter reads
+    so, whatever its schema version) are answered but left out of accuracy, calibration and paired tests."""
     return row.labeled
 
 

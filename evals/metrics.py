@@ -102,9 +102,15 @@ def answer_spread(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
             "constant": len(answers) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
 
 
+def _recorded(row: ResultRow, field: str) -> float | None:
+    """A numeric field's finite value where the row recorded it: a counter a row never wrote (one
+    from another tool, or an older one) is absent, not zero; a null ``spent_*`` is absent too."""
+    return number(getattr(row, field)) if field in row.model_fields_set else None
+
+
 def _column(rows: list[ResultRow], field: str) -> list[float]:
-    """The finite values of a numeric field (null ``spent_*`` or ``n_agents`` count as absent)."""
-    return [v for row in rows if (v := number(getattr(row, field))) is not None]
+    """The recorded finite values of a numeric field."""
+    return [v for row in rows if (v := _recorded(row, field)) is not None]
 
 
 def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
@@ -118,8 +124,8 @@ def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
     totals = [
         p + c
         for row in rows
-        if (p := number(row.prompt_tokens)) is not None
-        and (c := number(row.completion_tokens)) is not None
+        if (p := _recorded(row, "prompt_tokens")) is not None
+        and (c := _recorded(row, "completion_tokens")) is not None
     ]
     if totals:
         out["total_tokens"] = sum(totals) / len(totals)
@@ -127,7 +133,7 @@ def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
         pairs = [
             (v, c)
             for row in rows
-            if (v := number(getattr(row, field))) is not None and (c := number(row.calls))
+            if (v := _recorded(row, field)) is not None and (c := _recorded(row, "calls"))
         ]
         rate = ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))
         if rate is not None:

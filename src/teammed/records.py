@@ -26,9 +26,9 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from teammed.errors import DataError
 from teammed.types import Question
@@ -169,6 +169,23 @@ class ResultRow(BaseModel):
     transcript: list[Any] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_and_ids(cls, data: Any) -> Any:
+        """A null container reads as empty and a numeric id as text: what other tools write."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for key, empty in (("record", {}), ("transcript", []), ("options", {}), ("roles", []), ("meta", {}),
+                           ("calls_by_signature", {})):
+            if key in data and data[key] is None:
+                data[key] = type(empty)()
+        if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
+            data["id"] = str(data["id"])
+        if "labeled" not in data and "gold" in data and data["gold"] is None:  # no gold: nothing to score
+            data["labeled"], data["correct"] = False, None
+        return data
+
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), default=str)
 
@@ -177,22 +194,54 @@ class _Reader(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+def _as_text(value: Any) -> Any:
+    """A number where text belongs (an id, a numeric confidence) reads as its text; anything else
+    that is not text reads as absent, so one odd entry never drops a whole record."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+def _as_texts(value: Any) -> Any:
+    return [t for v in value if (t := _as_text(v)) is not None] if isinstance(value, list) else None
+
+
+_Text = Annotated[str | None, BeforeValidator(_as_text)]
+
+
+def _entries(value: Any) -> Any:
+    """The entries of a list that are objects (an odd entry is dropped, not the record)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def _votes(value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): [_as_text(x) for x in v] for k, v in value.items() if isinstance(v, list)}
+
+
+def _number(value: Any) -> Any:
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 class PeerAgent(_Reader):
     """One member of a peer system's team (MDAgents keeps no expertise or weight for some routes)."""
 
-    id: str | None = None
-    role: str | None = None
-    expertise: str | None = None
-    weight: float | None = None
+    id: _Text = None
+    role: _Text = None
+    expertise: _Text = None
+    weight: Annotated[float | None, BeforeValidator(lambda v: v if isinstance(v, int | float) else None)] = None
 
 
 class PeerVote(_Reader):
     """One agent's choice at one stage of a peer system's deliberation."""
 
-    agent: str | None = None
-    first: str | None = None
-    ranking: list[str] | None = None
-    confidence: str | None = None
+    agent: _Text = None
+    first: _Text = None
+    ranking: Annotated[list[str] | None, BeforeValidator(_as_texts)] = None
+    confidence: _Text = None
 
     @property
     def choice(self) -> str | None:
@@ -208,14 +257,14 @@ class PeerRecord(_Reader):
     ``rounds`` and ``reassignments`` (KAMAC, consultation, voting). Other keys are ignored.
     """
 
-    route: str | None = None
+    route: _Text = None
     experts: list[Any] | None = None
-    agents: list[PeerAgent] = Field(default_factory=list)
-    r2: list[PeerVote] = Field(default_factory=list)
-    final: list[PeerVote] = Field(default_factory=list)
-    votes_by_turn: dict[str, list[str | None]] | None = None
-    rounds: float | None = None
-    reassignments: float | None = None
+    agents: Annotated[list[PeerAgent], BeforeValidator(_entries)] = Field(default_factory=list)
+    r2: Annotated[list[PeerVote], BeforeValidator(_entries)] = Field(default_factory=list)
+    final: Annotated[list[PeerVote], BeforeValidator(_entries)] = Field(default_factory=list)
+    votes_by_turn: Annotated[dict[str, list[str | None]] | None, BeforeValidator(_votes)] = None
+    rounds: Annotated[float | None, BeforeValidator(_number)] = None
+    reassignments: Annotated[float | None, BeforeValidator(_number)] = None
 
 
 class TranscriptEvent(_Reader):
@@ -249,11 +298,85 @@ def read_record(value: Any, *, answer: str | None = None) -> Deliberation | Peer
         return None
     if answer is not None and "answer" not in value:
         value = {**value, "answer": answer}
-    for model in (Deliberation, PeerRecord):
-        try:
-            return model.model_validate(value)
-        except ValidationError:
+    try:
+        return Deliberation.model_validate(value)
+    except ValidationError:
+        pass
+    salvaged = _salvage_deliberation(value, answer)
+    if salvaged is not None:
+        return salvaged
+    try:
+        return PeerRecord.model_validate(value)
+    except ValidationError:
+        return None
+
+
+_TEAMWORK_KEYS = frozenset({"agents", "r2", "final", "scores"})
+
+
+def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Deliberation | None:
+    """A teamwork record of an older or damaged shape, read field by field: unknown keys are left out,
+    a list keeps the entries that validate, a missing or unreadable field takes its empty value,
+    and the answer is the record's, else the row's prediction, else the top Borda score. None when
+    the record is not teamwork-shaped or still does not validate."""
+    from typing import get_args, get_origin
+
+    from pydantic import TypeAdapter
+
+    from teammed.programs.record import Deliberation
+
+    if not _TEAMWORK_KEYS <= set(value):
+        return None
+    data: dict[str, Any] = {}
+    for name, field in Deliberation.model_fields.items():
+        annotation = field.annotation
+        if name in value:
+            raw = value[name]
+            try:
+                data[name] = TypeAdapter(annotation).validate_python(raw)
+                continue
+            except ValidationError:
+                if get_origin(annotation) is list and isinstance(raw, list):
+                    item = TypeAdapter(get_args(annotation)[0])
+                    kept = []
+                    for entry in raw:
+                        try:
+                            kept.append(item.validate_python(entry))
+                        except ValidationError:
+                            continue
+                    data[name] = kept
+                    continue
+        if not field.is_required():
             continue
+        data[name] = _empty(annotation)
+    scores = data.get("scores") or {}
+    data["answer"] = (value.get("answer") if isinstance(value.get("answer"), str) else None) or answer or (
+        max(scores, key=lambda k: scores[k]) if scores else None)
+    if not data["answer"]:
+        return None
+    try:
+        return Deliberation.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _empty(annotation: Any) -> Any:
+    """The empty value of a record field's type: [], {}, "", False, an empty sub-record, or None."""
+    from typing import get_args, get_origin
+
+    origin = get_origin(annotation)
+    if origin is list:
+        return []
+    if origin is dict:
+        return {}
+    if type(None) in get_args(annotation):
+        return None
+    if annotation is str:
+        return ""
+    if annotation is bool:
+        return False
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return {}
     return None
 
 
