@@ -311,7 +311,7 @@ def read_record(value: Any, *, answer: str | None = None) -> Deliberation | Peer
         return None
 
 
-_TEAMWORK_KEYS = frozenset({"agents", "r2", "final", "scores"})
+_TEAMWORK_KEYS = frozenset({"agents", "r2", "final", "scores", "aggregation"})  # no peer record has them all
 
 
 def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Deliberation | None:
