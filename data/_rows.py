@@ -43,7 +43,7 @@ class Row:
 def read_rows(path: Path) -> list[Row]:
     """All rows of a .jsonl, .json, .csv, .parquet or single-file .zip; CSV also without a suffix."""
     if not path.is_file():
-        raise DataError(f"No such data file: {path}")
+        raise DataError(f"No such data file: {path}; check the path")
     suffix = path.suffix.lower()
     try:
         if suffix == ".zip":

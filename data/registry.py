@@ -252,7 +252,8 @@ def _unknown_name(name: str, path: Path) -> str:
             return (f"{name!r} is a directory without data files datasets can read (no save_to_disk files, no "
                     f"{', '.join(('.parquet', '.arrow', '.jsonl', '.json', '.csv'))}); for a registry data set "
                     f"pass its name with data_dir={name!r}.")
-        return f"No such data file: {path}."
+        return (f"No such data file: {path}; check the path, or give a benchmark name ("
+                f"{', '.join(available_datasets()[:4])}, ...).")
     names = available_datasets()
     return f"Unknown data set {name!r}.{_did_you_mean(_key(name), names)} Available: {', '.join(names)}."
 

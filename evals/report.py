@@ -141,7 +141,8 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         "Table 1. Accuracy (%)", _tables.accuracy_table(stats, configs, datasets),
         "Mean ± standard error over seeds (SE = sample std / √k; a lone seed shows its accuracy only); "
         "failed questions count as wrong; unlabeled questions are left out; **bold** is the best per column. "
-        "*majority class*: the accuracy of always answering the most common gold letter. "
+        "*majority class*: the accuracy of always answering the most common gold letter, pooled over the "
+        "questions of all seeds (a run's own summary line gives it for that run's questions). "
         "† marks a partial run (fewer rows than planned: stopped, killed or still running).",
     )
     lines += _section(

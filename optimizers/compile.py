@@ -125,11 +125,34 @@ class _Plan:
     max_metric_calls: int | None
 
 
+def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example]) -> None:
+    """Refuse ``labeled`` where it would change nothing (no LM call; run before any evaluation).
+
+    Labeled demos carry the question, options and answer only. DSPy leaves a demo out of a
+    predictor's prompt when it has none of that predictor's outputs, and most teamwork
+    behaviours output rankings, messages or verdicts rather than an ``answer``.
+    """
+    trial = dspy.LabeledFewShot(k=1).compile(student, trainset=list(trainset)[:1])
+    if trainset and not any(_renders(predictor) for _, predictor in trial.named_predictors()):
+        raise ConfigError(
+            "--optimizer labeled would change nothing for this system: its demos carry only the question, "
+            "options and answer, and none of its predictors outputs an `answer` field, so DSPy leaves every "
+            "demo out of the prompts. Use --optimizer bootstrap (it records full traces of each behaviour) "
+            "or mipro/gepa")
+
+
+def _renders(predictor: Any) -> bool:
+    """Whether a predictor's demos reach its prompt: DSPy drops a demo without any of its outputs."""
+    outputs = set(predictor.signature.output_fields)
+    return any(outputs & set(getattr(demo, "keys", lambda: [])()) for demo in predictor.demos)
+
+
 def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], valset: list[dspy.Example],
          p: _Plan) -> dspy.Module:
     demos = {"metric": accuracy_metric, "teacher_settings": p.teacher_settings,
              "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
     if optimizer == "labeled":
+        check_labeled_useful(student, trainset)
         return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)
     if optimizer == "bootstrap":
         return dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)

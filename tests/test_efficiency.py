@@ -205,7 +205,7 @@ def test_compile_evaluates_with_concurrency(tmp_path, fake_server):
     server, log = fake_server(0.2)
     with server:
         code = main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "1", "--val", "1",
-                     "--test", "4", "--preset", "base", "--n-agents", "2", "--concurrency", "4",
+                     "--test", "4", "--preset", "leadership", "--n-agents", "2", "--concurrency", "4",
                      "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1",
                      "--out", str(tmp_path / "program.json")])
     assert code == 0

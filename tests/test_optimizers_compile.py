@@ -288,3 +288,26 @@ def test_non_teamwork_systems_load_through_build(tmp_path):
     assert loaded.demos[0]["answer"] == "4"
     with pytest.raises(ConfigError, match="needs build="):
         load_program(path, system="single")
+
+
+def test_labeled_is_refused_where_it_would_change_nothing(tmp_path, capsys):
+    """Labeled demos carry question/options/answer only; DSPy drops a demo with none of a predictor's
+    outputs, so for `base` teamwork the "compiled" program was the uncompiled one under a new name."""
+    from teammed.adapter import SchemaAdapter
+    from teammed.cli import main
+
+    out = tmp_path / "p.json"
+    assert main(["compile", "--dataset", "demo", "--optimizer", "labeled", "--train", "2", "--val", "2", "--test",
+                 "2", "--model", "scripted", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "would change nothing" in err and "--optimizer bootstrap" in err and "accuracy before" not in err
+    assert not out.exists()
+    # a system whose predictor outputs the answer keeps labeled demos in its prompt
+    assert main(["compile", "--dataset", "demo", "--system", "cot", "--optimizer", "labeled", "--train", "2",
+                 "--val", "2", "--test", "2", "--model", "scripted", "--out", str(out)]) == 0
+    from teammed.optimizers.saved import load_program
+
+    predictor = load_program(out)[0].predictors()[0]
+    messages = SchemaAdapter().format(predictor.signature, predictor.demos,
+                                      {"question": "q?", "options": {"A": "x", "B": "y"}})
+    assert predictor.demos and len(messages) > 2  # the demos are in the prompt

@@ -512,3 +512,12 @@ def test_a_failing_search_prints_no_traceback(tmp_path, handler):
                                *_fake_args(server)], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "no Special Set was written" in done.stderr
+
+
+def test_resume_of_a_directory_holding_no_run_says_it_starts_afresh(tmp_path, capsys):
+    from teammed.cli import main
+
+    out = tmp_path / "never-ran"
+    assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--out", str(out), "--resume"]) == 0
+    assert "nothing to resume" in capsys.readouterr().err
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2

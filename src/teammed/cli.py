@@ -221,14 +221,17 @@ def _require_vision(questions: list, deployments: list) -> None:
     """Image questions need a vision model: say so before spending anything."""
     if not any(q.image for q in questions):
         return
-    import litellm
-
     for d in deployments:
         model = getattr(d.lm, "model", "")
-        try:
-            vision = bool(litellm.supports_vision(model=model)) and not d.spec.startswith(("local", "scripted"))
-        except Exception:  # unknown to litellm's model map
-            vision = False
+        if d.spec.startswith(("local", "scripted", "simulated")):  # teammed's own: text-only, unknown to litellm
+            vision = False  # (asking litellm about them printed its provider list to the terminal)
+        else:
+            import litellm
+
+            try:
+                vision = bool(litellm.supports_vision(model=model))
+            except Exception:  # unknown to litellm's model map
+                vision = False
         if not vision:
             raise TeammedError(
                 f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
@@ -319,6 +322,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             if not (args.resume or args.retry_failed) and results.is_file() and results.stat().st_size > 0:
                 raise TeammedError(f"{results} already holds results; pass --resume to continue that run or "
                                    f"choose another --out")
+            if (args.resume or args.retry_failed) and not results.is_file():
+                print(f"teammed: nothing to resume in {out} (no results.jsonl); starting a new run there",
+                      file=sys.stderr)
             cells.append((label, config, seed, sample, overlap, out))
     summaries = []
     with _deployments(args) as deployments:

@@ -56,6 +56,10 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         from teammed.programs.peers import build_system
 
         student = build_system(args.system)
+    if args.optimizer == "labeled":  # refused before any LM call when it would change nothing
+        from teammed.optimizers.compile import check_labeled_useful
+
+        check_labeled_useful(student, examples_from_questions(train))
     print(f"compile: {len(train)} train + {len(val)} val + {len(test)} held-out questions from "
           f"{choice.name} ({choice.split})", file=sys.stderr)
     from teammed.progress import CallProgress
