@@ -151,8 +151,7 @@ def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], val
          p: _Plan) -> dspy.Module:
     demos = {"metric": accuracy_metric, "teacher_settings": p.teacher_settings,
              "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
-    if optimizer == "labeled":
-        check_labeled_useful(student, trainset)
+    if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
         return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)
     if optimizer == "bootstrap":
         return dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
