@@ -337,13 +337,18 @@ def test_close_does_not_wait_for_a_request_in_flight():
     listener.close()
 
 
-def _raw_server(script):  # type: ignore[no-untyped-def]
-    """A loopback server that reads each request and answers with ``script(n)`` bytes (n from 1)."""
+def _raw_server(script, *, close_idle_after: float | None = None):  # type: ignore[no-untyped-def]
+    """A loopback server that reads each request and answers with ``script(n)`` bytes (n from 1).
+
+    With ``close_idle_after``, it closes each connection that long after its first answer, without
+    saying so (as servers drop idle keep-alive connections). Returns the listener, the request
+    count and the number of connections accepted."""
     import socket
     import threading
+    import time
 
     listener = socket.create_server(("127.0.0.1", 0))
-    count = [0]
+    count, accepted = [0], [0]
 
     def serve() -> None:
         while True:
@@ -351,6 +356,7 @@ def _raw_server(script):  # type: ignore[no-untyped-def]
                 conn, _ = listener.accept()
             except OSError:
                 return
+            accepted[0] += 1
             with conn:
                 while True:
                     data = b""
@@ -369,9 +375,12 @@ def _raw_server(script):  # type: ignore[no-untyped-def]
                     count[0] += 1
                     for part in script(count[0]):
                         conn.sendall(part)
+                    if close_idle_after is not None:
+                        time.sleep(close_idle_after)
+                        break
 
     threading.Thread(target=serve, daemon=True).start()
-    return listener, count
+    return listener, count, accepted
 
 
 def _answer(content: str) -> bytes:
@@ -394,7 +403,7 @@ def test_an_informational_status_never_hands_one_request_the_answer_to_another()
             time.sleep(0.2)
         yield _answer(f"answer {n}")
 
-    listener, _ = _raw_server(script)
+    listener, _, _ = _raw_server(script)
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
                                     timeout_s=5, max_connections=1)
     try:
@@ -522,38 +531,11 @@ def test_release_wakes_a_waiting_caller_at_once_without_polling():
 def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_failed():
     """Servers drop idle keep-alive connections (uvicorn after 5 s); the next request must open a fresh
     one rather than fail on the dead socket and wait out a retry backoff."""
-    import socket
-    import threading
     import time
 
     from teammed.backends.openai_http import OpenAICompatibleClient
 
-    body = json.dumps({"choices": [{"message": {"role": "assistant", "content": "{}"}}],
-                       "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
-    listener = socket.create_server(("127.0.0.1", 0))
-    accepted = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            accepted.append(conn)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(
-                b"content-length")))
-            while len(rest) < length:
-                rest += conn.recv(65536)
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-                         + str(len(body)).encode() + b"\r\n\r\n" + body)  # keep-alive, then ...
-            time.sleep(0.05)
-            conn.close()  # ... closed while idle, without saying so
-
-    threading.Thread(target=serve, daemon=True).start()
+    listener, _, accepted = _raw_server(lambda n: [_answer("{}")], close_idle_after=0.05)
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
                                     timeout_s=5, max_connections=1)
     try:
@@ -563,7 +545,7 @@ def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_fai
     finally:
         client.close()
         listener.close()
-    assert len(accepted) == 3
+    assert accepted[0] == 3
 
 
 def test_a_failing_listener_neither_fails_the_call_nor_loses_its_usage(caplog):
