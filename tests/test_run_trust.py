@@ -521,3 +521,15 @@ def test_resume_of_a_directory_holding_no_run_says_it_starts_afresh(tmp_path, ca
     assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--out", str(out), "--resume"]) == 0
     assert "nothing to resume" in capsys.readouterr().err
     assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_a_refused_resume_prints_only_the_refusal(tmp_path, capsys):
+    from teammed.cli import main
+
+    out = tmp_path / "r"
+    assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--out", str(out)]) == 0
+    assert "| 2 questions |" in capsys.readouterr().err  # the header, once the run starts
+    assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--out", str(out), "--preset", "all",
+                 "--resume"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--resume refused" in err[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import functools
 import logging
 import os
 import sys
@@ -346,8 +347,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                          "shuffle_options": args.shuffle_options},
                             "split": choice.split, "overlap": overlap, "command": redacted_argv(sys.argv)},
             )
-            print(f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
-                  f"{model} -> {out}", file=sys.stderr)
+            header = (f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
+                      f"{model} -> {out}")
             chosen = {q.id for q in sample}  # few-shot examples never include the test questions
             pool = [q for q in choice.source if q.id not in chosen]
             factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
@@ -359,7 +360,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  concurrency=in_flight) as bar:
                     summary = run_questions(sample, program_factory=factory, deployments=deployments,
                                             settings=settings, progress=bar.update, metrics=summarize,
-                                            questions_in_flight=in_flight)
+                                            questions_in_flight=in_flight,
+                                            on_start=functools.partial(print, header, file=sys.stderr))
             except RunStopped as exc:
                 print(f"teammed: error: {exc}", file=sys.stderr)
                 return 1

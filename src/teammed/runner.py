@@ -424,6 +424,7 @@ def run_questions(
     progress: Callable[[dict[str, Any]], None] | None = None,
     metrics: Callable[[list[ResultRow]], dict[str, Any]] | None = None,
     questions_in_flight: int | None = None,
+    on_start: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
 
@@ -434,6 +435,8 @@ def run_questions(
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
     ``resume`` meets a different identity (nothing is appended then), and `RunStopped` after
     ``max_consecutive_failures`` same-kind fatal failures (the summary is written first).
+    ``on_start`` is called once the directory is locked and its identity accepted, just before
+    the first question (the CLI prints its header there, so a refusal prints only the refusal).
     """
     out = settings.out_dir
     identity = settings.identity
@@ -476,6 +479,8 @@ def run_questions(
                     "seed": identity.seed, "model": identity.model, "deployments": list(identity.deployments),
                     "n_questions": len(questions), "question_ids": ids, **environment(), **settings.extra_meta}
         write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
+        if on_start is not None:
+            on_start()
         rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
                                  questions_in_flight=questions_in_flight,
                                  settings=settings, results_path=results_path, existing=existing,
