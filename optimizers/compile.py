@@ -132,8 +132,10 @@ def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example])
     predictor's prompt when it has none of that predictor's outputs, and most teamwork
     behaviours output rankings, messages or verdicts rather than an ``answer``.
     """
+    if not trainset:
+        return
     trial = dspy.LabeledFewShot(k=1).compile(student, trainset=list(trainset)[:1])
-    if trainset and not any(_renders(predictor) for _, predictor in trial.named_predictors()):
+    if not any(_renders(predictor) for _, predictor in trial.named_predictors()):
         raise ConfigError(
             "--optimizer labeled would change nothing for this system: its demos carry only the question, "
             "options and answer, and none of its predictors outputs an `answer` field, so DSPy leaves every "

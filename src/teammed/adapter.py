@@ -64,7 +64,7 @@ def _json_native(value: Any, depth: int = 0) -> bool:
     if value is None or kind in (bool, int):
         return True
     if kind is str:
-        return _CUSTOM_TYPE_MARK not in value  # DSPy splits marked strings into content parts
+        return CUSTOM_TYPE_START_IDENTIFIER not in value  # DSPy splits marked strings into content parts
     if kind is float:
         return value == value and value not in (float("inf"), float("-inf"))
     if depth > 32:
@@ -74,10 +74,6 @@ def _json_native(value: Any, depth: int = 0) -> bool:
     if kind is dict:
         return all(type(k) is str and _json_native(v, depth + 1) for k, v in value.items())
     return False
-
-
-# the marker DSPy's custom types (images, ...) leave in formatted text
-_CUSTOM_TYPE_MARK = CUSTOM_TYPE_START_IDENTIFIER
 
 
 def _plain(field: Any, value: Any) -> bool:
@@ -186,7 +182,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         if all(_plain(fields[k], v) for k, v in kept.items()):
             # text, numbers and JSON-native containers: DSPy's text exactly, without the pydantic
             # TypeAdapter DSPy builds for every value (~10% of a call's CPU)
-            parts = [f"[[ ## {k} ## ]]\n{_plain_text(v)}" for k in fields if k in kept for v in (kept[k],)]
+            parts = [f"[[ ## {k} ## ]]\n{_plain_text(kept[k])}" for k in fields if k in kept]
             return "\n\n".join(["", *parts, ""]).strip() + "\n"
         # DSPy's own formatting keeps images and other custom types (split into content parts)
         # the trailing newline keeps an empty last field well-formed ("[[ ## name ## ]]\n")

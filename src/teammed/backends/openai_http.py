@@ -136,7 +136,6 @@ class OpenAICompatibleClient:
     """
 
     def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float, max_connections: int | None):
-        self.url = api_base.rstrip("/") + "/chat/completions"
         parts = urllib.parse.urlsplit(api_base)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"--api-base {api_base!r} is not an http(s) URL")
