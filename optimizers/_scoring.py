@@ -16,7 +16,7 @@ from typing import Any
 
 import dspy
 
-from teammed import usage
+from teammed import interrupts, usage
 from teammed.adapter import SchemaAdapter
 from teammed.errors import FatalBackendError
 
@@ -66,9 +66,11 @@ def score_examples(
     """One row per example, in input order: answer, gold, correct, error, calls, tokens, cost."""
     if num_threads <= 1 or len(examples) <= 1:
         return [_score_one(program, ex, lm) for ex in examples]
-    with ThreadPoolExecutor(max_workers=min(num_threads, len(examples))) as pool:
+    with ThreadPoolExecutor(max_workers=min(num_threads, len(examples)), thread_name_prefix="teammed-score",
+                            initializer=interrupts.block_stop_signals) as pool:
         futures = [pool.submit(contextvars.copy_context().run, _score_one, program, example, lm)
                    for example in examples]
+        interrupts.wait_all(futures)  # in slices on the main thread: Ctrl-C/SIGTERM are heard
         return [f.result() for f in futures]
 
 

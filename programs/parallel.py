@@ -8,6 +8,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
 
+from teammed import interrupts
+
 __all__ = ["parallel_map", "Background"]
 
 T = TypeVar("T")
@@ -22,27 +24,46 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     """
     if len(items) <= 1:
         return [fn(item) for item in items]
-    with ThreadPoolExecutor(max_workers=max_workers or len(items)) as pool:
+    with _pool(max_workers or len(items)) as pool:
         futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
+        interrupts.wait_all(futures)
         return [future.result() for future in futures]
+
+
+def _pool(max_workers: int) -> ThreadPoolExecutor:
+    """Threads for a deliberation's independent calls; Ctrl-C and SIGTERM stay with the main thread,
+    which waits on them in slices (`teammed.interrupts`)."""
+    return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="teammed",
+                              initializer=interrupts.block_stop_signals)
 
 
 class Background:
     """Calls started now and collected later, each in a copy of the caller's context.
 
-    ``with Background() as bg: f = bg.start(fn, x=1); ...; f.result()``. Leaving the block
-    waits for every call started in it.
+    ``with Background() as bg: f = bg.start(fn, x=1); ...; bg.result(f)``. Leaving the block
+    waits for every call started in it. Collect with `result` (not ``f.result()``): on the main
+    thread it waits in slices, so Ctrl-C and SIGTERM are handled while a call hangs.
     """
 
     def __init__(self, *, max_workers: int = 16) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="teammed")
+        self._pool = _pool(max_workers)
+        self._started: list[Future[Any]] = []
 
     def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        return self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+        future = self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+        self._started.append(future)
+        return future
+
+    @staticmethod
+    def result(future: Future[R]) -> R:
+        """``future.result()``, attentive to signals on the main thread."""
+        return interrupts.result(future)
 
     def __enter__(self) -> Background:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        if exc is None:
+            interrupts.wait_all(self._started)
         self._pool.shutdown(wait=True, cancel_futures=exc is not None)

@@ -51,7 +51,7 @@ class Recruitment(dspy.Module):
                 counted = self.count(question=question, options=options)
                 n = counted.n_agents if counted.n_agents in (2, 3, 4) else 3
                 count_reason = counted.reason
-            analysis = (tricks.result().analysis or "") if tricks is not None else ""
+            analysis = (bg.result(tricks).analysis or "") if tricks is not None else ""
         assert isinstance(n, int)
         if self.specialties is not None:
             recruited = self.specialties(question=question, n_agents=n, question_analysis=analysis)

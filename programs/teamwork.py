@@ -86,7 +86,7 @@ class TeamworkProgram(SavesConfig, dspy.Module):
                 talk, trust, pending = self._discuss(bg, text, options, team, r2, trust)
             decision = self._decide(text, options, team, r2, talk, trust)
             if pending is not None:  # the last turn's mediation ran beside the decision
-                talk = talk.model_copy(update={"mediations": [*talk.mediations, pending.result()]})
+                talk = talk.model_copy(update={"mediations": [*talk.mediations, bg.result(pending)]})
         record = Deliberation.assemble(team=team, r2=r2, talk=talk, decision=decision,
                                        trust=trust if self.config.trust else None)
         _count_repairs(record.ranking_repairs + record.invalid_letters)
@@ -120,13 +120,13 @@ class TeamworkProgram(SavesConfig, dspy.Module):
             grades_f = bg.start(leader.grade_assessments, summary, team.ids)
         facts: list[str] = []
         if c.shared_mental_model:
-            facts = facts_f.result() if facts_f is not None else intersect_facts([a.facts for a in assessments])
-        report = report_f.result() if report_f is not None else ""
+            facts = bg.result(facts_f) if facts_f is not None else intersect_facts([a.facts for a in assessments])
+        report = bg.result(report_f) if report_f is not None else ""
         trust = initial_trust(team.ids)
         quality = None
         if c.trust:
             if grades_f is not None:
-                quality = grades_f.result()
+                quality = bg.result(grades_f)
             else:
                 quality = {a.agent: automated_quality(ranking_repaired=a.repaired, n_facts=len(a.facts),
                                                       justification=a.justification, confidence=a.confidence)
@@ -198,14 +198,14 @@ class TeamworkProgram(SavesConfig, dspy.Module):
             if self.monitoring is not None:
                 challenge_f = bg.start(self.monitoring, turn=turn, options=options, turns=spoken,
                                        agents=team.agents, role_of=team.role_of)
-            for loop in (f.result() for f in loop_fs):
+            for loop in (bg.result(f) for f in loop_fs):
                 loops.append(loop)
                 if loop.correction:
                     said.note(f"[t{turn}] {loop.sender} clarified: {loop.correction}")
             if mediation_f is not None:
-                mediations.append(mediation_f.result())
+                mediations.append(bg.result(mediation_f))
             if challenge_f is not None:
-                ch = challenge_f.result()
+                ch = bg.result(challenge_f)
                 if c.trust:
                     before = trust[ch.agent]
                     trust[ch.agent] = verdict_update(before, ch.verdict)

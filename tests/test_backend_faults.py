@@ -427,6 +427,13 @@ def _teammed(*args: str, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
+def _teammed_script(script: str, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PYTHONUNBUFFERED": "1"}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_hung_call_ends_the_run_within_two_seconds(tmp_path, sig):
     with FakeOpenAI(lambda n, b: 60.0) as server:
@@ -447,6 +454,71 @@ def test_a_signal_during_a_hung_call_ends_the_run_within_two_seconds(tmp_path, s
     assert elapsed < 2.0, (elapsed, err)
     assert proc.returncode in (130, 143, -sig), err
     assert "Traceback" not in err and "cannot schedule new futures" not in err
+
+
+# A process-directed signal goes to any thread that does not block it. This script plays a
+# library's thread that receives it (the kernel's choice): the handler is then only pending for
+# the main thread, which must still notice while it waits on a hung call.
+_SIGNAL_ON_ANOTHER_THREAD = """
+import os, signal, sys, threading, time
+from teammed.cli import main
+
+def bystander():
+    while not os.path.exists(sys.argv[1]):
+        time.sleep(0.02)
+    signal.pthread_kill(threading.get_ident(), int(sys.argv[2]))
+    time.sleep(3600)
+
+threading.Thread(target=bystander, daemon=True).start()
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("command", ["run", "ask", "search"])
+def test_a_signal_that_lands_on_another_thread_still_ends_the_run(tmp_path, sig, command):
+    go = tmp_path / "go"
+    with FakeOpenAI(lambda n, b: 60.0) as server:
+        args = {"run": ["run", "--dataset", "demo", "--n", "3", "--n-agents", "2", "--out", str(tmp_path / "run")],
+                "ask": ["ask", "A 30-year-old man has a fever. Diagnosis?", "--option", "A=Flu", "--option", "B=Cold",
+                        "--n-agents", "2"],
+                "search": ["search", "--dataset", "demo", "--n", "4", "--trials", "2", "--concurrency", "2",
+                           "--out", str(tmp_path / "sets")]}[command]
+        args += ["--no-cache", "--model", "openai/hung", "--api-base", server.api_base]
+        proc = _teammed_script(_SIGNAL_ON_ANOTHER_THREAD, str(go), str(int(sig)), *args)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.requests, "the run never reached the server"
+        started = time.monotonic()
+        go.touch()
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        elapsed = time.monotonic() - started
+    assert elapsed < 2.0, (elapsed, err)
+    assert proc.returncode in (130, 143), (proc.returncode, err)
+    assert ("interrupted" if sig == signal.SIGINT else "terminated") in err, err
+
+
+def test_teammed_worker_threads_keep_stop_signals_for_the_main_thread():
+    from teammed.backends.requests_pool import run_interruptible
+    from teammed.programs.parallel import Background, parallel_map
+    from teammed.runner import _question_pool
+
+    def blocked() -> set[int]:
+        return set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    wanted = {signal.SIGINT, signal.SIGTERM}
+    assert wanted <= run_interruptible(blocked, check=lambda: None)
+    with _question_pool(2) as pool:
+        assert wanted <= pool.submit(blocked).result()
+    with Background() as bg:
+        assert wanted <= bg.start(blocked).result()
+    assert all(wanted <= got for got in parallel_map(lambda _: blocked(), [1, 2]))
+    assert not wanted & blocked()  # and the main thread still takes them
 
 
 def test_a_401_stops_with_the_key_variable_named(tmp_path):

@@ -30,7 +30,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -39,6 +39,7 @@ from typing import Any
 import dspy
 from pydantic import BaseModel
 
+from teammed import interrupts
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.backends.resolve import Deployment
@@ -280,6 +281,12 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()  # releases the lock
+
+
+def _question_pool(workers: int) -> ThreadPoolExecutor:
+    """Threads that answer questions; Ctrl-C and SIGTERM stay with the main thread."""
+    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teammed-question",
+                              initializer=interrupts.block_stop_signals)
 
 
 def _git_commit() -> str | None:
@@ -536,12 +543,12 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
-    pool = ThreadPoolExecutor(max_workers=workers)
+    pool = _question_pool(workers)
     stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
             futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
-            for finished, future in enumerate(as_completed(futures), start=1):
+            for finished, future in enumerate(interrupts.as_completed(futures), start=1):
                 if future.cancelled():
                     continue
                 result = future.result()

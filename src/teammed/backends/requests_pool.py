@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from teammed import interrupts
+
 __all__ = ["RequestThreads", "Waiters", "run_interruptible"]
 
 
@@ -57,6 +59,7 @@ class RequestThreads:
         return job
 
     def _work(self) -> None:
+        interrupts.block_stop_signals()
         while True:
             job = self._jobs.get()
             try:
@@ -116,14 +119,18 @@ def run_interruptible(fn: Callable[[], Any], *, check: Callable[[], None], waite
 
     ``check()`` may raise to give up (the request is then abandoned, never awaited). It runs
     whenever the caller wakes: when the request ends, when ``waiters.release_all()`` is called,
-    and every ``poll_s`` (default 0.1 s without ``waiters``, else 1 s as a backstop).
+    and every ``poll_s`` (default 0.1 s without ``waiters``, else 1 s as a backstop; on the main
+    thread at most `teammed.interrupts.SLICE_S`, so a pending Ctrl-C/SIGTERM is handled).
     """
     job = _POOL.submit(fn)
     if waiters is not None:
         waiters.add(job)
+    poll = poll_s or (1.0 if waiters is not None else 0.1)
+    if threading.current_thread() is threading.main_thread():
+        poll = min(poll, interrupts.SLICE_S)
     try:
         while not job.done.is_set():
-            job.wake.wait(poll_s or (1.0 if waiters is not None else 0.1))
+            job.wake.wait(poll)
             job.wake.clear()  # before looking: a release that comes later wakes the next wait
             check()
     finally:

@@ -1,0 +1,73 @@
+"""Waiting on threads without going deaf to Ctrl-C and SIGTERM.
+
+Python runs signal handlers on the main thread only, between bytecodes. The kernel delivers a
+signal sent to the process to *any* thread that does not block it; when that is a worker, the
+C-level handler merely marks the signal pending for the main thread. A main thread asleep in a
+wait without a timeout (``Future.result()``, ``as_completed``, ``Thread.join``) is not woken by
+that, so the handler, which closes the backends, never runs: a run waiting on a hung server
+ignored SIGTERM until the server answered.
+
+Two defences, both cheap:
+
+- threads teammed starts for questions and requests block SIGINT/SIGTERM
+  (`block_stop_signals`, a thread initializer), so the kernel picks the main thread;
+- where the main thread waits on them it waits in slices of `SLICE_S` (`result`, `wait_all`,
+  `as_completed`), so a signal that landed on some other thread (a library's) is handled
+  within a slice. Other threads wait without slicing: they never run handlers.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import signal
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any, TypeVar
+
+__all__ = ["SLICE_S", "STOP_SIGNALS", "block_stop_signals", "result", "wait_all", "as_completed"]
+
+T = TypeVar("T")
+
+SLICE_S = 0.2
+"""How long the main thread sleeps at most before looking for a pending signal."""
+
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+def block_stop_signals() -> None:
+    """Keep SIGINT/SIGTERM off the calling thread (they then go to the main thread).
+
+    For threads that never start a process: a child inherits the blocked mask.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def result(future: cf.Future[T]) -> T:
+    """``future.result()``; on the main thread, waiting in slices so pending signals are handled."""
+    if _on_main_thread():
+        while not future.done():
+            cf.wait([future], timeout=SLICE_S)
+    return future.result()
+
+
+def wait_all(futures: Iterable[cf.Future[Any]]) -> None:
+    """Return once every future is done (on the main thread, in slices)."""
+    pending = set(futures)
+    timeout = SLICE_S if _on_main_thread() else None
+    while pending:
+        _, pending = cf.wait(pending, timeout=timeout)
+
+
+def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
+    """Each future as it finishes (cancelled ones included), like `concurrent.futures.as_completed`;
+    on the main thread it waits in slices so pending signals are handled."""
+    pending = set(futures)
+    timeout = SLICE_S if _on_main_thread() else None
+    while pending:
+        done, pending = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        yield from done
