@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import dspy
@@ -434,23 +435,28 @@ def _teammed_script(script: str, *args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def _stop_once_it_calls(server: FakeOpenAI, proc: subprocess.Popen, stop: Callable[[], object]) -> tuple[float, str]:
+    """Once ``proc`` has sent a request, ``stop()``; (seconds until it exited, its stderr)."""
+    deadline = time.monotonic() + 60
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.requests, "the run never reached the server"
+    started = time.monotonic()
+    stop()
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return time.monotonic() - started, err
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_during_a_hung_call_ends_the_run_within_two_seconds(tmp_path, sig):
     with FakeOpenAI(lambda n, b: 60.0) as server:
         proc = _teammed("run", "--dataset", "demo", "--n", "3", "--model", "openai/hung", "--api-base",
                         server.api_base, "--no-cache", "--out", str(tmp_path / "run"), "--n-agents", "2")
-        deadline = time.monotonic() + 60
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.requests, "the run never reached the server"
-        started = time.monotonic()
-        proc.send_signal(sig)
-        try:
-            _, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        elapsed = time.monotonic() - started
+        elapsed, err = _stop_once_it_calls(server, proc, lambda: proc.send_signal(sig))
     assert elapsed < 2.0, (elapsed, err)
     assert proc.returncode in (130, 143, -sig), err
     assert "Traceback" not in err and "cannot schedule new futures" not in err
@@ -486,18 +492,7 @@ def test_a_signal_that_lands_on_another_thread_still_ends_the_run(tmp_path, sig,
                            "--out", str(tmp_path / "sets")]}[command]
         args += ["--no-cache", "--model", "openai/hung", "--api-base", server.api_base]
         proc = _teammed_script(_SIGNAL_ON_ANOTHER_THREAD, str(go), str(int(sig)), *args)
-        deadline = time.monotonic() + 60
-        while not server.requests and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert server.requests, "the run never reached the server"
-        started = time.monotonic()
-        go.touch()
-        try:
-            _, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            _, err = proc.communicate()
-        elapsed = time.monotonic() - started
+        elapsed, err = _stop_once_it_calls(server, proc, go.touch)
     assert elapsed < 2.0, (elapsed, err)
     assert proc.returncode in (130, 143), (proc.returncode, err)
     assert ("interrupted" if sig == signal.SIGINT else "terminated") in err, err
