@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from teammed import answer_stats
 from teammed.evals._agreement import final_convergence, r2_disagreement_rate
 from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
 from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
@@ -69,9 +70,6 @@ __all__ = [
 # Tokens and cost are billable (the same whether or not the cache answered); spent_* is what was paid.
 _PER_QUESTION = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cache_hits",
                  "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
-# A constant predictor: one letter is at least CONSTANT_SHARE of at least CONSTANT_MIN_N answers.
-CONSTANT_SHARE = 0.9
-CONSTANT_MIN_N = 10
 
 
 def accuracy(rows: Iterable[ResultRow]) -> float | None:
@@ -83,23 +81,15 @@ def accuracy(rows: Iterable[ResultRow]) -> float | None:
 
 def majority_baseline(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
     """The accuracy of always answering the most common gold letter, over labeled rows."""
-    golds = [str(row.gold) for row in rows if is_labeled(row) and row.gold is not None]
-    if not golds:
-        return None
-    letter, count = Counter(golds).most_common(1)[0]
-    return {"letter": letter, "accuracy": count / len(golds)}
+    base = answer_stats.majority_baseline(rows)
+    return base.model_dump() if base is not None else None
 
 
 def answer_spread(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
     """The most common predicted letter among answered (not failed) rows and its share;
     ``constant`` when the share is at least `CONSTANT_SHARE` over at least `CONSTANT_MIN_N` answers."""
-    answers = [str(p) for row in rows if (p := row.prediction) is not None and not row.failed]
-    if not answers:
-        return None
-    letter, count = Counter(answers).most_common(1)[0]
-    share = count / len(answers)
-    return {"top": letter, "share": share, "n_answered": len(answers),
-            "constant": len(answers) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
+    spread = answer_stats.answer_spread(rows)
+    return spread.model_dump() if spread is not None else None
 
 
 def _recorded(row: ResultRow, field: str) -> float | None:

@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import transcripts_html
 from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run
 from teammed.evals.metrics import (
-    CONSTANT_MIN_N,
-    CONSTANT_SHARE,
     accuracy,
     binary_metrics,
     rounded,

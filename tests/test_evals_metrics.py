@@ -481,3 +481,32 @@ def test_paired_comparison_combines_mcnemar_and_bootstrap() -> None:
     assert (out["b"], out["c"]) == (10, 0)
     assert out["p_mcnemar"] == pytest.approx(2 / 2**10)
     assert out["diff"] == pytest.approx(10 / 12)
+
+
+# --- majority baseline and answer spread: one definition for summary.json and the report ---------
+@pytest.mark.parametrize("seed", range(5))
+def test_the_run_summary_and_the_report_give_the_same_baseline_and_spread(seed):
+    import random
+
+    from teammed.evals.metrics import answer_spread, majority_baseline
+    from teammed.runner import summarize_rows
+
+    rng = random.Random(seed)
+    stored = []
+    for i in range(rng.randint(0, 25)):
+        gold = rng.choice(["A", "B", "C", None])
+        failed = rng.random() < 0.2
+        stored.append({"id": str(i), "gold": gold, "prediction": None if failed else rng.choice("AAB"),
+                       "failed": failed, "correct": False})
+    typed = rows(*stored)
+    summary = summarize_rows(typed)
+    base, spread = majority_baseline(typed), answer_spread(typed)
+    if base is None:
+        assert summary["majority_baseline"] == {"letter": None, "accuracy": None}
+    else:
+        assert summary["majority_baseline"] == {"letter": base["letter"], "accuracy": round(base["accuracy"], 4)}
+    if spread is None:
+        assert summary["answer_spread"] == {"n_answered": 0, "top": None, "share": None, "constant": False}
+    else:
+        assert summary["answer_spread"] == {**spread, "share": round(spread["share"], 4)}
+        assert spread["constant"] == (spread["n_answered"] >= 10 and spread["share"] >= 0.9)

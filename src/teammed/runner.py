@@ -39,9 +39,10 @@ from typing import Any
 import dspy
 from pydantic import BaseModel
 
-from teammed import interrupts
+from teammed import answer_stats, interrupts
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
+from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError
 from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
@@ -64,10 +65,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 BINARY_POSITIVE = {"yes", "true", "present"}
-# A system is flagged as a constant predictor when, over at least CONSTANT_MIN_N answered
-# questions, one letter is CONSTANT_SHARE or more of its answers.
-CONSTANT_SHARE = 0.9
-CONSTANT_MIN_N = 10
 
 
 class RunStopped(TeammedError):
@@ -310,30 +307,22 @@ def environment() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- summary
-def answer_spread(rows: Sequence[ResultRow | dict[str, Any]]) -> dict[str, Any]:
-    """How concentrated the answers are: the most common predicted letter and its share of the
-    answered questions; ``constant`` when that share is at least `CONSTANT_SHARE` over at least
-    `CONSTANT_MIN_N` answers."""
-    predictions = [p for r in rows if (p := _get(r, "prediction")) is not None and not _get(r, "failed")]
-    if not predictions:
+def answer_spread(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """`teammed.answer_stats.answer_spread` as ``summary.json`` stores it (rounded; empty fields when
+    nothing was answered)."""
+    spread = answer_stats.answer_spread(rows)
+    if spread is None:
         return {"n_answered": 0, "top": None, "share": None, "constant": False}
-    top, count = Counter(predictions).most_common(1)[0]
-    share = count / len(predictions)
-    return {"n_answered": len(predictions), "top": top, "share": round(share, 4),
-            "constant": len(predictions) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE}
+    return {"n_answered": spread.n_answered, "top": spread.top, "share": round(spread.share, 4),
+            "constant": spread.constant}
 
 
-def majority_baseline(rows: Sequence[ResultRow | dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy of always answering the most common gold letter (over labeled rows)."""
-    golds = [g for r in rows if (g := _get(r, "gold")) is not None]
-    if not golds:
+def majority_baseline(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """`teammed.answer_stats.majority_baseline` as ``summary.json`` stores it."""
+    base = answer_stats.majority_baseline(rows)
+    if base is None:
         return {"letter": None, "accuracy": None}
-    letter, count = Counter(golds).most_common(1)[0]
-    return {"letter": letter, "accuracy": round(count / len(golds), 4)}
-
-
-def _get(row: ResultRow | dict[str, Any], key: str) -> Any:
-    return row.get(key) if isinstance(row, dict) else getattr(row, key, None)
+    return {"letter": base.letter, "accuracy": round(base.accuracy, 4)}
 
 
 def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
