@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import dspy
@@ -34,13 +35,15 @@ SCRIPTED = ["--model", "scripted", "--n", "4", "--seed", "1"]
 
 CONSUMERS = [*sorted((ROOT / "evals").glob("*.py")), ROOT / "src" / "teammed" / "render.py",
              ROOT / "optimizers" / "_diagnosis.py"]
-_NAMES = r"(?:row|rows|r|rec|record|entry|ch|challenge|tie|review|stage|agent|event)"  # what a row/record is called
+# what a row, a record or an event's payload is called
+_NAMES = r"(?:row|rows|r|rec|record|entry|ch|challenge|tie|review|stage|agent|event|data|payload)"
 PROBE = re.compile(rf"\b{_NAMES}\.get\(|\b{_NAMES}\[[\"']|\bitems\(\s*(?:row|record|rec)\b|\brecord\(row\)")
 
 
 @pytest.mark.parametrize("probing", [
     'row.get("prediction")', "record.get('r2') or []", 'rec["votes_by_turn"]', "agent.get('role')",
     'items(record(row), "agents")', 'str(row["gold"])', 'tie.get("resolved_by")', 'ch["choice_before"]',
+    "data.get('severity')", 'data["trust_before"]',
 ])
 def test_the_probe_pattern_catches_dict_probing(probing: str) -> None:
     assert PROBE.search(probing)
@@ -382,3 +385,19 @@ def test_null_containers_and_numeric_ids_read_as_other_tools_write_them():
                  "transcript": None})
     assert row.id == "7" and row.record == {} and row.transcript == []
     assert summarize([{"id": 7, "gold": "A", "prediction": "A", "correct": True, "record": None}])["accuracy"] == 1.0
+
+
+def test_an_event_payload_reads_typed_and_an_odd_value_reads_as_absent() -> None:
+    from teammed.records import TranscriptEvent
+
+    event = TranscriptEvent.model_validate({
+        "kind": "challenge", "agent": "a2", "text": "the ECG was ignored",
+        "data": {"severity": "major", "response": "agreed", "verdict": "accepted", "choice_before": "A",
+                 "choice_after": "B", "trust_before": 0.8, "trust_after": "high", "ranking": ["B", 3, {}],
+                 "confidence": 0.9, "extra": [1, 2]}})
+    payload = event.payload
+    assert (payload.severity, payload.choice_after, payload.trust_before) == ("major", "B", 0.8)
+    assert payload.trust_after is None and payload.ranking == ["B", "3"] and payload.confidence == "0.9"
+    assert event.data is not None and event.data["extra"] == [1, 2]  # the stored payload is kept as written
+    text = render_transcript(SimpleNamespace(record=None, transcript=[event.model_dump()]))
+    assert "Verdict: accepted; answer A -> B" in text and "trust" not in text.split("Verdict")[1]

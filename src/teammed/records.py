@@ -43,6 +43,7 @@ __all__ = [
     "PeerAgent",
     "PeerVote",
     "PeerRecord",
+    "EventPayload",
     "TranscriptEvent",
     "read_record",
     "load_row",
@@ -267,11 +268,27 @@ class PeerRecord(_Reader):
     reassignments: Annotated[float | None, BeforeValidator(_number)] = None
 
 
+class EventPayload(_Reader):
+    """The typed view of a transcript event's payload: the keys the behaviours write (each kind
+    some of them); a value of the wrong type reads as absent, other keys are ignored."""
+
+    ranking: Annotated[list[str] | None, BeforeValidator(_as_texts)] = None
+    choice: _Text = None
+    confidence: _Text = None
+    severity: _Text = None  # a challenge's
+    response: _Text = None
+    verdict: _Text = None
+    choice_before: _Text = None
+    choice_after: _Text = None
+    trust_before: Annotated[float | None, BeforeValidator(_number)] = None
+    trust_after: Annotated[float | None, BeforeValidator(_number)] = None
+
+
 class TranscriptEvent(_Reader):
     """One entry of a row's readable transcript: who said what, in which phase.
 
-    ``data`` is the event's own payload (a ranking, a choice, a challenge's verdict ...), as
-    the behaviour that wrote it named it.
+    ``data`` is the event's own payload (a ranking, a choice, a challenge's verdict ...) as the
+    behaviour that wrote it stored it; `payload` reads it typed.
     """
 
     phase: str | None = None
@@ -281,6 +298,10 @@ class TranscriptEvent(_Reader):
     kind: str | None = None
     text: str | None = None
     data: dict[str, Any] | None = None
+
+    @property
+    def payload(self) -> EventPayload:
+        return EventPayload.model_validate(self.data or {})
 
 
 def read_record(value: Any, *, answer: str | None = None) -> Deliberation | PeerRecord | None:

@@ -43,24 +43,23 @@ def _team(record: Deliberation | PeerRecord | None) -> list[str]:
 
 def _event(event: TranscriptEvent) -> list[str]:
     """The head line of one event (who, what, their choice) and its text; a challenge in full."""
-    data = event.data or {}  # the event's own payload, named by the behaviour that wrote it
+    data = event.payload
     turn = f"[turn {event.turn}] " if event.turn else ""
     head = f"  {turn}{_who(event)} - {(event.kind or '').replace('_', ' ')}"
-    if data.get("ranking"):
-        head += f": ranking {' > '.join(data['ranking'])}"
-    elif data.get("choice"):
-        head += f": favours {data['choice']}"
-    if data.get("confidence"):
-        head += f", confidence {data['confidence']}"
+    if data.ranking:
+        head += f": ranking {' > '.join(data.ranking)}"
+    elif data.choice:
+        head += f": favours {data.choice}"
+    if data.confidence:
+        head += f", confidence {data.confidence}"
     lines = [head]
     if event.kind == "challenge":
-        lines.append(_wrap(f"Concern ({data.get('severity')}): {event.text}"))
-        lines.append(_wrap(f"Reply: {data.get('response')}"))
+        lines.append(_wrap(f"Concern ({data.severity}): {event.text}"))
+        lines.append(_wrap(f"Reply: {data.response}"))
         trust = ""
-        if data.get("trust_before") is not None:
-            trust = f"; trust {data['trust_before']:.2f} -> {data['trust_after']:.2f}"
-        lines.append(_wrap(f"Verdict: {data.get('verdict')}; answer {data.get('choice_before')} -> "
-                           f"{data.get('choice_after')}{trust}"))
+        if data.trust_before is not None and data.trust_after is not None:
+            trust = f"; trust {data.trust_before:.2f} -> {data.trust_after:.2f}"
+        lines.append(_wrap(f"Verdict: {data.verdict}; answer {data.choice_before} -> {data.choice_after}{trust}"))
     elif event.text:
         lines.append(_wrap(event.text))
     return lines
