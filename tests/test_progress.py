@@ -140,3 +140,26 @@ def test_call_progress_counts_calls(clock):
         bar.live.on_lm_end("x", None)
         bar.set_label("compile: after")
     assert "compile: after" in stream.getvalue() and "1 calls" in stream.getvalue()
+
+
+def test_a_library_s_prints_become_lines_and_its_progress_bars_are_dropped():
+    from teammed.progress import CallProgress
+
+    out = io.StringIO()
+    with CallProgress("compile", stream=out, tty=False) as bar, bar.relaying_output():
+        import sys
+
+        print("Bootstrapped 2 full traces.")
+        sys.stderr.write("\r  0%|          | 0/3 [00:00<?, ?it/s]\r100%|##########| 3/3 [00:00<00:00, 114.57it/s]\n")
+        print("Average Metric: 2 / 3", end="")  # an unfinished line still comes out when the block ends
+    text = out.getvalue()
+    assert "  dspy: Bootstrapped 2 full traces.\n" in text and "  dspy: Average Metric: 2 / 3\n" in text
+    assert "it/s" not in text and "\r" not in text
+
+
+def test_compile_shows_dspy_s_messages_as_its_own_lines(tmp_path, capsys):
+    code = main(["compile", "--dataset", "demo", "--optimizer", "bootstrap", "--train", "3", "--val", "2",
+                 "--test", "1", "--model", "scripted", "--no-cache", "--out", str(tmp_path / "p")])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "  dspy: Bootstrapped" in captured.err and "it/s" not in captured.err + captured.out

@@ -81,9 +81,10 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
             return 1
         bar.display.line(f"held-out accuracy before: {before:.1%} on {len(test)} questions")
         bar.set_label(f"compile: {args.optimizer} on {len(train)} training questions")
-        compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
-                                   valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
-                                   reflection_lm=reflection, seed=args.seed, num_threads=threads)
+        with bar.relaying_output():  # DSPy's prints as lines of ours; its progress bars dropped
+            compiled = compile_program(student, optimizer=args.optimizer, trainset=examples_from_questions(train),
+                                       valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
+                                       reflection_lm=reflection, seed=args.seed, num_threads=threads)
         bar.set_label("compile: held-out accuracy after")
         after, after_rows = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
         failed = _all_failed(after_rows)

@@ -18,6 +18,7 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any, Self, TextIO
 
 from dspy.utils.callback import BaseCallback
@@ -272,6 +273,18 @@ class CallProgress(_Progress):
         else:
             self.display.line("  " + self.status())
 
+    @contextlib.contextmanager
+    def relaying_output(self, prefix: str = "dspy: ") -> Iterator[None]:
+        """While inside, what a library prints to stdout/stderr comes out as lines of this display
+        (``prefix`` first) and its own progress bars (redrawn with carriage returns) are dropped:
+        one display on the terminal, not two fighting over the line."""
+        relay = _LineRelay(lambda text: self.display.line("  " + prefix + text))
+        with contextlib.redirect_stdout(relay), contextlib.redirect_stderr(relay):  # type: ignore[type-var]
+            try:
+                yield
+            finally:
+                relay.flush_line()
+
     def _changed(self) -> None:
         phase = self.live.phase
         if self.phase_lines and not self.display.tty and phase and phase != self._last_phase:
@@ -370,3 +383,35 @@ class RunProgress(_Progress):
         return (f"[{bar}] {self.done}/{self.total} | accuracy {accuracy} | {calls} calls | "
                 f"{format_count(self.live.tokens)} tokens | {self.failed} failed | "
                 f"ETA {format_duration(self.eta_s())}{phase}")
+
+
+class _LineRelay:
+    """A write-only text stream that hands complete lines to ``emit``; a line redrawn with carriage
+    returns (a progress bar) is dropped."""
+
+    def __init__(self, emit: Callable[[str], None]) -> None:
+        self._emit = emit
+        self._pending = ""
+        self._lock = threading.Lock()
+
+    def write(self, text: str) -> int:
+        with self._lock:
+            *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            self._relay(line)
+        return len(text)
+
+    def _relay(self, line: str) -> None:
+        if "\r" not in line and line.strip():
+            self._emit(line.rstrip())
+
+    def flush_line(self) -> None:
+        with self._lock:
+            line, self._pending = self._pending, ""
+        self._relay(line)
+
+    def flush(self) -> None:  # what print(..., flush=True) and tqdm call
+        pass
+
+    def isatty(self) -> bool:
+        return False
