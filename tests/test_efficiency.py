@@ -516,11 +516,20 @@ def test_release_wakes_a_waiting_caller_at_once_without_polling():
         closed.set()
         waiters.release_all()
 
+    refused = []
+
+    def wait_on_a_worker() -> None:  # the main thread looks every 0.2 s on purpose (teammed.interrupts)
+        try:
+            run_interruptible(hung.wait, check=check, waiters=waiters, poll_s=30)
+        except RuntimeError:
+            refused.append(True)
+
     threading.Thread(target=close_soon).start()
     started = time.monotonic()
-    with pytest.raises(RuntimeError):
-        run_interruptible(hung.wait, check=check, waiters=waiters, poll_s=30)
-    assert time.monotonic() - started < 1.5  # woken by the release, not by a 30 s poll
+    caller = threading.Thread(target=wait_on_a_worker)
+    caller.start()
+    caller.join(10)
+    assert refused and time.monotonic() - started < 1.5  # woken by the release, not by a 30 s poll
     assert len(checks) == 1  # and it did not wake up to look in between
     hung.set()
     # a caller that starts after the release is refused at once too
