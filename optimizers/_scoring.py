@@ -11,7 +11,6 @@ import contextvars
 import logging
 import math
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dspy
@@ -66,8 +65,7 @@ def score_examples(
     """One row per example, in input order: answer, gold, correct, error, calls, tokens, cost."""
     if num_threads <= 1 or len(examples) <= 1:
         return [_score_one(program, ex, lm) for ex in examples]
-    with ThreadPoolExecutor(max_workers=min(num_threads, len(examples)), thread_name_prefix="teammed-score",
-                            initializer=interrupts.block_stop_signals) as pool:
+    with interrupts.Pool(min(num_threads, len(examples)), thread_name_prefix="teammed-score") as pool:
         futures = [pool.submit(contextvars.copy_context().run, _score_one, program, example, lm)
                    for example in examples]
         interrupts.wait_all(futures)  # in slices on the main thread: Ctrl-C/SIGTERM are heard

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -24,17 +24,10 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     """
     if len(items) <= 1:
         return [fn(item) for item in items]
-    with _pool(max_workers or len(items)) as pool:
+    with interrupts.Pool(max_workers or len(items)) as pool:  # Ctrl-C/SIGTERM stay with the main thread
         futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
         interrupts.wait_all(futures)
         return [future.result() for future in futures]
-
-
-def _pool(max_workers: int) -> ThreadPoolExecutor:
-    """Threads for a deliberation's independent calls; Ctrl-C and SIGTERM stay with the main thread,
-    which waits on them in slices (`teammed.interrupts`)."""
-    return ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="teammed",
-                              initializer=interrupts.block_stop_signals)
 
 
 class Background:
@@ -46,13 +39,10 @@ class Background:
     """
 
     def __init__(self, *, max_workers: int = 16) -> None:
-        self._pool = _pool(max_workers)
-        self._started: list[Future[Any]] = []
+        self._pool = interrupts.Pool(max_workers)
 
     def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        future = self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
-        self._started.append(future)
-        return future
+        return self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
     @staticmethod
     def result(future: Future[R]) -> R:
@@ -64,6 +54,4 @@ class Background:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if exc is None:
-            interrupts.wait_all(self._started)
         self._pool.shutdown(wait=True, cancel_futures=exc is not None)

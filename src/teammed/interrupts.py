@@ -10,10 +10,10 @@ ignored SIGTERM until the server answered.
 Two defences, both cheap:
 
 - threads teammed starts for questions and requests block SIGINT/SIGTERM
-  (`block_stop_signals`, a thread initializer), so the kernel picks the main thread;
+  (`block_stop_signals`; `Pool` starts its threads so), so the kernel picks the main thread;
 - where the main thread waits on them it waits in slices of `SLICE_S` (`result`, `wait_all`,
-  `as_completed`), so a signal that landed on some other thread (a library's) is handled
-  within a slice. Other threads wait without slicing: they never run handlers.
+  `as_completed`, `Pool.shutdown`), so a signal that landed on some other thread (a library's)
+  is handled within a slice. Other threads wait without slicing: they never run handlers.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from __future__ import annotations
 import concurrent.futures as cf
 import signal
 import threading
-from collections.abc import Iterable, Iterator
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["SLICE_S", "STOP_SIGNALS", "block_stop_signals", "result", "wait_all", "as_completed"]
+__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "block_stop_signals", "result", "wait_all", "as_completed"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 SLICE_S = 0.2
 """How long the main thread sleeps at most before looking for a pending signal."""
@@ -67,7 +68,46 @@ def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
     """Each future as it finishes (cancelled ones included), like `concurrent.futures.as_completed`;
     on the main thread it waits in slices so pending signals are handled."""
     pending = set(futures)
+    del futures  # a finished future (and its result) is held no longer than its consumer holds it
     timeout = SLICE_S if _on_main_thread() else None
     while pending:
         done, pending = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        yield from done
+        while done:
+            yield done.pop()
+
+
+class Pool(cf.ThreadPoolExecutor):
+    """A thread pool whose threads leave SIGINT/SIGTERM to the main thread, and whose
+    ``shutdown(wait=True)`` (the end of a ``with`` block) waits for the submitted calls in slices
+    rather than joining threads with no timeout."""
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "teammed") -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix,
+                         initializer=block_stop_signals)
+        self._unfinished: set[cf.Future[Any]] = set()  # a call leaves it when it ends: no result is kept
+        self._unfinished_lock = threading.Lock()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> cf.Future[T]:
+        future = super().submit(fn, *args, **kwargs)
+        with self._unfinished_lock:
+            self._unfinished.add(future)
+        future.add_done_callback(self._finished)  # at once if it already ended
+        return future
+
+    def _finished(self, future: cf.Future[Any]) -> None:
+        with self._unfinished_lock:
+            self._unfinished.discard(future)
+
+    def _calls(self) -> list[cf.Future[Any]]:
+        with self._unfinished_lock:
+            return list(self._unfinished)
+
+    def cancel_queued(self) -> None:
+        """Cancel the calls that have not started (those running finish)."""
+        for future in self._calls():
+            future.cancel()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=cancel_futures)
+        if wait:  # the threads end on their own once their last call has
+            wait_all(self._calls())

@@ -30,7 +30,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -280,10 +279,9 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         handle.close()  # releases the lock
 
 
-def _question_pool(workers: int) -> ThreadPoolExecutor:
+def _question_pool(workers: int) -> interrupts.Pool:
     """Threads that answer questions; Ctrl-C and SIGTERM stay with the main thread."""
-    return ThreadPoolExecutor(max_workers=workers, thread_name_prefix="teammed-question",
-                              initializer=interrupts.block_stop_signals)
+    return interrupts.Pool(workers, thread_name_prefix="teammed-question")
 
 
 def _git_commit() -> str | None:
@@ -536,8 +534,9 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
     stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
-            futures = [pool.submit(work, i, q) for i, q in enumerate(todo)]
-            for finished, future in enumerate(interrupts.as_completed(futures), start=1):
+            # no list of the futures here: each holds its full row (transcript included) until dropped
+            answered = interrupts.as_completed([pool.submit(work, i, q) for i, q in enumerate(todo)])
+            for finished, future in enumerate(answered, start=1):
                 if future.cancelled():
                     continue
                 result = future.result()
@@ -552,8 +551,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     rows.append(row.model_copy(update={"transcript": [], "rationale": None}))
                 if stop and stopped is None:
                     stopped = stop[0]
-                    for other in futures:
-                        other.cancel()
+                    pool.cancel_queued()
                 if progress is not None:
                     labeled = [r for r in rows if r.correct is not None]
                     elapsed = time.monotonic() - started
