@@ -45,21 +45,31 @@ class FakeOpenAI:
                     n = len(outer.requests)
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                self._counted = True
                 try:
                     self._answer(n, body)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (a timeout test): nothing to answer
                 finally:
+                    self._leave()
+
+            def _leave(self) -> None:
+                """No longer in flight: called before the answer goes out (once it is out, the client
+                may send its next request, which must not find this one still counted)."""
+                if self._counted:
+                    self._counted = False
                     with outer._lock:
                         outer.in_flight -= 1
 
             def _answer(self, n: int, body: dict[str, Any]) -> None:
                 reply = outer.handler(n, body)
                 if reply == "drop":  # close the connection without an answer
+                    self._leave()
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
                 if isinstance(reply, bytes):  # raw bytes after a 200 status line (garbage)
+                    self._leave()
                     self.send_response(200)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(reply)))
@@ -69,6 +79,7 @@ class FakeOpenAI:
                 if isinstance(reply, int | float):  # a delay: hang, then answer
                     time.sleep(float(reply))
                     reply = (200, {}, completion("{}"))
+                self._leave()
                 status, headers, payload = reply
                 data = json.dumps(payload).encode()
                 self.send_response(status)

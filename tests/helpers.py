@@ -32,3 +32,20 @@ def run(program: dspy.Module, responder: Callable[[ScriptedCall], Any] | None = 
     # the stored form of the record, as the runner writes it
     prediction.json_record = record.model_dump(mode="json") if isinstance(record, BaseModel) else record
     return prediction, u, lm
+
+
+def still_running(pids: list[str], *, within_s: float = 10.0) -> list[str]:
+    """The processes of ``pids`` still alive (zombies count as gone) after waiting up to ``within_s``."""
+    import time
+
+    def alive(pid: str) -> bool:
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                return "zombie" not in status.read().lower()
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + within_s
+    while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left

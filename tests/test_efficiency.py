@@ -337,12 +337,13 @@ def test_close_does_not_wait_for_a_request_in_flight():
     listener.close()
 
 
-def _raw_server(script, *, close_idle_after: float | None = None):  # type: ignore[no-untyped-def]
+def _raw_server(script, *, close_idle_after: float | None = None, closed=None):  # type: ignore[no-untyped-def]
     """A loopback server that reads each request and answers with ``script(n)`` bytes (n from 1).
 
     With ``close_idle_after``, it closes each connection that long after its first answer, without
-    saying so (as servers drop idle keep-alive connections). Returns the listener, the request
-    count and the number of connections accepted."""
+    saying so (as servers drop idle keep-alive connections); ``closed`` (a semaphore) is released
+    once per connection closed. Returns the listener, the request count and the number of
+    connections accepted."""
     import socket
     import threading
     import time
@@ -378,6 +379,8 @@ def _raw_server(script, *, close_idle_after: float | None = None):  # type: igno
                     if close_idle_after is not None:
                         time.sleep(close_idle_after)
                         break
+            if closed is not None:
+                closed.release()
 
     threading.Thread(target=serve, daemon=True).start()
     return listener, count, accepted
@@ -540,17 +543,20 @@ def test_release_wakes_a_waiting_caller_at_once_without_polling():
 def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_failed():
     """Servers drop idle keep-alive connections (uvicorn after 5 s); the next request must open a fresh
     one rather than fail on the dead socket and wait out a retry backoff."""
+    import threading
     import time
 
     from teammed.backends.openai_http import OpenAICompatibleClient
 
-    listener, _, accepted = _raw_server(lambda n: [_answer("{}")], close_idle_after=0.05)
+    closed = threading.Semaphore(0)
+    listener, _, accepted = _raw_server(lambda n: [_answer("{}")], close_idle_after=0.05, closed=closed)
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
                                     timeout_s=5, max_connections=1)
     try:
         for _ in range(3):
             assert client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}]).choices
-            time.sleep(0.2)
+            assert closed.acquire(timeout=10)  # the server has dropped the idle connection
+            time.sleep(0.05)  # and the FIN has reached the client's socket
     finally:
         client.close()
         listener.close()

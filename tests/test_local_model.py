@@ -16,6 +16,7 @@ from teammed.config import preset
 from teammed.data import load_dataset
 from teammed.programs.accounting import expected_calls
 from teammed.programs.teamwork import TeamworkProgram
+from tests.helpers import still_running
 
 pytestmark = pytest.mark.local_model
 
@@ -64,6 +65,4 @@ def test_sigterm_stops_the_run_and_its_server(tmp_path):
     time.sleep(5)
     os.kill(process.pid, signal.SIGTERM)
     process.wait(timeout=60)
-    time.sleep(1)
-    for pid in children:
-        assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
+    assert still_running(children) == []

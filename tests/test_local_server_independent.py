@@ -18,6 +18,7 @@ import urllib.request
 import pytest
 
 from teammed.backends.local import default_gguf, free_port
+from tests.helpers import still_running
 
 pytestmark = pytest.mark.local_model
 
@@ -75,12 +76,7 @@ def test_kill_9_of_teammed_kills_the_embedded_server(tmp_path):
     assert children, "the local server never started"
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
-    deadline = time.time() + 10
-    alive = children
-    while time.time() < deadline and alive:
-        time.sleep(0.2)
-        alive = [p for p in children if os.path.exists(f"/proc/{p}")
-                 and "zombie" not in open(f"/proc/{p}/status").read().lower()]
+    alive = still_running(children)
     assert not alive, f"orphaned server processes: {alive}"
 
 
@@ -101,6 +97,4 @@ def test_sigterm_with_the_embedded_model_generating_ends_within_two_seconds(tmp_
     elapsed = time.monotonic() - started
     assert elapsed < 2.0, (elapsed, err)
     assert "Traceback" not in err
-    time.sleep(0.5)
-    assert not [p for p in children if os.path.exists(f"/proc/{p}")
-                and "zombie" not in open(f"/proc/{p}/status").read().lower()]
+    assert still_running(children) == []

@@ -114,7 +114,7 @@ def test_torn_last_line_then_resume_gives_each_question_once(tmp_path):
 def test_a_second_concurrent_run_into_the_same_directory_is_refused_at_once(tmp_path, capsys):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "10", "--n-agents", "2",
-               "--model", "scripted:0.05", "--concurrency", "1", "--out", str(out)]
+               "--model", "scripted:0.15", "--concurrency", "1", "--out", str(out)]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 60
