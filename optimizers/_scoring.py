@@ -7,7 +7,6 @@ context, and a failing example is scored wrong rather than retried or dropped.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import math
 from collections.abc import Sequence
@@ -15,9 +14,10 @@ from typing import Any
 
 import dspy
 
-from teammed import interrupts, usage
+from teammed import usage
 from teammed.adapter import SchemaAdapter
 from teammed.errors import FatalBackendError
+from teammed.programs.parallel import parallel_map
 
 __all__ = ["score_examples", "accuracy_of", "standard_error", "mean_of"]
 
@@ -63,13 +63,10 @@ def score_examples(
     program: dspy.Module, examples: Sequence[dspy.Example], lm: dspy.BaseLM, *, num_threads: int = 1
 ) -> list[dict[str, Any]]:
     """One row per example, in input order: answer, gold, correct, error, calls, tokens, cost."""
-    if num_threads <= 1 or len(examples) <= 1:
+    if num_threads <= 1:
         return [_score_one(program, ex, lm) for ex in examples]
-    with interrupts.Pool(min(num_threads, len(examples)), thread_name_prefix="teammed-score") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, _score_one, program, example, lm)
-                   for example in examples]
-        interrupts.wait_all(futures)  # in slices on the main thread: Ctrl-C/SIGTERM are heard
-        return [f.result() for f in futures]
+    return parallel_map(lambda example: _score_one(program, example, lm), examples,
+                        max_workers=min(num_threads, len(examples)))
 
 
 def accuracy_of(rows: Sequence[dict[str, Any]]) -> float:

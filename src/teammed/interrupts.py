@@ -24,7 +24,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "block_stop_signals", "result", "wait_all", "as_completed"]
+__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "on_main_thread", "block_stop_signals", "result", "wait_all",
+           "as_completed"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -35,31 +36,30 @@ SLICE_S = 0.2
 STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
 
 
+def on_main_thread() -> bool:
+    """Whether the caller is the thread that runs signal handlers."""
+    return threading.current_thread() is threading.main_thread()
+
+
 def block_stop_signals() -> None:
     """Keep SIGINT/SIGTERM off the calling thread (they then go to the main thread).
 
     For threads that never start a process: a child inherits the blocked mask.
     """
-    if threading.current_thread() is not threading.main_thread():
+    if not on_main_thread():
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
-def _on_main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
 
 
 def result(future: cf.Future[T]) -> T:
     """``future.result()``; on the main thread, waiting in slices so pending signals are handled."""
-    if _on_main_thread():
-        while not future.done():
-            cf.wait([future], timeout=SLICE_S)
+    wait_all([future])
     return future.result()
 
 
 def wait_all(futures: Iterable[cf.Future[Any]]) -> None:
     """Return once every future is done (on the main thread, in slices)."""
     pending = set(futures)
-    timeout = SLICE_S if _on_main_thread() else None
+    timeout = SLICE_S if on_main_thread() else None
     while pending:
         _, pending = cf.wait(pending, timeout=timeout)
 
@@ -69,7 +69,7 @@ def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
     on the main thread it waits in slices so pending signals are handled."""
     pending = set(futures)
     del futures  # a finished future (and its result) is held no longer than its consumer holds it
-    timeout = SLICE_S if _on_main_thread() else None
+    timeout = SLICE_S if on_main_thread() else None
     while pending:
         done, pending = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
         while done:

@@ -126,7 +126,7 @@ def run_interruptible(fn: Callable[[], Any], *, check: Callable[[], None], waite
     if waiters is not None:
         waiters.add(job)
     poll = poll_s or (1.0 if waiters is not None else 0.1)
-    if threading.current_thread() is threading.main_thread():
+    if interrupts.on_main_thread():
         poll = min(poll, interrupts.SLICE_S)
     try:
         while not job.done.is_set():
