@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from teammed import interrupts
 from teammed.backends.base import MeteredLM
 from teammed.backends.cache import ResponseCache
 from teammed.backends.litellm_backend import LiteLLMBackend
@@ -127,7 +128,7 @@ def _on_signal(signum, frame):  # type: ignore[no-untyped-def]
 @contextlib.contextmanager
 def shutdown_on_signals() -> Iterator[None]:
     """While inside: SIGINT/SIGTERM close every open backend, then interrupt the main thread."""
-    if threading.current_thread() is not threading.main_thread():
+    if not interrupts.on_main_thread():
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
