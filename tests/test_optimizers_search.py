@@ -234,13 +234,16 @@ _WORKER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
-from tests.test_optimizers_search import BASE, QUESTIONS, planted_lm
+from tests.test_optimizers_search import BASE, QUESTIONS, planted_responder
+from teammed.backends import ScriptedLM
 from teammed.optimizers import search_special_set
 ready = Path({barrier!r})
 (ready / "{index}").touch()
 while len(list(ready.iterdir())) < 2:
     time.sleep(0.05)
-search_special_set(questions=QUESTIONS[:2], lm_factory=planted_lm, trials={trials}, storage={url!r},
+# each call takes a little time, so neither worker can run every trial before the other has started
+search_special_set(questions=QUESTIONS[:2], lm_factory=lambda: ScriptedLM(planted_responder, delay_s=0.05),
+                   trials={trials}, storage={url!r},
                    study_name={name!r}, sampler="tpe", seed={index}, batch_size=1, out_dir={out!r},
                    base_config=BASE)
 """
