@@ -187,8 +187,9 @@ class FakeServer:
                 wait = outer.latency_s - (time.time() - start)
                 if wait > 0:
                     time.sleep(wait)
+                end = time.time()  # before the answer goes out: once it is out, the client may send the next
                 self._send(200, reply)
-                outer.write_log({"start": start, "end": time.time(), "peer": self.client_address[1], **record})
+                outer.write_log({"start": start, "end": end, "peer": self.client_address[1], **record})
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()

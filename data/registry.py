@@ -118,6 +118,13 @@ def _load_file(
         hint = _did_you_mean(_key(source), list(_SCHEMAS))
         raise DataError(f"Unknown source= {source!r} for {path}.{hint} Available: {', '.join(_SCHEMAS)}.")
     _check_options(spec, options)
+    if split == "all" and path.is_file():
+        split = None
+    if split is not None and path.is_file() and _SPLIT_ALIASES.get(split.lower(), split) != spec.default_split:
+        # one file holds one split: any other name would silently read the whole file
+        raise DataError(f"Unknown split {split!r} for {path}: a single file holds one split. Splits: "
+                        f"{spec.default_split} or all (the whole file); with --split also tune or eval (its parts "
+                        f"of the tune/eval partition).")
     split = split or spec.default_split
     folder = path if path.is_dir() else path.parent
     origin = Origin(

@@ -109,9 +109,8 @@ _JS = """
     }
   }
   var p=new URLSearchParams(location.search);
-  if(p.get('status')){
-    var el=document.querySelector('input[name=status][value="'+p.get('status')+'"]'); if(el)el.checked=true;
-  }
+  var wanted=p.get('status');  /* compared, never put into a selector: ?status=" must not throw */
+  document.querySelectorAll('input[name=status]').forEach(function(el){if(el.value===wanted)el.checked=true;});
   if(p.get('run')&&[].some.call(run.options,function(o){return o.value===p.get('run');}))run.value=p.get('run');
   if(p.get('q'))search.value=p.get('q');
   var expand=p.get('expand')==='1';
@@ -123,7 +122,9 @@ _JS = """
   document.getElementById('collapse').addEventListener('click',function(){
     arts.forEach(function(a){a.querySelector('details').open=false;});});
   function openHash(){
-    if(!location.hash)return; var a=document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if(!location.hash)return; var id=location.hash.slice(1);
+    try{id=decodeURIComponent(id);}catch(e){}  /* a malformed escape (#%E0%A4%A) is looked up as written */
+    var a=document.getElementById(id);
     if(a&&a.tagName==='ARTICLE'){a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();}
   }
   window.addEventListener('hashchange',openHash);
@@ -393,8 +394,9 @@ def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
     runs = [(title, typed_rows(rows)) for title, rows in runs]
     sections = []
     for i, (title, rows) in enumerate(runs):
-        correct = sum(map(is_correct, rows))
-        header = f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct</p>'
+        correct, failed = sum(map(is_correct, rows)), sum(bool(r.failed) for r in rows)
+        header = (f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct, '
+                  f'{failed} failed</p>')
         ordered = sorted(rows, key=lambda r: _natural(r.id))  # the same order in every run
         blocks = "".join(_question(row, run_index=i, run_title=title) for row in ordered)
         sections.append(f'<section class="runsec">{header}{blocks}</section>')

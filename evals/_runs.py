@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,50 @@ def _json(path: Path) -> dict[str, Any]:
         logger.warning("%s is not valid JSON; ignoring it", path)
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def unique_dirs(run_dirs: Sequence[Path | str]) -> list[Path]:
+    """The run directories by their real path, each once, in first-seen order (a directory passed
+    twice, through a symlink, or found again under a parent passed beside it counts once)."""
+    seen: dict[Path, Path] = {}
+    for run_dir in run_dirs:
+        seen.setdefault(Path(run_dir).resolve(), Path(run_dir))
+    return list(seen.values())
+
+
+def _sameness(run: Run) -> str:
+    """What two directories of one run share: the recorded identity (seed and question ids included),
+    else, for runs written before identities, the data set, configuration and seed."""
+    if run.identity is not None:
+        return run.identity.model_dump_json()
+    return _key([run.dataset, run.dataset_sha256, run.config, run.system, run.seed])
+
+
+def _answers(run: Run) -> set[tuple[str, str | None, bool]]:
+    return {(r.id, r.prediction, r.failed) for r in run.rows}
+
+
+def unique_runs(runs: Sequence[Run]) -> list[Run]:
+    """Each run once. Two directories hold the same run when they share its identity and one's rows
+    are among the other's (a copy of a run directory, taken finished or mid-run): the one with more
+    rows is kept and both are named in a warning. Two executions of one identity that answered
+    differently are both kept (`group_runs` warns that they repeat a seed)."""
+    kept: list[Run] = []
+    for run in runs:
+        mine = _answers(run)
+        for i, other in enumerate(kept):
+            if _sameness(other) != _sameness(run):
+                continue
+            theirs = _answers(other)
+            if mine <= theirs or theirs <= mine:
+                keep = run if len(mine) > len(theirs) else other
+                logger.warning("%s and %s hold the same run (one identity, the same answers); counting it once, "
+                               "from %s", other.path, run.path, keep.path)
+                kept[i] = keep
+                break
+        else:
+            kept.append(run)
+    return kept
 
 
 def distinguish_datasets(runs: list[Run]) -> list[Run]:

@@ -35,14 +35,22 @@ def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
     return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
 
 
+def _failed_note(group: Stats) -> str:
+    """`` (k/n failed)`` beside an accuracy when questions failed (they count as wrong), else nothing."""
+    n_failed, n = _get(group, "metrics", "n_failed"), _get(group, "metrics", "n")
+    return f" ({n_failed}/{n} failed)" if n_failed else ""
+
+
 def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str]) -> str:
-    """Table 1: configurations × data sets, "mean ± SE" accuracy in %, best per column in bold.
+    """Table 1: configurations × data sets, "mean ± SE" accuracy in %, best per column in bold, with
+    "(k/n failed)" beside it when questions failed.
 
     An "Average" column (mean of the per-data-set means) is added for configurations run on
     every data set when there is more than one.
     """
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
     partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
+    failed = {(g["config"], g["dataset"]): _failed_note(g) for g in groups}
     majority: dict[str, float] = {}
     for g in groups:
         base = _get(g, "metrics", "majority_baseline", "accuracy")
@@ -72,6 +80,8 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
                 mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
                 if (config, column) in partial:
                     text += " †"
+                if acc is not None:
+                    text += failed.get((config, column), "")
             row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
         body.append(row)
     if majority:

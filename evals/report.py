@@ -18,7 +18,7 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import transcripts_html
-from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run
+from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run, unique_dirs, unique_runs
 from teammed.evals.metrics import (
     accuracy,
     binary_metrics,
@@ -139,7 +139,9 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
     lines += _section(
         "Table 1. Accuracy (%)", _tables.accuracy_table(stats, configs, datasets),
         "Mean ± standard error over seeds (SE = sample std / √k; a lone seed shows its accuracy only); "
-        "failed questions count as wrong; unlabeled questions are left out; **bold** is the best per column. "
+        "failed questions count as wrong, and *(k/n failed)* beside an accuracy says how many of its n "
+        "questions failed (none where it is absent); unlabeled questions are left out; **bold** is the best per "
+        "column. "
         "*majority class*: the accuracy of always answering the most common gold letter, pooled over the "
         "questions of all seeds (a run's own summary line gives it for that run's questions). "
         "† marks a partial run (fewer rows than planned: stopped, killed or still running).",
@@ -189,6 +191,7 @@ def build_report(
 ) -> Path:
     """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
 
+    Each run counts once, however often it is passed (by its directory's real path and its identity).
     Runs are grouped by system across seeds: data set, configuration label and the run identity
     minus its seed (same-named systems that differ get names saying how, see `group_runs`). With a
     ``baseline`` configuration, every other configuration is compared with it on each data
@@ -197,7 +200,7 @@ def build_report(
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
     _check_out_dir(Path(out_dir), run_dirs)
-    runs = distinguish_datasets([load_run(Path(d)) for d in run_dirs])
+    runs = distinguish_datasets(unique_runs([load_run(d) for d in unique_dirs(run_dirs)]))
     groups = group_runs(runs)
     configs = list(dict.fromkeys(g.config for g in groups))
     datasets = list(dict.fromkeys(g.dataset for g in groups))

@@ -12,18 +12,22 @@ period instead of staying RUNNING forever.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import json
 import logging
+import os
+import sqlite3
 import time
 import warnings
 from pathlib import Path
 
 import optuna
-from optuna.storages.journal import JournalFileBackend
+from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
-from teammed.errors import ConfigError
+from teammed.errors import ConfigError, DataError
 
 __all__ = ["open_storage", "masked"]
 
@@ -54,17 +58,77 @@ def _with_driver(url: str) -> str:
 
 
 def open_storage(storage: str | None, out_dir: Path) -> tuple[optuna.storages.BaseStorage, str]:
-    """The storage object and the reference results record (password masked)."""
+    """The storage object and the reference results record (password masked). A damaged SQLite file
+    or journal is refused naming the file, the cause and the fix (a journal's torn last entry, left
+    by a writer killed mid-write, is cut first)."""
     if storage is None:
         out_dir.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{(out_dir / 'study.db').resolve()}"
     elif "://" not in storage and storage.endswith((".log", ".journal")):
         path = Path(storage).resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
+        _check_journal(path)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path))), str(path)
     else:
         url = storage
+    _check_sqlite(url)
     return _rdb(_with_driver(url)), masked(url)
+
+
+_DAMAGED_FIX = "move it away (or delete it) to start the study afresh, or restore a copy"
+
+
+def _check_sqlite(url: str) -> None:
+    """A SQLite study file that is not a database, or whose pages are damaged, refused before Optuna
+    reads it (Optuna's own error names neither the file nor the fix)."""
+    try:
+        parsed = make_url(url)
+    except Exception:  # not a URL: SQLAlchemy's own error names it
+        return
+    if not parsed.drivername.startswith("sqlite") or not parsed.database or parsed.database == ":memory:":
+        return
+    path = Path(parsed.database)
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)) as db:
+            problems = [str(row[0]) for row in db.execute("PRAGMA quick_check").fetchall()]
+    except sqlite3.OperationalError as exc:  # locked for too long, unreadable: Optuna's errors say so
+        if "locked" in str(exc) or "unable to open" in str(exc):
+            return
+        problems = [str(exc)]
+    except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+        problems = [str(exc)]
+    if problems != ["ok"]:
+        raise DataError(f"the study database {path} is damaged ({problems[0][:200]}); {_DAMAGED_FIX}")
+
+
+def _check_journal(path: Path) -> None:
+    """Cut a torn last entry (no newline: its writer was killed mid-write; Optuna would append the next
+    entry onto it and then fail to read either), then refuse an entry that is not JSON, naming its line."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    lock = JournalFileSymlinkLock(str(path))  # Optuna's own writer lock: no entry is being written meanwhile
+    lock.acquire()
+    try:
+        data = path.read_bytes()
+        end = data.rfind(b"\n") + 1
+        if end < len(data):
+            with path.open("r+b") as handle:
+                handle.truncate(end)
+                handle.flush()
+                os.fsync(handle.fileno())
+            logger.warning("cut a torn last entry (%d bytes) from the study journal %s (a worker was killed "
+                           "while writing it)", len(data) - end, path)
+        for number, line in enumerate(data[:end].splitlines(), start=1):
+            try:
+                json.loads(line)
+            except ValueError as exc:
+                cause = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+                raise DataError(f"the study journal {path} is damaged: line {number} is not a journal entry "
+                                f"({cause}); {_DAMAGED_FIX}") from None
+    finally:
+        lock.release()
 
 
 def _rdb(url: str, attempts: int = 4) -> optuna.storages.RDBStorage:

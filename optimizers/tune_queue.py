@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 import time
@@ -77,9 +78,12 @@ def parse_budget(text: str) -> Budget:
             value = float(raw)
         except ValueError:
             value = -1.0
-        if not sep or name not in ("calls", "tokens", "usd") or value <= 0:
-            raise ConfigError(f"cannot read budget {part!r}; use calls=N, tokens=N or usd=X with a positive "
-                              f"number, e.g. --budget calls=2000")
+        if not sep or name not in ("calls", "tokens", "usd") or not math.isfinite(value) or value <= 0:
+            raise ConfigError(f"cannot read budget {part!r}; use calls=N, tokens=N or usd=X with a positive, "
+                              f"finite number, e.g. --budget calls=2000")
+        if name in values:
+            raise ConfigError(f"budget {text!r} gives {name} twice; give each of calls, tokens and usd once, "
+                              f"e.g. --budget {name}={raw.strip()}")
         values[name] = value
     if not values:
         raise ConfigError("the budget is empty; give e.g. --budget calls=2000, tokens=2e6 or usd=5")

@@ -1,8 +1,8 @@
-"""Run calls in parallel threads that inherit the caller's context (DSPy settings, usage)."""
+"""Run calls in parallel on the process's long-lived workers, in the caller's context (DSPy settings, usage)."""
 
 from __future__ import annotations
 
-import contextvars
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from types import TracebackType
@@ -17,17 +17,37 @@ R = TypeVar("R")
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int | None = None) -> list[R]:
-    """``[fn(x) for x in items]``, in parallel threads, results in input order.
+    """``[fn(x) for x in items]``, in parallel (at most ``max_workers`` at once), results in input order.
 
-    Each thread runs in a copy of the caller's `contextvars` context, so ``dspy.context``
-    overrides and the current `Usage` follow the work. The first exception is re-raised.
+    Each call runs on a `teammed.interrupts.Workers` thread in a copy of the caller's
+    `contextvars` context, so ``dspy.context`` overrides and the current `Usage` follow the work;
+    no thread is started per call. The first exception is re-raised once every call has ended.
     """
     if len(items) <= 1:
         return [fn(item) for item in items]
-    with interrupts.Pool(max_workers or len(items)) as pool:  # Ctrl-C/SIGTERM stay with the main thread
-        futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
-        interrupts.wait_all(futures)
+    pool = interrupts.workers()
+    lanes = min(len(items), max_workers or len(items))
+    if lanes >= len(items):
+        futures = [pool.submit(fn, item) for item in items]
+        interrupts.wait_all(futures)  # on the main thread, in slices: Ctrl-C/SIGTERM are heard
         return [future.result() for future in futures]
+    results: list[Any] = [None] * len(items)
+    indices = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def lane() -> None:  # each lane takes the next item until none is left
+        while True:
+            with lock:
+                i = next(indices, None)
+            if i is None:
+                return
+            results[i] = fn(items[i])
+
+    lanes_done = [pool.submit(lane) for _ in range(lanes)]
+    interrupts.wait_all(lanes_done)
+    for future in lanes_done:
+        future.result()
+    return results
 
 
 class Background:
@@ -35,14 +55,17 @@ class Background:
 
     ``with Background() as bg: f = bg.start(fn, x=1); ...; bg.result(f)``. Leaving the block
     waits for every call started in it. Collect with `result` (not ``f.result()``): on the main
-    thread it waits in slices, so Ctrl-C and SIGTERM are handled while a call hangs.
+    thread it waits in slices, so Ctrl-C and SIGTERM are handled while a call hangs. The calls run
+    on the process's long-lived workers; a deliberation starts no threads of its own.
     """
 
-    def __init__(self, *, max_workers: int = 16) -> None:
-        self._pool = interrupts.Pool(max_workers)
+    def __init__(self) -> None:
+        self._started: list[Future[Any]] = []
 
     def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        return self._pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
+        future = interrupts.workers().submit(fn, *args, **kwargs)
+        self._started.append(future)
+        return future
 
     @staticmethod
     def result(future: Future[R]) -> R:
@@ -54,4 +77,8 @@ class Background:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=exc is not None)
+        if exc is not None:
+            for future in self._started:
+                future.cancel()  # not started yet: never will
+        interrupts.wait_all(self._started)
+        self._started.clear()

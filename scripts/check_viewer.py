@@ -171,6 +171,9 @@ def checks(page: Path) -> list[str]:
     hidden_other = len(re.findall(r'<article class="q hidden"', failed))
     if not shown or shown + hidden_other != total:
         problems.append(f"status=failed filter: {shown} failed shown, {hidden_other} hidden of {total}")
+    for malformed in ('?status=%22%5D', '?status=x%22%5D%2C*%5B&run=%22', '#%E0%A4%A'):  # "] and a torn escape
+        if 'data-ready="showing' not in dom(url + malformed):
+            problems.append(f"the script threw on the malformed URL ...{malformed}")
     searched = dom(url + "?q=meningococcal")
     if 'data-ready="showing 0 of' in searched or f'data-ready="showing {total} of' in searched:
         problems.append("search for 'meningococcal' did not narrow the list")

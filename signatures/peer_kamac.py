@@ -56,7 +56,8 @@ class ConsensusCheck(dspy.Signature):
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     comments: str = dspy.InputField(desc="Each specialist's latest comment and choice.")
-    consensus: Literal["yes", "no"] = dspy.OutputField(default="no")
+    # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
+    consensus: Literal["yes", "no"] = dspy.OutputField(default=None)
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
     reason: str = dspy.OutputField(desc="One sentence.")
 
@@ -70,7 +71,8 @@ class KnowledgeGap(dspy.Signature):
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     team: list[str] = dspy.InputField(desc="The specialties already on the team.")
     discussion: str = dspy.InputField(desc="The team's discussion so far.")
-    gap: Literal["yes", "no"] = dspy.OutputField(default="no")
+    # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
+    gap: Literal["yes", "no"] = dspy.OutputField(default=None)
     specialties: list[Specialist] = dspy.OutputField(
         desc="The specialists to add; empty when there is no gap."
     )

@@ -21,7 +21,8 @@ class ComplexityCheck(dspy.Signature):
 
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    complexity: Literal["basic", "intermediate", "advanced"] = dspy.OutputField(default="intermediate")
+    # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
+    complexity: Literal["basic", "intermediate", "advanced"] = dspy.OutputField(default=None)
     reason: str = dspy.OutputField(desc="One sentence.")
 
 
@@ -100,7 +101,8 @@ class ModeratorReview(dspy.Signature):
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     opinions: str = dspy.InputField(desc="Every panel member's latest opinion.")
     summary: str = dspy.OutputField(desc="Under 100 words.")
-    consensus: Literal["yes", "no"] = dspy.OutputField(default="no")
+    # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
+    consensus: Literal["yes", "no"] = dspy.OutputField(default=None)
 
 
 class ModeratorDecision(dspy.Signature):

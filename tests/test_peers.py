@@ -30,7 +30,7 @@ from teammed.programs.peers import (
     build_system,
 )
 from teammed.programs.peers._history import estimate_tokens, over_budget
-from teammed.programs.peers._shared import as_letter, distinct_roles, select_examples
+from teammed.programs.peers._shared import distinct_roles, read_letter, select_examples
 from teammed.programs.peers._votes import anchored_scores, confidence_from_share, plurality
 
 QUESTION = (
@@ -110,7 +110,7 @@ GARBAGE: dict[str, Responder] = {
 @pytest.mark.parametrize("name", sorted(SYSTEMS))
 def test_garbage_output_gives_no_answer(name: str, garbage: str) -> None:
     """Every system, team peers included: when no agent's letter parsed, never a silent default option."""
-    with pytest.raises(NoAnswerError, match="names no option|no expert's final vote|fell back to a default"):
+    with pytest.raises(NoAnswerError, match="names no option|named an option"):
         run(build_system(name), GARBAGE[garbage])
 
 
@@ -166,14 +166,14 @@ def test_unknown_parameter_and_bad_value_are_config_errors() -> None:
 # ---------------------------------------------------------------------- pure helpers
 
 
-def test_as_letter_repairs_or_falls_back() -> None:
-    assert as_letter("b", OPTIONS) == "B"
-    assert as_letter("(C)", OPTIONS) == "C"
-    assert as_letter("D) costochondritis", OPTIONS) == "D"
-    assert as_letter("pulmonary embolism", OPTIONS) == "C"
-    assert as_letter("E", OPTIONS, "B") == "B"
-    assert as_letter(None, OPTIONS) == "A"
-    assert as_letter("Absolutely", OPTIONS) == "A"
+def test_read_letter_repairs_or_drops() -> None:
+    assert read_letter("b", OPTIONS, behaviour="X") == "B"
+    assert read_letter("(C)", OPTIONS, behaviour="X") == "C"
+    assert read_letter("D) costochondritis", OPTIONS, behaviour="X") == "D"
+    assert read_letter("pulmonary embolism", OPTIONS, behaviour="X") == "C"
+    with usage.track() as used:  # never the first option, never a fallback letter: dropped and counted
+        assert [read_letter(raw, OPTIONS, behaviour="X") for raw in ("E", None, "Absolutely")] == [None] * 3
+    assert (used.fallbacks, used.fallbacks_by_behaviour) == (3, {"X": 3})
 
 
 def test_distinct_roles_is_case_and_space_insensitive() -> None:
@@ -194,7 +194,7 @@ def test_plurality_tie_goes_to_the_earliest_letter() -> None:
     assert plurality(["C", "B", "C", "B"], letters) == ("B", 0.5)
     assert plurality(["D", "A"], letters) == ("A", 0.5)
     assert plurality(["A", "B", "C", "C", "D"], letters) == ("C", 0.4)  # plurality without a majority
-    assert plurality([], letters) == ("A", 0.0)
+    assert plurality([], letters) == (None, 0.0)  # no valid vote: no winner, never the first option
 
 
 def test_anchored_scores_weigh_independent_votes_half() -> None:
@@ -255,7 +255,7 @@ def test_chain_of_thought_reasons_before_answering() -> None:
     assert (prediction.answer, prediction.rationale, prediction.record) == (
         "A",
         "ST elevation.",
-        {"route": None},
+        {"route": None, "fallbacks": 0, "fallbacks_by_behaviour": {}},
     )
 
 

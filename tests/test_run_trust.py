@@ -17,7 +17,7 @@ import pytest
 from teammed.cli import main
 from teammed.errors import FatalBackendError, NoAnswerError
 from teammed.records import SCHEMA_VERSION, RunIdentity, load_row
-from teammed.runner import RunSettings, RunStopped, run_questions
+from teammed.runner import RunFailed, RunSettings, RunStopped, run_questions
 from teammed.types import Question
 
 from .fake_openai import FakeOpenAI, completion
@@ -158,7 +158,10 @@ def test_summary_and_manifest_are_replaced_atomically(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- 2. honest failures
 def test_no_answer_error_fails_the_row_never_a_silent_option(tmp_path):
     questions = _questions(5)
-    summary = _run(tmp_path, questions, _Program(fail=lambda text: NoAnswerError("no parseable final answer")))
+    with pytest.raises(RunFailed, match="every one of the 5 questions failed"):  # it measured nothing
+        _run(tmp_path, questions, _Program(fail=lambda text: NoAnswerError("no parseable final answer")),
+             max_consecutive_failures=0)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())  # written before the refusal
     rows = _rows(tmp_path / "run")
     assert summary["n_failed"] == summary["n"] == 5 and summary["accuracy"] == 0.0
     for row in rows:
@@ -449,7 +452,7 @@ def test_a_garbage_server_fails_every_question(tmp_path, monkeypatch):
     with FakeOpenAI(_garbage) as server:
         code = main(["run", "--dataset", "demo", "--n", "4", "--n-agents", "2", "--out", str(tmp_path / "run"),
                      *_fake_args(server)])
-    assert code == 0
+    assert code == 1  # every question failed: the run measured nothing, and says so in its status
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["n_failed"] == summary["n"] == 4
     assert all(r["error_type"] == "NoAnswerError" and r["prediction"] is None for r in _rows(tmp_path / "run"))

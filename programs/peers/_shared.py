@@ -1,7 +1,15 @@
-"""What every peer system shares: letter repair, distinct roles, demos, statements, settings.
+"""What every peer system shares: letter reading, distinct roles, demos, statements, settings.
 
 Pure functions over plain data, plus `PeerSystem` (the base module) and `Settings` (the
 frozen, validated constructor arguments of a system).
+
+No invented answers: an agent's vote, choice or final answer that names none of the
+question's options is *dropped* (`read_letter` returns None), never read as some option.
+Every drop, and every unreadable non-answer decision a system replaces by a documented
+default (`note_fallback`: an MDAgents route, a consensus or knowledge-gap verdict), is a
+*fallback* of the behaviour that produced it, counted in the question's `teammed.usage`
+(the row's ``fallbacks`` and ``fallbacks_by_behaviour``) and in the prediction's record.
+A system decides from the valid votes only; with none it raises `NoAnswerError`.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any, Self
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from teammed import usage
 from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.behaviour import Behaviour, showing_image
 from teammed.programs.options import validated_options
@@ -30,9 +39,10 @@ __all__ = [
     "Statement",
     "as_confidence",
     "as_demos",
-    "as_letter",
+    "read_letter",
     "answer_letter",
     "letter_of",
+    "note_fallback",
     "distinct_roles",
     "format_statements",
     "question_text",
@@ -66,7 +76,9 @@ class PeerSystem(SavesConfig, dspy.Module):
 
     Calling a system validates the options (`validated_options`) and, given ``image=`` (a
     path, URL or data URI), shows the image to every behaviour of the question: the backend
-    must be a vision model.
+    must be a vision model. The prediction's record gets the question's ``fallbacks`` and
+    ``fallbacks_by_behaviour`` (what was dropped or defaulted, see the module docstring);
+    when no letter any agent gave named an option, the call raises `NoAnswerError`.
     """
 
     accepts_images = True
@@ -75,15 +87,13 @@ class PeerSystem(SavesConfig, dspy.Module):
         args, kwargs = _checked(args, kwargs)
         with showing_image(image), _letter_tally() as tally:
             prediction = super().__call__(*args, **kwargs)
-        tally.require_an_answer(type(self).__name__)
-        return prediction
+        return tally.finish(type(self).__name__, prediction)
 
     async def acall(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)
         with showing_image(image), _letter_tally() as tally:
             prediction = await super().acall(*args, **kwargs)
-        tally.require_an_answer(type(self).__name__)
-        return prediction
+        return tally.finish(type(self).__name__, prediction)
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this system can call (each one named predictor)."""
@@ -100,15 +110,18 @@ def _checked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, 
 
 @dataclass
 class Statement:
-    """One thing an agent said, with the option it favoured when it said it."""
+    """One thing an agent said, with the option it favoured when it said it.
+
+    ``choice`` is None when the agent's answer named no option: a dropped vote, which no
+    rule counts as any option.
+    """
 
     agent: str
     role: str
     round: int
     text: str
-    choice: str
+    choice: str | None
     confidence: str = "Low"
-    parsed: bool = True  # False: the choice is a default standing in for an unusable answer
 
 
 def question_text(question: str, context: str | None) -> str:
@@ -137,26 +150,36 @@ def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
 
 
 class _LetterTally:
-    """How many option letters one question's agents stated, and how many fell back to a default."""
+    """One question's letters (how many named an option, how many were dropped) and fallbacks."""
 
     def __init__(self) -> None:
         self.parsed = 0
-        self.fell_back = 0
+        self.dropped = 0
+        self.by_behaviour: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def add(self, *, parsed: bool) -> None:
+    def letter(self, *, parsed: bool) -> None:
         with self._lock:
             if parsed:
                 self.parsed += 1
             else:
-                self.fell_back += 1
+                self.dropped += 1
 
-    def require_an_answer(self, system: str) -> None:
-        """Every letter of the question was a default: the answer would be invented, so there is none."""
-        if self.fell_back and not self.parsed:
-            raise NoAnswerError(f"{system}: none of the {self.fell_back} answers its agents gave named an option "
-                                "(every one fell back to a default), so the system has no answer; check that the "
-                                "model returns the requested JSON")
+    def fallback(self, behaviour: str) -> None:
+        with self._lock:
+            self.by_behaviour[behaviour] = self.by_behaviour.get(behaviour, 0) + 1
+
+    def finish(self, system: str, prediction: Any) -> Any:
+        """``prediction`` with the fallbacks in its record; `NoAnswerError` when no letter named an option."""
+        if self.dropped and not self.parsed:
+            raise NoAnswerError(f"{system}: none of the {self.dropped} answers its agents gave named an option "
+                                "(every one was dropped), so the system has no answer; check that the model "
+                                "returns the requested JSON")
+        record = getattr(prediction, "record", None)
+        if isinstance(record, dict):
+            record["fallbacks"] = sum(self.by_behaviour.values())
+            record["fallbacks_by_behaviour"] = dict(sorted(self.by_behaviour.items()))
+        return prediction
 
 
 _tally: contextvars.ContextVar[_LetterTally | None] = contextvars.ContextVar("teammed_letter_tally", default=None)
@@ -172,29 +195,30 @@ def _letter_tally() -> Iterator[_LetterTally]:
         _tally.reset(token)
 
 
-def _note(letter: str | None) -> None:
+def note_fallback(behaviour: str) -> None:
+    """Count one output of ``behaviour`` the system could not use (dropped, or replaced by a
+    documented non-answer default) in the question's usage and its record."""
+    usage.record_fallback(behaviour)
     tally = _tally.get()
     if tally is not None:
-        tally.add(parsed=letter is not None)
+        tally.fallback(behaviour)
 
 
-def as_letter(raw: object, options: Mapping[str, str], fallback: str | None = None) -> str:
-    """A valid option letter from whatever the LM gave; never raises.
-
-    `letter_of`, else ``fallback`` if it is a valid letter, else the first option. Where the
-    letter is the system's final answer and no agent's answer parsed, use `answer_letter`.
-    """
+def read_letter(raw: object, options: Mapping[str, str], *, behaviour: str) -> str | None:
+    """The option letter ``raw`` names (`letter_of`), or None: a dropped vote, counted as a
+    fallback of ``behaviour``. Never a default option: a caller decides from the valid letters."""
     letter = letter_of(raw, options)
-    _note(letter)
-    if letter is not None:
-        return letter
-    return fallback if fallback is not None and fallback in options else next(iter(options))
+    tally = _tally.get()
+    if tally is not None:
+        tally.letter(parsed=letter is not None)
+    if letter is None:
+        note_fallback(behaviour)
+    return letter
 
 
-def answer_letter(raw: object, options: Mapping[str, str], *, system: str) -> str:
+def answer_letter(raw: object, options: Mapping[str, str], *, system: str, behaviour: str) -> str:
     """A single agent's final answer; `NoAnswerError` when it names no option (never a silent default)."""
-    letter = letter_of(raw, options)
-    _note(letter)
+    letter = read_letter(raw, options, behaviour=behaviour)
     if letter is None:
         raise NoAnswerError(f"{system}: the agent's answer {str(raw)[:80]!r} names no option, so the system has "
                             "no answer; check that the model returns the requested JSON")
@@ -261,7 +285,9 @@ def staff(
 def format_statements(statements: Iterable[Statement]) -> str:
     """Statements as the transcript agents read: who, when, what they favour and why."""
     return "\n".join(
-        f"[round {s.round}] {s.agent} ({s.role}) favours {s.choice}: {s.text}" for s in statements
+        f"[round {s.round}] {s.agent} ({s.role}) "
+        f"{f'favours {s.choice}' if s.choice is not None else 'named no valid option'}: {s.text}"
+        for s in statements
     )
 
 

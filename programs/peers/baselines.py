@@ -1,6 +1,7 @@
 """Single-agent baselines: zero-shot, few-shot (seeded demos) and chain of thought.
 
-Each makes exactly one LM call per question.
+Each makes exactly one LM call per question. An answer naming no option is never read as
+one: the question fails with `NoAnswerError` (and the row counts the fallback).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from teammed.signatures.peer_single import DirectAnswer, ReasonedAnswer
 __all__ = ["ZeroShot", "FewShot", "ChainOfThought"]
 
 
-def _single(phase: str, out: Any, options: dict[str, str], reasoning: str) -> dspy.Prediction:
-    answer = answer_letter(out.answer, options, system=phase)
+def _single(phase: str, out: Any, options: dict[str, str], reasoning: str, behaviour: str) -> dspy.Prediction:
+    answer = answer_letter(out.answer, options, system=phase, behaviour=behaviour)
     confidence = as_confidence(out.confidence)
     transcript = Transcript()
     transcript.add(
@@ -60,7 +61,7 @@ class ZeroShot(PeerSystem):
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         options = dict(options)
         out = self.answer(question=question_text(question, context), options=options)
-        return _single("zero_shot", out, options, "")
+        return _single("zero_shot", out, options, "", self.answer.name)
 
 
 class FewShotSettings(Settings):
@@ -85,7 +86,7 @@ class FewShot(PeerSystem):
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         options = dict(options)
         out = self.answer(question=question_text(question, context), options=options)
-        return _single("few_shot", out, options, "")
+        return _single("few_shot", out, options, "", self.answer.name)
 
 
 class ChainOfThought(PeerSystem):
@@ -98,4 +99,4 @@ class ChainOfThought(PeerSystem):
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         options = dict(options)
         out = self.answer(question=question_text(question, context), options=options)
-        return _single("cot", out, options, str(out.reasoning or ""))
+        return _single("cot", out, options, str(out.reasoning or ""), self.answer.name)

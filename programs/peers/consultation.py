@@ -11,6 +11,17 @@ manager's summary of the old team's arguments. If no team agrees, the manager ag
 Rounds count as in the paper: round 1 is the independent analysis, so ``max_rounds=3``
 allows two debate rounds.
 
+No invented answers: a specialist's choice that names no option is dropped (None in
+``votes_by_turn``, a fallback of its behaviour), never read as an option nor as the
+specialist's previous choice. Agreement is each option's share of the *whole team*
+(dropped choices keep their seats), so the default 0.8 needs 4 of 5 valid votes for one
+option and a lone valid vote is never a consensus. A devil's advocate is named only when
+the previous round has a valid majority to argue against. In the fallback a manager's pick
+that names no option is dropped too: the plurality of the teams' valid last-round votes
+decides (method ``final_vote``; with ``anchor_first_votes`` the anchored leaders do), and
+with no valid vote anywhere the question fails with `NoAnswerError`. A team whose
+specialties cannot be read is staffed with generic experts, counted as a fallback.
+
 Context management: before each debate round the team's history is estimated at chars/4
 tokens; while that passes ``summarize_at × context_window`` its longest not yet compressed
 message is compressed by an LM call.
@@ -40,6 +51,7 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field
 
+from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._history import HistoryKeeper, Message, history_text
@@ -47,14 +59,16 @@ from teammed.programs.peers._shared import (
     PeerSystem,
     Settings,
     as_confidence,
-    as_letter,
+    note_fallback,
     question_text,
+    read_letter,
     staff,
 )
 from teammed.programs.peers._votes import (
     TOLERANCE,
     anchored_scores,
     confidence_from_share,
+    dropped,
     leaders,
     plurality,
     shares,
@@ -91,7 +105,7 @@ class _Team:
     number: int
     agents: list[Agent]
     messages: list[Message] = dataclasses.field(default_factory=list)
-    votes: list[dict[str, str]] = dataclasses.field(default_factory=list)  # one {agent: choice} per round
+    votes: list[dict[str, str | None]] = dataclasses.field(default_factory=list)  # {agent: choice} per round
     last: dict[str, Message] = dataclasses.field(default_factory=dict)
     share: float = 0.0
 
@@ -101,7 +115,7 @@ class _Case:
         self.question, self.options, self.letters = question, options, list(options)
         self.teams: list[_Team] = []
         self.handoffs: list[str] = []
-        self.votes: dict[str, list[str]] = {}
+        self.votes: dict[str, list[str | None]] = {}
         self.token_checks: list[dict[str, int]] = []
         self.summaries: list[dict[str, int]] = []
         self.advocates: list[dict[str, Any]] = []
@@ -167,6 +181,8 @@ class ConsultationTeam(PeerSystem):
             ).specialties
             or []
         )
+        if not any(str(r or "").strip() for r in named):
+            note_fallback(self.specialties.name)  # no specialty readable: generic experts take the seats
         seats = staff([Specialist(role=str(r), expertise="") for r in named], n, first_id=len(s.agents) + 1)
         focus = self.expertise(question=s.question, specialties=[a.role for a in seats]).expertise or []
         found = {
@@ -188,11 +204,11 @@ class ConsultationTeam(PeerSystem):
     def _deliberate(self, s: _Case, team: _Team) -> str | None:
         handoff = s.handoffs[-1] if s.handoffs else ""
 
-        def analyse(agent: Agent) -> tuple[str, str]:
+        def analyse(agent: Agent) -> tuple[str, str | None]:
             out = self.analyse(
                 question=s.question, options=s.options, role=agent.brief(), previous_team=handoff
             )
-            return str(out.reasoning or ""), as_letter(out.choice, s.options)
+            return str(out.reasoning or ""), read_letter(out.choice, s.options, behaviour=self.analyse.name)
 
         self._hear(s, team, 1, parallel_map(analyse, team.agents))
         winner = self._consensus(s, team, 1)
@@ -204,12 +220,14 @@ class ConsultationTeam(PeerSystem):
             winner = self._consensus(s, team, turn)
         return winner
 
-    def _debate_round(self, s: _Case, team: _Team, turn: int) -> list[tuple[str, str]]:
+    def _debate_round(self, s: _Case, team: _Team, turn: int) -> list[tuple[str, str | None]]:
         majority = plurality(list(team.votes[-1].values()), s.letters)[0]
-        advocate = self._pick_advocate(team, majority, turn) if self.advocate is not None else None
+        advocate = None  # none without a valid majority to argue against
+        if self.advocate is not None and majority is not None:
+            advocate = self._pick_advocate(team, majority, turn)
         earlier = history_text([m for m in team.messages if m.round < turn - 1])
 
-        def speak(agent: Agent) -> tuple[str, str]:
+        def speak(agent: Agent) -> tuple[str, str | None]:
             own = team.last[agent.id]
             peers = history_text([team.last[o.id] for o in team.agents if o.id != agent.id])
             common = dict(
@@ -221,11 +239,12 @@ class ConsultationTeam(PeerSystem):
                 history=earlier,
             )
             if advocate is not None and agent.id == advocate.id:
-                assert self.advocate is not None
+                assert self.advocate is not None and majority is not None
                 out = self.advocate(majority=f"{majority}: {s.options[majority]}", **common)
-                return str(out.counter_case or ""), as_letter(out.choice, s.options, own.choice)
+                choice = read_letter(out.choice, s.options, behaviour=self.advocate.name)
+                return str(out.counter_case or ""), choice
             out = self.debate(**common)
-            return str(out.reasoning or ""), as_letter(out.choice, s.options, own.choice)
+            return str(out.reasoning or ""), read_letter(out.choice, s.options, behaviour=self.debate.name)
 
         said = parallel_map(speak, team.agents)
         if advocate is not None:
@@ -239,11 +258,11 @@ class ConsultationTeam(PeerSystem):
         holders = [a for a in team.agents if team.votes[-1][a.id] == majority] or team.agents
         return holders[(turn - 2) % len(holders)]
 
-    def _hear(self, s: _Case, team: _Team, turn: int, said: list[tuple[str, str]]) -> None:
+    def _hear(self, s: _Case, team: _Team, turn: int, said: list[tuple[str, str | None]]) -> None:
         advocate = next(
             (d["agent"] for d in s.advocates if d["team"] == team.number and d["round"] == turn), None
         )
-        votes: dict[str, str] = {}
+        votes: dict[str, str | None] = {}
         for agent, (text, choice) in zip(team.agents, said, strict=True):
             label = f"{agent.role}, devil's advocate" if agent.id == advocate else agent.role
             author = f"{agent.id} ({label})"
@@ -266,18 +285,22 @@ class ConsultationTeam(PeerSystem):
         team.votes.append(votes)
 
     def _consensus(self, s: _Case, team: _Team, turn: int) -> str | None:
+        """The option whose share of the whole team (valid votes only; see the module docstring)
+        reaches the threshold, else None."""
         current = list(team.votes[-1].values())
         if self.config.dissent == "anchor_first_votes":
             scores = anchored_scores(list(team.votes[0].values()), current, s.letters)
         else:
             scores = shares(current, s.letters)
-        best = leaders(scores, s.letters)[0]
-        team.share = scores[best]
-        reached = team.share >= self.config.consensus_threshold - TOLERANCE
+        top = leaders(scores, s.letters)
+        best = top[0] if top else None
+        team.share = scores[best] if best is not None else 0.0
+        reached = best is not None and team.share >= self.config.consensus_threshold - TOLERANCE
+        lost = f" ({dropped(current)} of {len(current)} dropped)" if dropped(current) else ""
         s.transcript.add(
             "consensus",
             "consensus_check",
-            f"{best} at {team.share:.0%}",
+            (f"{best} at {team.share:.0%}" if best is not None else "no valid vote") + lost,
             turn=turn,
             team=team.number,
             reached=reached,
@@ -325,20 +348,34 @@ class ConsultationTeam(PeerSystem):
         )
         first = [c for t in s.teams for c in t.votes[0].values()]
         final = [c for t in s.teams for c in t.votes[-1].values()]
-        pick = as_letter(out.answer, s.options, plurality(final, s.letters)[0])
+        pick = read_letter(out.answer, s.options, behaviour=self.aggregate.name)
         manager = {"answer": pick, "rationale": str(out.rationale or "")}
-        if self.config.dissent == "anchor_first_votes":
-            top = leaders(anchored_scores(first, final, s.letters), s.letters)
+        confidence = as_confidence(out.confidence)
+        scores = anchored_scores(first, final, s.letters) if self.config.dissent == "anchor_first_votes" else {}
+        top = leaders(scores, s.letters) if scores else []
+        if top:  # anchored leaders exist only with valid votes
             answer, method = (pick if pick in top else top[0]), "anchored_vote"
-        else:
+            if pick is None:
+                confidence = confidence_from_share(scores[answer])
+        elif pick is not None:
             answer, method = pick, "manager"
-        rationale = manager["rationale"] or f"Answer {answer} ({s.options[answer]}) by the manager."
+        else:
+            voted, share = plurality(final, s.letters)
+            if voted is None:
+                raise NoAnswerError(
+                    f"consultation: neither the manager nor any specialist's last vote named an option "
+                    f"({dropped(final)} last votes and the manager's pick dropped), so the team has no answer; "
+                    "check that the model returns the requested JSON"
+                )
+            answer, method, confidence = voted, "final_vote", confidence_from_share(share)
+        rationale = manager["rationale"] if pick is not None else ""
+        rationale = rationale or f"Answer {answer} ({s.options[answer]}) by the {method.replace('_', ' ')}."
         if answer != pick:
-            rationale = (
-                f"Answer {answer} ({s.options[answer]}) by the anchored vote over independent and final "
-                f"votes; the manager preferred {pick}. {rationale}"
-            )
-        return self._finish(s, answer, rationale, as_confidence(out.confidence), method, manager)
+            preferred = f"the manager preferred {pick}" if pick is not None else "the manager named no valid option"
+            how = ("the anchored vote over independent and final votes" if method == "anchored_vote"
+                   else "the plurality of the teams' valid last-round votes")
+            rationale = f"Answer {answer} ({s.options[answer]}) by {how}; {preferred}. {rationale}"
+        return self._finish(s, answer, rationale, confidence, method, manager)
 
     def _finish(
         self,
@@ -347,7 +384,7 @@ class ConsultationTeam(PeerSystem):
         rationale: str,
         confidence: str,
         method: str,
-        manager: dict[str, str] | None,
+        manager: dict[str, str | None] | None,
     ) -> dspy.Prediction:
         s.transcript.add("decision", method, rationale, answer=answer)
         first, last = s.teams[0], s.teams[-1]
@@ -367,6 +404,7 @@ class ConsultationTeam(PeerSystem):
             "votes_by_turn": s.votes,
             "r2": [{"agent": a, "first": c} for a, c in first.votes[0].items()],
             "final": [{"agent": a, "first": c} for a, c in last.votes[-1].items()],
+            "dropped": sum(dropped(v) for v in s.votes.values()),
             "method": method,
             "dissent": self.config.dissent,
             "devil_advocates": s.advocates,
@@ -383,5 +421,8 @@ class ConsultationTeam(PeerSystem):
         )
 
 
-def _tally(votes: list[str], letters: list[str]) -> str:
-    return ", ".join(f"{letter}×{sum(v == letter for v in votes)}" for letter in letters if letter in votes)
+def _tally(votes: list[str | None], letters: list[str]) -> str:
+    counts = [f"{letter}×{sum(v == letter for v in votes)}" for letter in letters if letter in votes]
+    if dropped(votes):
+        counts.append(f"no valid option×{dropped(votes)}")
+    return ", ".join(counts)

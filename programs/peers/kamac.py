@@ -16,6 +16,20 @@ g_r the specialists recruited in round r::
 (recruitment, assessments, exchanges and checks, then gap check, recruits' assessments and
 everyone's update, and the moderator). Without recruitment, consensus at check c costs
 ``2 + E + (2c - 1)(E + 1)`` and no consensus ``2 + E + 2R(E + 1)``: 5 and 15 by default.
+
+No invented answers, at every decision point:
+
+* an agent's answer naming no option is dropped (None in ``votes_by_turn``), never read as
+  an option, as its earlier answer or as the team's leaning;
+* the consensus check ends the discussion only when it says ``yes``, its leaning names an
+  option, and more than half of the whole team (dropped answers keep their seats) validly
+  holds that option; an unreadable verdict reads as "no consensus" (counted as a fallback),
+  an unreadable leaning is dropped (none);
+* an unreadable knowledge-gap verdict recruits no one (counted as a fallback); an initial
+  recruitment naming no specialty is staffed with generic experts (counted);
+* the moderator's verdict naming no option is dropped: the consensus option decides when
+  there was consensus, else the plurality of the team's valid latest answers; with no valid
+  answer at all the question fails with `NoAnswerError`.
 """
 
 from __future__ import annotations
@@ -25,6 +39,7 @@ from typing import Any
 import dspy
 from pydantic import Field
 
+from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -32,13 +47,14 @@ from teammed.programs.peers._shared import (
     Settings,
     Statement,
     as_confidence,
-    as_letter,
     distinct_roles,
     format_statements,
+    note_fallback,
     question_text,
+    read_letter,
     staff,
 )
-from teammed.programs.peers._votes import plurality
+from teammed.programs.peers._votes import dropped, majority_holds, plurality
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_kamac import (
     AnswerUpdate,
@@ -68,7 +84,7 @@ class _Team:
         self.joined: dict[str, int] = {}
         self.said: list[Statement] = []
         self.latest: dict[str, Statement] = {}
-        self.votes: dict[str, list[str]] = {}
+        self.votes: dict[str, list[str | None]] = {}
         self.recruited: list[list[str]] = []
         self.consensus = False
         self.leaning: str | None = None
@@ -129,7 +145,10 @@ class KnowledgeDrivenTeam(PeerSystem):
     # ------------------------------------------------------------------ stages
     def _consult(self, t: _Team) -> None:
         n = self.config.initial_experts
-        t.join(staff(self.recruit(question=t.question, options=t.options, n_experts=n).experts, n), 0)
+        experts = self.recruit(question=t.question, options=t.options, n_experts=n).experts
+        if not any(str(getattr(e, "role", "") or "").strip() for e in experts or []):
+            note_fallback(self.recruit.name)  # no specialty readable: generic experts take the seats
+        t.join(staff(experts, n), 0)
         t.hear(self._assessments(t, t.agents, 0, ""), "assessment")
 
     def _assessments(self, t: _Team, agents: list[Agent], turn: int, discussion: str) -> list[Statement]:
@@ -142,7 +161,7 @@ class KnowledgeDrivenTeam(PeerSystem):
                 agent.role,
                 turn,
                 str(out.assessment or ""),
-                as_letter(out.answer, t.options, t.leaning),
+                read_letter(out.answer, t.options, behaviour=self.assess.name),
                 as_confidence(out.confidence),
             )
 
@@ -164,7 +183,7 @@ class KnowledgeDrivenTeam(PeerSystem):
                 agent.role,
                 turn,
                 str(out.comment or ""),
-                as_letter(out.answer, t.options, own.choice),
+                read_letter(out.answer, t.options, behaviour=self.exchange.name),
                 own.confidence,
             )
 
@@ -174,11 +193,15 @@ class KnowledgeDrivenTeam(PeerSystem):
         out = self.check(
             question=t.question, options=t.options, comments=format_statements(t.latest_of(t.agents))
         )
-        current = plurality([s.choice for s in t.latest_of(t.agents)], t.letters)[0]
-        t.consensus = out.consensus == "yes"
-        t.leaning = as_letter(out.answer, t.options, current)
+        if out.consensus not in ("yes", "no"):  # unreadable: no consensus (keep discussing), counted
+            note_fallback(self.check.name)
+        t.leaning = read_letter(out.answer, t.options, behaviour=self.check.name)
+        votes = [st.choice for st in t.latest_of(t.agents)]
+        # the check's "yes" holds only for an option a valid majority of the whole team holds
+        t.consensus = out.consensus == "yes" and majority_holds(t.leaning, votes)
         verdict = "yes" if t.consensus else "no"
-        t.note = f"consensus: {verdict}; team leans to {t.leaning}. {out.reason or ''}".strip()
+        leans = f"team leans to {t.leaning}" if t.leaning is not None else "no valid leaning"
+        t.note = f"consensus: {verdict}; {leans}. {out.reason or ''}".strip()
         t.transcript.add(
             "consensus", "consensus_check", t.note, turn=turn, consensus=t.consensus, answer=t.leaning
         )
@@ -189,6 +212,8 @@ class KnowledgeDrivenTeam(PeerSystem):
         out = self.gap(
             question=t.question, options=t.options, team=present, discussion=format_statements(t.said)
         )
+        if out.gap not in ("yes", "no"):  # unreadable: recruit no one, counted
+            note_fallback(self.gap.name)
         proposed = list(out.specialties or []) if out.gap == "yes" else []
         roles = distinct_roles(
             (getattr(p, "role", "") for p in proposed), present, limit=self.config.max_recruits
@@ -226,7 +251,7 @@ class KnowledgeDrivenTeam(PeerSystem):
                 agent.role,
                 turn,
                 str(out.comment or ""),
-                as_letter(out.answer, t.options, own.choice),
+                read_letter(out.answer, t.options, behaviour=self.update.name),
                 as_confidence(out.confidence),
             )
 
@@ -240,19 +265,33 @@ class KnowledgeDrivenTeam(PeerSystem):
             latest_comments=format_statements(latest),
             consensus_note=t.note,
         )
-        fallback = t.leaning if t.consensus else plurality([s.choice for s in latest], t.letters)[0]
-        answer = as_letter(out.answer, t.options, fallback)
-        rationale = str(out.rationale or "") or f"Answer {answer} ({t.options[answer]}) by the moderator."
+        verdict = read_letter(out.answer, t.options, behaviour=self.moderate.name)
+        votes = [st.choice for st in latest]
+        if verdict is not None:
+            answer, method = verdict, "moderator"
+        elif t.consensus and t.leaning is not None:
+            answer, method = t.leaning, "consensus"
+        else:
+            voted = plurality(votes, t.letters)[0]
+            if voted is None:
+                raise NoAnswerError(f"kamac: neither the moderator nor any specialist's latest answer named an option "
+                                    f"({dropped(votes)} dropped), so the team has no answer; check that the model "
+                                    "returns the requested JSON")
+            answer, method = voted, "latest_vote"
+        rationale = (str(out.rationale or "") if verdict is not None else "") or (
+            f"Answer {answer} ({t.options[answer]}) by the {method.replace('_', ' ')}."
+            + ("" if verdict is not None else " The moderator named no valid option.")
+        )
         t.transcript.add("decision", "answer", rationale, agent="moderator", role="Moderator", answer=answer)
         return dspy.Prediction(
             answer=answer,
             rationale=rationale,
-            confidence=as_confidence(out.confidence),
-            record=self._record(t),
+            confidence=as_confidence(out.confidence) if verdict is not None else "Low",
+            record=self._record(t, method),
             transcript=t.transcript.events,
         )
 
-    def _record(self, t: _Team) -> dict[str, Any]:
+    def _record(self, t: _Team, method: str) -> dict[str, Any]:
         first = [st for st in t.said if st.round == 0]
         return {
             "route": None,
@@ -271,5 +310,6 @@ class KnowledgeDrivenTeam(PeerSystem):
                 {"agent": st.agent, "first": st.choice, "confidence": st.confidence}
                 for st in t.latest_of(t.agents)
             ],
-            "method": "moderator",
+            "dropped": sum(dropped(v) for v in t.votes.values()),
+            "method": method,
         }

@@ -11,8 +11,24 @@ A complexity check routes each question:
 
 LM calls per question, with N = n_specialists, R = max_rounds, T = n_teams, M = team_size:
 basic 2; intermediate 3 + c(N + 1) when the moderator finds consensus at review c ≤ R,
-else 3 + N + R(N + 1); advanced 3 + T(M + 1). An unreadable complexity routes to
-``intermediate``.
+else 3 + N + R(N + 1); advanced 3 + T(M + 1).
+
+No invented answers, at every decision point:
+
+* an unreadable complexity (not one of `ROUTES`) routes to ``intermediate``: a route, not
+  an answer, so this documented default is allowed; it is counted as a fallback of
+  ``ComplexityCheck`` and the record says ``route_fell_back``;
+* a specialist's opinion or reply naming no option is dropped (None in ``final``), never
+  read as an option nor as its earlier choice;
+* the moderator's consensus stops the discussion only when it says ``yes`` *and* more than
+  half of the panel (dropped votes keep their seats) validly favours one option; an
+  unreadable verdict reads as "no consensus" (counted);
+* a decision (moderator, team lead, clinician in charge) naming no option is dropped: the
+  plurality of the valid votes it weighed decides instead (a team report with none favours
+  nothing); with no valid vote at all the question fails with `NoAnswerError`;
+* the basic route's single answer naming no option fails the question.
+
+A recruitment that names no specialty is staffed with generic experts, counted as a fallback.
 """
 
 from __future__ import annotations
@@ -23,6 +39,7 @@ from typing import Any
 import dspy
 from pydantic import Field
 
+from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -32,13 +49,14 @@ from teammed.programs.peers._shared import (
     answer_letter,
     as_confidence,
     as_demos,
-    as_letter,
     format_statements,
+    note_fallback,
     question_text,
+    read_letter,
     select_examples,
     staff,
 )
-from teammed.programs.peers._votes import plurality
+from teammed.programs.peers._votes import Vote, majority_holds, plurality
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_mdagents import (
     CareTeamsRecruitment,
@@ -114,8 +132,11 @@ class AdaptiveComplexity(PeerSystem):
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         s = _Case(question_text(question, context), dict(options))
         triage = self.complexity(question=s.question, options=s.options)
-        route = triage.complexity if triage.complexity in ROUTES else "intermediate"
-        s.record.update(route=route, complexity_reason=str(triage.reason or ""))
+        fell_back = triage.complexity not in ROUTES
+        if fell_back:  # a route, never an answer: the documented default, counted
+            note_fallback(self.complexity.name)
+        route = "intermediate" if fell_back else triage.complexity
+        s.record.update(route=route, route_fell_back=fell_back, complexity_reason=str(triage.reason or ""))
         s.transcript.add("triage", "complexity", str(triage.reason or ""), route=route)
         if route == "basic":
             return self._primary_care(s)
@@ -126,7 +147,7 @@ class AdaptiveComplexity(PeerSystem):
     # ------------------------------------------------------------------ basic
     def _primary_care(self, s: _Case) -> dspy.Prediction:
         out = self.primary_care(question=s.question, options=s.options)
-        answer = answer_letter(out.answer, s.options, system="mdagents basic route")
+        answer = answer_letter(out.answer, s.options, system="mdagents basic route", behaviour=self.primary_care.name)
         s.transcript.add(
             "basic", "answer", str(out.reasoning or ""), agent="agent_1", role=_PRIMARY_CARE, choice=answer
         )
@@ -138,14 +159,22 @@ class AdaptiveComplexity(PeerSystem):
     # ------------------------------------------------------------------ intermediate
     def _panel(self, s: _Case) -> dspy.Prediction:
         n = self.config.n_specialists
-        panel = staff(self.recruit_panel(question=s.question, options=s.options, n_members=n).members, n)
+        members = self.recruit_panel(question=s.question, options=s.options, n_members=n).members
+        if not _names_a_role(members):
+            note_fallback(self.recruit_panel.name)
+        panel = staff(members, n)
         _log_team(s, "intermediate", panel)
         opinions = self._opinions(s, panel, "")
         summary, consensus, rounds = "", False, 0
         for turn in range(1, self.config.max_rounds + 1):
             rounds = turn
             review = self.review(question=s.question, options=s.options, opinions=format_statements(opinions))
-            summary, consensus = str(review.summary or ""), review.consensus == "yes"
+            if review.consensus not in ("yes", "no"):  # unreadable: no consensus (keep discussing), counted
+                note_fallback(self.review.name)
+            votes = [o.choice for o in opinions]
+            # the moderator's "yes" holds only when a valid majority of the whole panel backs one option
+            consensus = review.consensus == "yes" and majority_holds(plurality(votes, s.letters)[0], votes)
+            summary = str(review.summary or "")
             s.transcript.add(
                 "intermediate",
                 "review",
@@ -161,7 +190,12 @@ class AdaptiveComplexity(PeerSystem):
         out = self.decide(
             question=s.question, options=s.options, summary=summary, opinions=format_statements(opinions)
         )
-        answer = as_letter(out.answer, s.options, plurality([o.choice for o in opinions], s.letters)[0])
+        answer = _decided(
+            read_letter(out.answer, s.options, behaviour=self.decide.name),
+            [o.choice for o in opinions],
+            s.letters,
+            "mdagents intermediate route: neither the moderator nor any panel member",
+        )
         s.record.update(
             experts=[a.role for a in panel],
             agents=_plain(panel),
@@ -182,7 +216,7 @@ class AdaptiveComplexity(PeerSystem):
                 agent.role,
                 0,
                 str(out.reasoning or ""),
-                as_letter(out.answer, s.options),
+                read_letter(out.answer, s.options, behaviour=self.opinion.name),
                 as_confidence(out.confidence),
             )
 
@@ -206,7 +240,7 @@ class AdaptiveComplexity(PeerSystem):
                 moderator_summary=summary,
                 opinions=shown,
             )
-            choice = as_letter(out.answer, s.options, opinions[i].choice)
+            choice = read_letter(out.answer, s.options, behaviour=self.reply.name)
             return Statement(panel[i].id, panel[i].role, turn, str(out.message or ""), choice)
 
         replies = parallel_map(one, list(range(len(panel))))
@@ -222,6 +256,8 @@ class AdaptiveComplexity(PeerSystem):
         plan = self.recruit_teams(
             question=s.question, options=s.options, n_teams=c.n_teams, team_size=c.team_size
         )
+        if not any(_names_a_role(getattr(t, "members", None)) for t in plan.teams or []):
+            note_fallback(self.recruit_teams.name)
         teams = _staff_teams(plan.teams, c.n_teams, c.team_size)
         reports: list[str] = []
         summary: list[dict[str, Any]] = []
@@ -236,8 +272,11 @@ class AdaptiveComplexity(PeerSystem):
                 opinions=format_statements(opinions),
                 earlier_reports=earlier,
             )
-            choice = as_letter(out.answer, s.options, plurality([o.choice for o in opinions], s.letters)[0])
-            reports.append(f"{name} (favours {choice}): {out.report or ''}")
+            choice = read_letter(out.answer, s.options, behaviour=self.team_report.name)
+            if choice is None:  # the lead named no option: the team's valid opinions speak (or nothing)
+                choice = plurality([o.choice for o in opinions], s.letters)[0]
+            favours = f"favours {choice}" if choice is not None else "favours no valid option"
+            reports.append(f"{name} ({favours}): {out.report or ''}")
             summary.append({"name": name, "roles": [a.role for a in members], "answer": choice})
             s.transcript.add(
                 "advanced",
@@ -249,7 +288,12 @@ class AdaptiveComplexity(PeerSystem):
                 choice=choice,
             )
         out = self.integrate(question=s.question, options=s.options, reports="\n\n".join(reports))
-        answer = as_letter(out.answer, s.options, plurality([t["answer"] for t in summary], s.letters)[0])
+        answer = _decided(
+            read_letter(out.answer, s.options, behaviour=self.integrate.name),
+            [t["answer"] for t in summary],
+            s.letters,
+            "mdagents advanced route: neither the clinician in charge nor any team",
+        )
         agents = [a for _, members in teams for a in members]
         s.record.update(
             experts=[a.role for a in agents],
@@ -274,6 +318,23 @@ def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agen
         everyone += members
         teams.append((name, members))
     return teams
+
+
+def _decided(pick: str | None, votes: Sequence[Vote], letters: Sequence[str], who: str) -> str:
+    """The decision maker's ``pick``; when it named no option, the plurality of the valid ``votes``
+    it weighed; with none of either, `NoAnswerError` (``who`` names them in the message)."""
+    if pick is not None:
+        return pick
+    voted = plurality(votes, letters)[0]
+    if voted is None:
+        raise NoAnswerError(f"{who} named an option ({len(votes)} votes dropped), so there is no answer; "
+                            "check that the model returns the requested JSON")
+    return voted
+
+
+def _names_a_role(specialists: Any) -> bool:
+    """Whether an LM's recruitment names at least one specialty (else generic experts are staffed)."""
+    return any(str(getattr(p, "role", "") or "").strip() for p in specialists or [])
 
 
 def _plain(agents: list[Agent]) -> list[dict[str, str]]:

@@ -6,6 +6,13 @@ special case above 50%); a tie goes to the earliest letter in option order. ``n`
 `ConsensusVote`: while the experts disagree, each sees the others' answers and revises, for
 at most ``max_rounds`` rounds; unanimity ends it early, otherwise the majority rule above
 decides. ``n·(1 + rounds run)`` calls, between ``n`` and ``n·(1 + max_rounds)``.
+
+A ballot naming no option is dropped (recorded as None in ``votes_by_turn``, counted as a
+fallback of its behaviour): it is no vote for any option, and it keeps its seat in the
+denominator, so the recorded ``share`` is the winner's share of the whole panel. Unanimity
+means every expert validly named the same option (a dropped ballot agrees with no one, so
+the panel revises once more). The decision counts the final round's valid ballots; with
+none, `NoAnswerError`.
 """
 
 from __future__ import annotations
@@ -23,12 +30,11 @@ from teammed.programs.peers._shared import (
     Settings,
     Statement,
     as_confidence,
-    as_letter,
     format_statements,
-    letter_of,
     question_text,
+    read_letter,
 )
-from teammed.programs.peers._votes import confidence_from_share, plurality, shares
+from teammed.programs.peers._votes import confidence_from_share, dropped, plurality, shares, unanimous
 from teammed.programs.recruitment import generic_agents
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_voting import IndependentVote, RevisedVote
@@ -65,39 +71,41 @@ class _Panel:
             )
 
     @property
-    def votes(self) -> list[str]:
+    def votes(self) -> list[str | None]:
+        """The last round's ballots, one per expert; None for a ballot that named no option."""
         return [b.choice for b in self.rounds[-1]]
 
     def unanimous(self) -> bool:
-        return len(set(self.votes)) == 1
+        return unanimous(self.votes)
 
 
-def _ballot(agent: Agent, turn: int, out: Any, options: dict[str, str]) -> Statement:
+def _ballot(agent: Agent, turn: int, out: Any, options: dict[str, str], behaviour: str) -> Statement:
     return Statement(
         agent.id,
         agent.role,
         turn,
         str(out.reasoning or ""),
-        as_letter(out.answer, options),
+        read_letter(out.answer, options, behaviour=behaviour),
         as_confidence(out.confidence),
-        parsed=letter_of(out.answer, options) is not None,
     )
 
 
 def _cast(vote: Behaviour, p: _Panel) -> list[Statement]:
     def one(agent: Agent) -> Statement:
         out = vote(question=p.question, options=p.options, expert=agent.role)
-        return _ballot(agent, 0, out, p.options)
+        return _ballot(agent, 0, out, p.options, vote.name)
 
     return parallel_map(one, p.experts)
 
 
 def _decide(p: _Panel, method: str) -> dspy.Prediction:
-    if not any(b.parsed for b in p.rounds[-1]):
-        raise NoAnswerError(f"{method}: no expert's final vote named an option ({len(p.rounds[-1])} fell back to a "
-                            "default), so the panel has no answer; check that the model returns the requested JSON")
     answer, share = plurality(p.votes, p.letters)
+    if answer is None:
+        raise NoAnswerError(f"{method}: no expert's final vote named an option ({len(p.votes)} dropped), so the "
+                            "panel has no answer; check that the model returns the requested JSON")
     counts = ", ".join(f"{k} {v:.0%}" for k, v in shares(p.votes, p.letters).items() if v)
+    if dropped(p.votes):
+        counts += f", {dropped(p.votes)} dropped"
     p.transcript.add("vote", "decision", f"{method}: {counts}", answer=answer)
     backers = [b for b in p.rounds[-1] if b.choice == answer and b.text]
     rationale = "\n".join(
@@ -115,6 +123,7 @@ def _decide(p: _Panel, method: str) -> dspy.Prediction:
         "rounds": len(p.rounds) - 1,
         "consensus": p.unanimous(),
         "share": share,
+        "dropped": dropped(p.votes),
         "method": method,
     }
     return dspy.Prediction(
@@ -168,6 +177,6 @@ class ConsensusVote(PeerSystem):
                 own_answer=format_statements([last[i]]),
                 peer_answers=format_statements(b for j, b in enumerate(last) if j != i),
             )
-            return _ballot(agent, turn, out, p.options)
+            return _ballot(agent, turn, out, p.options, self.revise.name)
 
         return parallel_map(one, list(range(len(p.experts))))

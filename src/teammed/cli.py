@@ -183,6 +183,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     from teammed import usage
     from teammed.adapter import SchemaAdapter
+    from teammed.cli_args import printable
     from teammed.render import render_transcript
 
     _check_system_flags(args)
@@ -206,12 +207,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
                 usage.track() as used:
             prediction = factory()(**inputs)
-    print(render_transcript(prediction))
+    # the question's, the options' and the model's text are shown, never obeyed as terminal escape codes
+    print(printable(render_transcript(prediction)))
     if prediction.answer not in options:
         raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
                            f"try another --model or rerun with -v to see the calls")
-    print(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  (confidence {prediction.confidence})")
-    print(f"\nRationale:\n{prediction.rationale}")
+    print(printable(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  "
+                    f"(confidence {prediction.confidence})"))
+    print(printable(f"\nRationale:\n{prediction.rationale}"))
     print(f"\n[{used.calls} LM calls, {used.prompt_tokens}+{used.completion_tokens} tokens, "
           f"{used.latency_s:.1f}s in the LM]")
     return 0
@@ -488,8 +491,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retry-failed", action="store_true", help="with --resume: answer the failed questions "
                      "again, replacing their rows")
     run.add_argument("--max-consecutive-failures", type=non_negative_int, default=5,
-                     help="stop the run after this many questions in a row fail with the same fatal backend "
-                     "error (0: never; default 5)")
+                     help="stop the run after this many questions in a row fail with the same error of any "
+                     "kind: a bad key, a dead, erroring or hung server, answers naming no option (0: never; "
+                     "default 5); a run in which every question failed exits non-zero whatever this is")
     run.add_argument("--allow-overlap", action="store_true", help="keep questions the --config Special Set or "
                      "--program was tuned on (recorded in run.json)")
     _add_config_flags(run, many=True)
@@ -607,9 +611,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"teammed: terminated{saved}", file=sys.stderr)
             _exit_now_if_signalled(exc.code)
         raise
-    except BackendError as exc:  # a wrong key/model/request is the user's to fix (2); a dead server is not (1)
-        user_fixable = isinstance(exc, FatalBackendError) and exc.kind != "connection"
-        return _fail(exc, 2 if user_fixable else 1, verbose=verbose, exiting=argv is None)
+    except BackendError as exc:
+        # Refused before any call (a missing key): careless input, 2. A server's refusal or failure while
+        # the command works (a 401, a dead server) exits 1 in every command, as `run` stopping does.
+        up_front = isinstance(exc, FatalBackendError) and getattr(exc, "before_any_call", False)
+        return _fail(exc, 2 if up_front else 1, verbose=verbose, exiting=argv is None)
     except TeammedError as exc:  # refused on purpose: the message names the value and the fix
         return _fail(exc, 2, verbose=verbose, exiting=argv is None)
     except OSError as exc:  # unreadable input, unwritable --out, a full disk
@@ -627,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
             first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
             return _fail(f"cannot use the --storage database: {first}; check the URL, that the server runs "
                          f"and the credentials", 1, verbose=verbose, exiting=argv is None)
+        if type(exc).__name__ == "StorageInternalError" and not verbose:  # the study storage, mid-command
+            cause = one_line(str(exc.__cause__ or exc).split("\n")[0].split("(Background on this error")[0])
+            storage = getattr(args, "storage", None) or "the study database (in --out)"
+            return _fail(f"the Optuna study storage {storage} failed ({cause}); if its file is damaged, move it "
+                         f"away (or delete it) to start the study afresh, or restore a copy", 1, verbose=verbose,
+                         exiting=argv is None)
         if verbose:
             raise
         report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and "

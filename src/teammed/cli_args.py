@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import re
 import string
 import sys
 from collections.abc import Callable, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "load_config_file",
     "parse_options",
     "one_line",
+    "printable",
     "describe_os_error",
     "SYSTEM_NAMES",
 ]
@@ -53,6 +55,16 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
+# Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides: from a question, an
+# option or a model's answer they would move the cursor, recolour or retitle the terminal, or reorder text.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: each control character shown as its escape (``\\x1b``)."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def one_line(text: object) -> str:
@@ -280,7 +292,7 @@ def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
 
 
 def report_error(message: str) -> None:
-    print(f"teammed: error: {one_line(message)}", file=sys.stderr)
+    print(f"teammed: error: {printable(one_line(message))}", file=sys.stderr)
 
 
 def check_unique_ids(ids: Sequence[str], *, dataset: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,48 @@ def budget_text(raw: str) -> str:
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return raw
+
+
+def _unpriced(args: argparse.Namespace) -> str | None:
+    """Why a cost in USD cannot be counted for the models of ``args`` (None: litellm prices every one)."""
+    specs: list[tuple[str, str | None]]
+    if getattr(args, "deployments", None):
+        from teammed.backends.resolve import load_deployments_file
+
+        specs = [(e["litellm_params"]["model"], None) for e in load_deployments_file(args.deployments)]
+    else:
+        specs = [(spec, args.api_base) for spec in args.model or ["local"]]
+    for spec, api_base in specs:
+        if spec.split(":")[0] in ("local", "scripted", "simulated"):
+            return f"{spec} is teammed's own backend, which has no price"
+        if api_base:
+            return f"{spec} at --api-base is a self-hosted server, which has no price"
+        import litellm
+
+        quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
+        info: Mapping[str, Any]
+        try:
+            info = dict(litellm.get_model_info(model=spec))
+        except Exception:  # unknown to litellm's price list
+            info = {}
+        finally:
+            litellm.suppress_debug_info = quiet
+        if not (info.get("input_cost_per_token") or info.get("output_cost_per_token")):
+            return f"litellm's price list has no price for {spec}"
+    return None
+
+
+def check_usd_budget(args: argparse.Namespace, text: str, *, flag: str) -> None:
+    """A ``usd=`` budget binds only when every call is priced: refused up front otherwise."""
+    from teammed.optimizers.tune_queue import parse_budget
+
+    budget = parse_budget(text)
+    if budget.usd is None:
+        return
+    why = _unpriced(args)
+    if why is not None:
+        raise ConfigError(f"{flag} usd={budget.usd:g} would never bind: {why}, so every call counts $0; "
+                          f"give calls=N or tokens=N instead")
 
 
 def _teach(lm: Any, questions: Sequence[Any]) -> None:
@@ -74,6 +116,7 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
+    check_usd_budget(args, args.budget, flag="--budget")
     tune_q, eval_q, choice = _questions(args)
     out = args.out or Path("special_sets") / f"{choice.key}_tune"
     from teammed.optimizers.tune import TuneAborted
@@ -115,6 +158,7 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
 
     if args.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {args.protocol!r}; available: {', '.join(PROTOCOLS)}")
+    check_usd_budget(args, args.tune_budget, flag="--tune-budget")
     codes = [c.strip() for c in (args.datasets or ",".join(DATASETS_001)).split(",") if c.strip()]
     rows = tuple(r.strip() for r in args.rows.split(";")) if args.rows else tuple(ROWS_001)
     seeds = tuple(args.seeds)

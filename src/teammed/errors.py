@@ -30,7 +30,8 @@ class FatalBackendError(BackendError):
     """A backend error no retry can fix: bad credentials, unknown model, refused request, dead server.
 
     ``kind`` is one of ``authentication``, ``permission``, ``not_found``, ``bad_request``,
-    ``connection`` or ``response_format``; ``fix`` is one sentence naming what to change.
+    ``connection``, ``dns``, ``tls``, ``scheme`` or ``response_format``; ``fix`` is one sentence naming
+    what to change.
     """
 
     def __init__(self, message: str, *, kind: str, fix: str = ""):

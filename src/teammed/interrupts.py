@@ -19,13 +19,16 @@ Two defences, both cheap:
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextvars
+import os
+import queue
 import signal
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "on_main_thread", "block_stop_signals", "result", "wait_all",
-           "as_completed"]
+__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "Workers", "workers", "on_main_thread", "block_stop_signals",
+           "result", "wait_all", "as_completed"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -66,14 +69,28 @@ def wait_all(futures: Iterable[cf.Future[Any]]) -> None:
 
 def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
     """Each future as it finishes (cancelled ones included), like `concurrent.futures.as_completed`;
-    on the main thread it waits in slices so pending signals are handled."""
-    pending = set(futures)
+    on the main thread it waits in slices so pending signals are handled.
+
+    O(1) per completion: each future puts itself on a queue when it ends, and the consumer takes
+    from that queue (``cf.wait`` over the pending set scanned every pending future per completion,
+    0.7 ms per completion at 3,000 questions).
+    """
+    finished: queue.SimpleQueue[cf.Future[T]] = queue.SimpleQueue()
+    count = 0
+    for future in futures:
+        future.add_done_callback(finished.put)  # at once if it already ended
+        count += 1
     del futures  # a finished future (and its result) is held no longer than its consumer holds it
     timeout = SLICE_S if on_main_thread() else None
-    while pending:
-        done, pending = cf.wait(pending, timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        while done:
-            yield done.pop()
+    while count:
+        try:
+            future = finished.get(timeout=timeout)
+        except queue.Empty:
+            continue  # a slice went by: pending signals ran their handlers
+        count -= 1
+        box = [future]
+        del future
+        yield box.pop()  # not kept in a local while the consumer holds it
 
 
 class Pool(cf.ThreadPoolExecutor):
@@ -111,3 +128,81 @@ class Pool(cf.ThreadPoolExecutor):
         super().shutdown(wait=False, cancel_futures=cancel_futures)
         if wait:  # the threads end on their own once their last call has
             wait_all(self._calls())
+
+
+class _Job:
+    __slots__ = ("fn", "context", "future")
+
+    def __init__(self, fn: Callable[[], Any], context: contextvars.Context, future: cf.Future[Any]) -> None:
+        self.fn, self.context, self.future = fn, context, future
+
+
+class Workers:
+    """Long-lived daemon threads shared by the whole process; ``submit(fn, ...)`` returns a future.
+
+    A deliberation's parallel calls, the requests carried for interruptible callers and the
+    scoring threads all run here, so no deliberation starts threads of its own (a pool per
+    deliberation cost thread starts and, at 256 questions in flight, left a sixth of all threads
+    blocked on `concurrent.futures`' global lock). The pool grows when no thread is idle, so a
+    call never waits for a thread, nested calls cannot deadlock, and the number of threads
+    follows the peak of calls in flight; idle threads sleep on a queue. Each call runs in a copy
+    of the submitter's `contextvars` context; the threads keep SIGINT/SIGTERM for the main thread.
+    """
+
+    def __init__(self, name: str = "teammed-worker") -> None:
+        self._name = name
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+        self.threads = 0
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> cf.Future[T]:
+        future: cf.Future[T] = cf.Future()
+        job = _Job(lambda: fn(*args, **kwargs), contextvars.copy_context(), future)
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                self.threads += 1
+            else:
+                self._idle -= 1  # this job is that idle thread's
+        if spawn:
+            threading.Thread(target=self._work, name=self._name, daemon=True).start()
+        self._jobs.put(job)
+        return future
+
+    def _work(self) -> None:
+        block_stop_signals()
+        while True:
+            job = self._jobs.get()
+            if not job.future.set_running_or_notify_cancel():
+                with self._lock:
+                    self._idle += 1
+                continue
+            try:
+                value = job.context.run(job.fn)
+            except BaseException as exc:  # handed to the waiting caller
+                with self._lock:  # idle before the caller hears of it: its next call reuses this thread
+                    self._idle += 1
+                job.future.set_exception(exc)
+            else:
+                with self._lock:
+                    self._idle += 1
+                job.future.set_result(value)
+            del job
+
+
+_WORKERS = Workers()
+
+
+def workers() -> Workers:
+    """The process's shared `Workers` (a forked child gets a fresh one: it has none of the threads)."""
+    return _WORKERS
+
+
+def _after_fork_in_child() -> None:
+    global _WORKERS
+    _WORKERS = Workers()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -8,8 +8,10 @@ writes into a directory (an exclusive ``flock`` on ``DIR/.lock``; a second one i
 once, naming the holder). On resume a torn last line (crash mid-write, full disk) is cut
 before appending, so every question ends exactly once. ``retry_failed`` drops the failed
 rows (atomic rewrite) and answers those questions again. After ``max_consecutive_failures``
-questions in a row fail with the same fatal backend error (bad key, unknown model, dead
-server) the run stops: the rest are not attempted and `RunStopped` names the fix.
+questions in a row fail with the same error of any kind (a bad key, a dead server, a server
+still failing or timing out after its retries, answers that name no option) the run stops: the
+rest are not attempted and `RunStopped` names the error and the fix. A run in which every
+question failed raises `RunFailed` (whatever its size): it measured nothing.
 
 This layer computes only counts and accounting; richer metrics are passed in by the caller
 (``metrics=``), so the runner never imports `teammed.evals`.
@@ -43,13 +45,14 @@ from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.backends.resolve import Deployment
-from teammed.errors import DataError, FatalBackendError, TeammedError
+from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError
 from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
 from teammed.types import Question
 
 __all__ = [
     "RunSettings",
     "RunStopped",
+    "RunFailed",
     "RunLocked",
     "answer_question",
     "run_questions",
@@ -67,7 +70,11 @@ BINARY_POSITIVE = {"yes", "true", "present"}
 
 
 class RunStopped(TeammedError):
-    """The run stopped early: questions kept failing with the same fatal backend error."""
+    """The run stopped early: questions kept failing with the same error."""
+
+
+class RunFailed(RunStopped):
+    """Every question of the run failed: it measured nothing (the summary is written first)."""
 
 
 class RunLocked(TeammedError):
@@ -110,9 +117,15 @@ def _plain_record(record: Any) -> dict[str, Any]:
 
 def _fatal_in(exc: BaseException | None) -> FatalBackendError | None:
     """The FatalBackendError behind ``exc`` (itself, or along its cause/context chain)."""
+    found = _behind(exc, FatalBackendError)
+    return found if isinstance(found, FatalBackendError) else None
+
+
+def _behind(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
+    """The first exception of type ``kind`` along ``exc``'s cause/context chain (``exc`` included)."""
     seen = 0
     while exc is not None and seen < 20:
-        if isinstance(exc, FatalBackendError):
+        if isinstance(exc, kind):
             return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
@@ -161,6 +174,9 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
     counted = {  # the larger of what the backend/adapter counted and what the record counted
         "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
         "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
+        # per behaviour: what was counted while the system ran (peers), else its record's (teamwork)
+        "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or record.get("fallbacks_by_behaviour")
+        or {},
     }
     spent.pop("latency_s", None)
     fields: dict[str, Any] = dict(
@@ -366,23 +382,72 @@ def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- the run
+# What to do about an error that keeps coming back, by its type (a fatal error carries its own fix).
+_STREAK_FIXES = {
+    "TransientBackendError": "the server keeps failing or not answering in time: check that it runs and is not "
+                             "overloaded (its log), or raise --timeout / --retry-attempts",
+    "NoAnswerError": "the model's answers name no option: try another --model or --structured-output",
+    "InvalidOption": "the model's answers name no option: try another --model or --structured-output",
+}
+
+
 class _Streak:
-    """Consecutive questions failing with the same fatal backend error (in completion order)."""
+    """Consecutive questions failing with the same error (in completion order): a fatal backend
+    error of one kind, a transient one still failing after its retries (an erroring or hung
+    server), or the same other failure (answers naming no option, ...)."""
 
     def __init__(self, limit: int):
         self.limit, self.count = limit, 0
-        self.key: tuple[str, str] | None = None
-        self.last: FatalBackendError | None = None
+        self.key: tuple[str, ...] | None = None
+        self.last: BaseException | None = None
+        self.error: str | None = None
 
-    def add(self, failure: BaseException | None) -> bool:
+    @staticmethod
+    def key_of(row: ResultRow, failure: BaseException | None) -> tuple[str, ...] | None:
+        if not row.failed:
+            return None
         fatal = _fatal_in(failure)
-        key = (type(fatal).__name__, fatal.kind) if fatal is not None else None
+        if fatal is not None:
+            return (type(fatal).__name__, fatal.kind)
+        if _behind(failure, TransientBackendError) is not None:
+            return ("TransientBackendError",)
+        return (row.error_type or "error",)
+
+    def add(self, row: ResultRow, failure: BaseException | None) -> bool:
+        key = self.key_of(row, failure)
         if key is None:
-            self.key, self.count, self.last = None, 0, None
+            self.key, self.count, self.last, self.error = None, 0, None, None
             return False
         self.count = self.count + 1 if key == self.key else 1
-        self.key, self.last = key, fatal
+        self.key, self.error = key, row.error
+        self.last = _fatal_in(failure) or _behind(failure, TransientBackendError) or failure
         return self.limit > 0 and self.count >= self.limit
+
+    def stopped(self) -> RunStopped:
+        """The error that stopped the run: what failed, its message and the fix."""
+        fatal = _fatal_in(self.last)
+        if fatal is not None:
+            what = f"{type(fatal).__name__} ({fatal.kind}): {fatal}"
+            fix = "" if fatal.fix else " Fix the backend."  # str(fatal) ends with its fix
+        else:
+            assert self.key is not None
+            what = f"{self.key[0]}: {str(self.last) if self.last is not None else self.error}"
+            fix = f" Fix: {_STREAK_FIXES.get(self.key[0], 'remove its cause (rerun with -v to see the calls)')}."
+        return RunStopped(f"stopped after {self.count} consecutive questions failed with the same {what}{fix} The "
+                          f"questions not attempted remain: run again with --resume --retry-failed to continue")
+
+
+def _all_failed(rows: Sequence[ResultRow]) -> RunFailed | None:
+    """`RunFailed` naming the commonest error when every row failed (an evaluation that measured nothing)."""
+    if not rows or not all(r.failed for r in rows):
+        return None
+    kinds = Counter(r.error_type or "error" for r in rows)
+    kind, n = kinds.most_common(1)[0]
+    example = next(r.error for r in reversed(rows) if (r.error_type or "error") == kind)
+    fix = _STREAK_FIXES.get(kind, "" if kind == "FatalBackendError" else "remove its cause (rerun with -v to see "
+                            "the calls)")  # a fatal error's message ends with its fix
+    return RunFailed(f"every one of the {len(rows)} questions failed ({n} with {example}); nothing was measured. "
+                     f"{f'Fix: {fix}; then run' if fix else 'Run'} again with --resume --retry-failed")
 
 
 def _check_identity(out: Path, identity: RunIdentity) -> None:
@@ -427,8 +492,9 @@ def run_questions(
     question's parallel calls (round 2) run together even with one question in flight.
 
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
-    ``resume`` meets a different identity (nothing is appended then), and `RunStopped` after
-    ``max_consecutive_failures`` same-kind fatal failures (the summary is written first).
+    ``resume`` meets a different identity (nothing is appended then), `RunStopped` after
+    ``max_consecutive_failures`` questions in a row failed with the same error, and `RunFailed` when
+    every question failed (the summary is written first in both cases).
     ``on_start`` is called once the directory is locked and its identity accepted, just before
     the first question (the CLI prints its header there, so a refusal prints only the refusal).
     """
@@ -497,6 +563,9 @@ def run_questions(
         write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
     if stopped:
         raise stopped
+    failed = _all_failed(rows)
+    if failed:
+        raise failed
     return summary
 
 
@@ -519,14 +588,9 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
                                deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
-            if not stop and streak.add(failure):
+            if not stop and streak.add(row, failure):
                 stopping.set()
-                fatal = streak.last
-                fix = "" if getattr(fatal, "fix", "") else " Fix the backend."  # str(fatal) ends with its fix
-                stop.append(RunStopped(
-                    f"stopped after {streak.count} consecutive questions failed with the same "
-                    f"{type(fatal).__name__} ({getattr(fatal, 'kind', '?')}): {fatal}{fix} The questions not "
-                    f"attempted remain: run again with --resume --retry-failed to continue"))
+                stop.append(streak.stopped())
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))

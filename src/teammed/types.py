@@ -37,6 +37,13 @@ class Question(BaseModel):
     image: str | None = Field(default=None, description="Path or URL of an image for vision tasks.")
     meta: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("question")
+    @classmethod
+    def _has_text(cls, question: str) -> str:
+        if not question.strip():
+            raise ValueError("the question's text is empty; give it its text, or remove that row")
+        return question
+
     @field_validator("options")
     @classmethod
     def _letters_in_order(cls, options: dict[str, str]) -> dict[str, str]:

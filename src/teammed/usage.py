@@ -23,7 +23,7 @@ from typing import Protocol
 logger = logging.getLogger(__name__)
 
 __all__ = ["Usage", "track", "current", "record_call", "record_parse", "record_ranking_repair",
-           "record_format_degradation", "CallListener", "listen", "notify_call_started"]
+           "record_format_degradation", "record_fallback", "CallListener", "listen", "notify_call_started"]
 
 
 @dataclass
@@ -44,12 +44,15 @@ class Usage:
     repaired: int = 0
     ranking_repairs: int = 0
     format_degradations: int = 0
+    fallbacks: int = 0
+    fallbacks_by_behaviour: dict[str, int] = field(default_factory=dict)
     calls_by_signature: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         data["calls_by_signature"] = dict(self.calls_by_signature)
+        data["fallbacks_by_behaviour"] = dict(self.fallbacks_by_behaviour)
         data["latency_s"] = round(self.latency_s, 4)
         data["cost_usd"] = round(self.cost_usd, 8)
         data["spent_cost_usd"] = round(self.spent_cost_usd, 8)
@@ -171,6 +174,17 @@ def record_parse(*, repaired: bool = False, failed: bool = False) -> None:
     with usage._lock:
         usage.repaired += int(repaired)
         usage.parse_failures += int(failed)
+
+
+def record_fallback(behaviour: str, n: int = 1) -> None:
+    """Note ``n`` outputs of ``behaviour`` the program could not use at all (a vote naming no option,
+    an unreadable route): dropped, or replaced by a documented non-answer default."""
+    usage = _current.get()
+    if usage is None or n <= 0:
+        return
+    with usage._lock:
+        usage.fallbacks += int(n)
+        usage.fallbacks_by_behaviour[behaviour] = usage.fallbacks_by_behaviour.get(behaviour, 0) + int(n)
 
 
 def record_ranking_repair(n: int = 1) -> None:

@@ -9,6 +9,7 @@ here depends on the legacy path DSPy 3.5 removes. DSPy's call options are honour
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import datetime
 import time
@@ -49,23 +50,21 @@ class MeteredLM(dspy.BaseLM):
     def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
-    @with_callbacks
-    def __call__(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
-                 **kwargs: Any) -> list[Any]:
+    async def acomplete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """`complete` for coroutines; by default on a worker thread (subclasses with an async client
+        override it)."""
+        return await asyncio.to_thread(self.complete, messages, **kwargs)
+
+    def _request(self, prompt: str | None, messages: list[dict[str, Any]] | None,
+                 kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any], CallOptions]:
         messages = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
         request = {**self.kwargs, **kwargs}
         options = CallOptions(use_cache=bool(request.pop("cache", self.cache)),
                               rollout_id=request.pop("rollout_id", None))
-        request = {k: v for k, v in request.items() if v is not None}
-        signature = calling_signature.get()
-        usage.notify_call_started(signature)
-        started = time.perf_counter()
-        token = call_options.set(options)
-        try:
-            response, info = self.complete(messages, **request)
-        finally:
-            call_options.reset(token)
-        elapsed = time.perf_counter() - started
+        return messages, {k: v for k, v in request.items() if v is not None}, options
+
+    def _record(self, response: Any, info: dict[str, Any], *, signature: Any, elapsed: float, prompt: str | None,
+                messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> list[Any]:
         tokens = getattr(response, "usage", None)
         usage.record_call(
             signature=signature,
@@ -91,6 +90,33 @@ class MeteredLM(dspy.BaseLM):
             })
         return outputs
 
+    @with_callbacks
+    def __call__(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
+                 **kwargs: Any) -> list[Any]:
+        messages, request, options = self._request(prompt, messages, kwargs)
+        signature = calling_signature.get()
+        usage.notify_call_started(signature)
+        started = time.perf_counter()
+        token = call_options.set(options)
+        try:
+            response, info = self.complete(messages, **request)
+        finally:
+            call_options.reset(token)
+        return self._record(response, info, signature=signature, elapsed=time.perf_counter() - started,
+                            prompt=prompt, messages=messages, kwargs=kwargs)
+
+    @with_callbacks
     async def acall(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                     **kwargs: Any) -> list[Any]:
-        return self(prompt, messages=messages, **kwargs)
+        """`__call__` for coroutines: concurrent ``acall``s wait on the server together."""
+        messages, request, options = self._request(prompt, messages, kwargs)
+        signature = calling_signature.get()
+        usage.notify_call_started(signature)
+        started = time.perf_counter()
+        token = call_options.set(options)
+        try:
+            response, info = await self.acomplete(messages, **request)
+        finally:
+            call_options.reset(token)
+        return self._record(response, info, signature=signature, elapsed=time.perf_counter() - started,
+                            prompt=prompt, messages=messages, kwargs=kwargs)

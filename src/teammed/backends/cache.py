@@ -5,16 +5,19 @@ share answers. This cache keys on model, the backend's identity (its ``api_base`
 GGUF path of the embedded model), the full request and DSPy's ``rollout_id``. Entries keep
 the original call's usage and cost, so a cached run reports the same billable tokens.
 
-A corrupt or foreign entry is a miss; an unwritable cache warns once and the run goes on
-uncached. The store is safe for concurrent threads and processes (SQLite underneath).
+A corrupt or foreign entry is a miss; an unwritable or damaged cache warns once (naming the
+fix) and the run goes on uncached; `ResponseCache.clear` empties even a damaged one. The store is
+safe for concurrent threads and processes (SQLite underneath).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -54,6 +57,7 @@ class ResponseCache:
         self.size_limit = size_limit
         self._store: Any = None
         self._broken = False
+        self.error: BaseException | None = None  # why the store could not be opened or written
         self._lock = threading.Lock()
 
     def _open(self) -> Any:
@@ -70,11 +74,18 @@ class ResponseCache:
                         self._disable(exc)
         return self._store
 
+    @property
+    def damaged(self) -> bool:
+        """The store's database is damaged (not a database, malformed pages), not merely unwritable."""
+        return isinstance(self.error, sqlite3.DatabaseError) and not isinstance(self.error, sqlite3.OperationalError)
+
     def _disable(self, exc: BaseException) -> None:
         if not self._broken:
-            self._broken = True
-            logger.warning("the response cache at %s is unusable (%s: %s); running uncached", self.directory,
-                           type(exc).__name__, exc)
+            self._broken, self.error = True, exc
+            fix = (f"`teammed cache clear --cache-dir {self.directory}` empties it" if self.damaged
+                   else "check its permissions or pass --cache-dir")
+            logger.warning("the response cache at %s is unusable (%s: %s); running uncached (%s)", self.directory,
+                           type(exc).__name__, exc, fix)
 
     def get(self, key: str) -> dict[str, Any] | None:
         store = self._open()
@@ -97,15 +108,50 @@ class ResponseCache:
 
     def info(self) -> dict[str, Any]:
         store = self._open()
-        if store is None:
-            return {"directory": str(self.directory), "usable": False}
-        return {"directory": str(self.directory), "usable": True, "entries": len(store),
-                "bytes": int(store.volume()), "size_limit": self.size_limit}
+        if store is not None:
+            try:
+                return {"directory": str(self.directory), "usable": True, "entries": len(store),
+                        "bytes": int(store.volume()), "size_limit": self.size_limit}
+            except Exception as exc:  # a damaged page met while counting
+                self._disable(exc)
+        return {"directory": str(self.directory), "usable": False, "damaged": self.damaged,
+                "error": f"{type(self.error).__name__}: {self.error}" if self.error is not None else None}
 
     def clear(self) -> int:
+        """Remove every entry; returns how many. A damaged store (whose database cannot be read) is
+        removed file by file (only diskcache's own files) and started afresh: returns 0 then."""
         store = self._open()
-        return int(store.clear()) if store is not None else 0
+        if store is not None:
+            try:
+                return int(store.clear())
+            except Exception as exc:  # a damaged page met while clearing
+                self._disable(exc)
+        if not self.damaged:
+            return 0
+        self.close()
+        _remove_store_files(self.directory)
+        self._store, self._broken, self.error = None, False, None
+        if self._open() is None:  # still unusable: say why
+            raise OSError(f"{self.directory} cannot be started afresh: {self.error}")
+        return 0
 
     def close(self) -> None:
         if self._store is not None:
             self._store.close()
+
+
+def _remove_store_files(directory: Path) -> None:
+    """diskcache's files in ``directory``: its SQLite database (and journal/WAL) and the value files
+    in its two-hex-digit subfolders; nothing else there is touched."""
+    for name in ("cache.db", "cache.db-wal", "cache.db-shm", "cache.db-journal"):
+        (directory / name).unlink(missing_ok=True)
+    hex_digits = set("0123456789abcdef")
+    for sub in directory.iterdir():
+        if sub.is_dir() and len(sub.name) == 2 and set(sub.name) <= hex_digits:
+            for value in sorted(sub.rglob("*.val"), reverse=True):
+                value.unlink()
+            for folder in sorted((d for d in sub.rglob("*") if d.is_dir()), reverse=True):
+                with contextlib.suppress(OSError):  # not empty: something else lives there
+                    folder.rmdir()
+            with contextlib.suppress(OSError):
+                sub.rmdir()

@@ -23,13 +23,20 @@ TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
 _KEY_MISSING = re.compile(r"api[_ ]?key|no api key|missing credentials|authentication|unauthori[sz]ed|"
                           r"incorrect api key|invalid.api.key|OPENAI_API_KEY|AZURE_API_KEY", re.I)
-_REFUSED = re.compile(r"connection refused|errno 111|name or service not known|nodename nor servname|"
-                      r"failed to resolve|no route to host|getaddrinfo failed", re.I)
+_REFUSED = re.compile(r"connection refused|errno 111|no route to host", re.I)
+_UNRESOLVED = re.compile(r"name or service not known|nodename nor servname|failed to resolve|getaddrinfo failed|"
+                         r"temporary failure in name resolution|errno -[235]\b|no address associated", re.I)
+_TLS_VERIFY = re.compile(r"certificate[_ ]verify[_ ]failed|self[- ]signed certificate|unable to get local issuer|"
+                         r"certificate has expired|hostname mismatch|doesn't match|IP address mismatch", re.I)
+_WRONG_SCHEME = re.compile(r"wrong[_ ]version[_ ]number|record[_ ]layer[_ ]failure|packet length too long|"
+                           r"unknown protocol|http request\b.*\bhttps|plain http request was sent to https", re.I)
 
 
 @dataclass(frozen=True)
 class Fault:
-    """``action`` is ``retry``, ``degrade`` or ``fatal``; ``kind`` names the fatal kind."""
+    """``action`` is ``retry``, ``degrade`` or ``fatal``; ``kind`` names the fatal kind: ``authentication``,
+    ``permission``, ``not_found``, ``bad_request``, ``connection`` (refused), ``dns`` (the host does not
+    resolve), ``tls`` (the certificate is not trusted) or ``scheme`` (``https://`` to a plain-HTTP port)."""
 
     action: str
     kind: str | None
@@ -124,6 +131,12 @@ def classify(exc: BaseException) -> Fault:
     # a missing OpenAI/Azure key arrives as 500/APIError: only the message says so
     if _KEY_MISSING.search(text) and (status in (None, 500) or "APIError" in names):
         return Fault("fatal", "authentication", status, message)
+    if status is None and _TLS_VERIFY.search(text):
+        return Fault("fatal", "tls", status, message)
+    if status is None and _WRONG_SCHEME.search(text):
+        return Fault("fatal", "scheme", status, message)
+    if status is None and _UNRESOLVED.search(text):
+        return Fault("fatal", "dns", status, message)
     if _REFUSED.search(text):
         return Fault("fatal", "connection", status, message)
     retry_after = retry_after_seconds(exc)

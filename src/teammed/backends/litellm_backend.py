@@ -21,11 +21,14 @@ API keys are read from the environment and never stored in results or printed.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import os
 import random
 import threading
+import urllib.parse
 from typing import Any
 
 import json_repair
@@ -39,7 +42,7 @@ from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
 from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
-from teammed.redact import redact
+from teammed.redact import redact, register_secret, register_url_credentials
 from teammed.schema import DIALECTS
 
 __all__ = ["LiteLLMBackend", "BackendClosedError", "expected_key_env", "structured_output_for", "KEYLESS"]
@@ -134,6 +137,9 @@ class LiteLLMBackend(MeteredLM):
                          num_retries=0, **kwargs)
         self.api_base = api_base
         self.api_key_env = api_key_env
+        register_url_credentials(api_base)  # a password inside the URL is masked in every encoding
+        for secret in (self.kwargs.get("api_key"), os.environ.get(api_key_env or expected_key_env(model) or "")):
+            register_secret(secret, min_length=8)  # an API key; dummy keys of a few letters are not secrets
         # What the cache keys answers by: the server's address, or a stable name for servers
         # whose address changes between runs (the local model's port is picked at start-up).
         self.backend_id = backend_id or api_base
@@ -160,6 +166,7 @@ class LiteLLMBackend(MeteredLM):
             # an OpenAI-compatible server: the same request without litellm's per-call machinery
             self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s,
                                                   max_connections=limit)
+        self._answered = False  # a refused connection after the first answer is a restart, not a wrong URL
 
     @property
     def transport(self) -> str:
@@ -192,8 +199,7 @@ class LiteLLMBackend(MeteredLM):
             return
         env = expected_key_env(self.model)
         if self.api_base:  # an OpenAI-compatible server: keyless unless the variable is set
-            if not (env and os.environ.get(env)):
-                self.kwargs["api_key"] = KEYLESS
+            self.kwargs["api_key"] = (os.environ.get(env) if env else None) or KEYLESS
             return
         litellm = _litellm()
         try:
@@ -206,43 +212,84 @@ class LiteLLMBackend(MeteredLM):
                                         f"(or use --api-base for a keyless OpenAI-compatible server).")
 
     # ------------------------------------------------------------------ calls
+    def _api_key(self) -> str | None:
+        """The key sent with each request: given, else from ``api_key_env`` or the provider's variable."""
+        key = self.kwargs.get("api_key")
+        if key:
+            return str(key)
+        env = self.api_key_env or expected_key_env(self.model)
+        return os.environ.get(env) if env else None
+
+    def _prepare(self, messages, params, schema, plain, options):  # type: ignore[no-untyped-def]
+        """The request for the current dialect, its cache key, and a cached answer if there is one."""
+        dialect = self.structured_output
+        if plain is not None and dialect in ("json_object", "none"):
+            messages = plain()  # the schema is no longer enforced: the prompt must spell out the fields
+        request = dict(params)
+        if schema is not None:
+            fmt = response_format_for(dialect, schema, profile=self.profile)
+            if fmt is not None:
+                request["response_format"] = fmt
+        key = hit = None
+        if self.response_cache is not None and options.use_cache:
+            keyed = {k: v for k, v in request.items() if k != "api_key"}
+            key = cache_key(model=self.model, api_base=self.backend_id, messages=messages, params=keyed,
+                            rollout_id=options.rollout_id)
+            found = self.response_cache.get(key)
+            if found is not None:
+                cached = (ChatResponse.model_validate(found["response"]) if self._direct is not None
+                          else _litellm().ModelResponse(**found["response"]))
+                hit = (cached, {"cache_hit": True, "cost_usd": found.get("cost_usd", 0.0)})
+        return dialect, messages, request, key, hit
+
+    def _finish(self, response: Any, retries: int, key: str | None, *, json_expected: bool):  # type: ignore[no-untyped-def]
+        cost = self._cost(response)
+        if key is not None and self.response_cache is not None:
+            text = response.choices[0].message.content if response.choices else ""
+            if _parseable(text or "", json_expected=json_expected):
+                self.response_cache.put(key, {"response": response.model_dump(),
+                                              "usage": dict(response.usage or {}), "cost_usd": cost})
+        return response, {"retries": retries, "cost_usd": cost}
+
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)
         schema = params.pop("teammed_schema", None)
         plain = params.pop("teammed_plain_messages", None)
         options = call_options.get() or CallOptions()
         while True:
-            dialect = self.structured_output
-            if plain is not None and dialect in ("json_object", "none"):
-                messages = plain()  # the schema is no longer enforced: the prompt must spell out the fields
+            dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
+            if dialect in ("json_object", "none"):
                 plain = None
-            request = dict(params)
-            if schema is not None:
-                fmt = response_format_for(dialect, schema, profile=self.profile)
-                if fmt is not None:
-                    request["response_format"] = fmt
-            key = None
-            if self.response_cache is not None and options.use_cache:
-                keyed = {k: v for k, v in request.items() if k != "api_key"}
-                key = cache_key(model=self.model, api_base=self.backend_id, messages=messages, params=keyed,
-                                rollout_id=options.rollout_id)
-                hit = self.response_cache.get(key)
-                if hit is not None:
-                    cached = (ChatResponse.model_validate(hit["response"]) if self._direct is not None
-                              else _litellm().ModelResponse(**hit["response"]))
-                    return cached, {"cache_hit": True, "cost_usd": hit.get("cost_usd", 0.0)}
+            if hit is not None:
+                return hit
             try:
                 response, retries = self._call_with_retries(messages, request)
             except _FormatRejected as rejected:
                 self._degrade(dialect, rejected.fault)
                 continue
-            cost = self._cost(response)
-            if key is not None and self.response_cache is not None:
-                text = response.choices[0].message.content if response.choices else ""
-                if _parseable(text or "", json_expected=schema is not None):
-                    self.response_cache.put(key, {"response": response.model_dump(),
-                                                  "usage": dict(response.usage or {}), "cost_usd": cost})
-            return response, {"retries": retries, "cost_usd": cost}
+            return self._finish(response, retries, key, json_expected=schema is not None)
+
+    async def acomplete(self, messages, **params):  # type: ignore[no-untyped-def]
+        """On the direct transport, the request goes out on the async client: concurrent calls share the
+        wait. Other transports run `complete` on a worker thread."""
+        if self._direct is None:
+            return await super().acomplete(messages, **params)
+        params.pop("num_retries", None)
+        schema = params.pop("teammed_schema", None)
+        plain = params.pop("teammed_plain_messages", None)
+        options = call_options.get() or CallOptions()
+        while True:
+            dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
+            if dialect in ("json_object", "none"):
+                plain = None
+            if hit is not None:
+                return hit
+            try:
+                response, retries = await self._acall_with_retries(messages, request)
+            except _FormatRejected as rejected:
+                self._degrade(dialect, rejected.fault)
+                continue
+            return self._finish(response, retries, key, json_expected=schema is not None)
 
     def _degrade(self, dialect: str, fault: Fault) -> None:
         with self._dialect_lock:
@@ -274,30 +321,66 @@ class LiteLLMBackend(MeteredLM):
             self._price_fallback = bool(cost)  # a model litellm cannot price is not retried per call
         return float(cost or 0.0)
 
+    def _failed(self, exc: Exception, attempt: int) -> float:
+        """How long to wait before the next attempt; raises when there is none (fatal, format, last)."""
+        fault = classify(exc)
+        if fault.action == "degrade":
+            raise _FormatRejected(fault) from exc
+        if fault.action == "fatal" and not (fault.kind == "connection" and self._answered):
+            raise self._fatal(fault) from None
+        if attempt + 1 >= self.retry.attempts:
+            raise TransientBackendError(
+                f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
+                f"{type(exc).__name__}: {fault.message[:300]}"
+            ) from None
+        wait = self.retry.delay(attempt, retry_after=fault.retry_after, rng=self._rng)
+        logger.warning("%s%s: %s (attempt %d/%d); retrying in %.1fs", self.model, self.where(),
+                       fault.message[:200], attempt + 1, self.retry.attempts, wait)
+        return wait
+
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         for attempt in range(self.retry.attempts):
             self._check_open()
             try:
-                return self._send_bounded(messages, params), attempt
+                response = self._send_bounded(messages, params)
             except BackendClosedError:
                 raise
-            except Exception as exc:  # classified below: transient ones retry, the rest fail fast
-                fault = classify(exc)
-                if fault.action == "degrade":
-                    raise _FormatRejected(fault) from exc
-                if fault.action == "fatal":
-                    raise self._fatal(fault) from None
-                if attempt + 1 >= self.retry.attempts:
-                    raise TransientBackendError(
-                        f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
-                        f"{type(exc).__name__}: {fault.message[:300]}"
-                    ) from None
-                wait = self.retry.delay(attempt, retry_after=fault.retry_after, rng=self._rng)
-                logger.warning("%s%s: %s (attempt %d/%d); retrying in %.1fs", self.model, self.where(),
-                               fault.message[:200], attempt + 1, self.retry.attempts, wait)
-                if self._closed.wait(wait):
+            except Exception as exc:  # classified: transient ones retry, the rest fail fast
+                if self._closed.wait(self._failed(exc, attempt)):
                     self._check_open()
+                continue
+            self._answered = True
+            return response, attempt
         raise AssertionError("unreachable")
+
+    async def _acall_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        assert self._direct is not None
+        for attempt in range(self.retry.attempts):
+            self._check_open()
+            try:
+                async with self._async_slot():
+                    response = await self._direct.acomplete(model=self.model, messages=messages,
+                                                            **{**params, "api_key": self._api_key()})
+            except Exception as exc:  # classified: transient ones retry, the rest fail fast
+                await asyncio.sleep(self._failed(exc, attempt))
+                continue
+            self._answered = True
+            return response, attempt
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def _async_slot(self):  # type: ignore[no-untyped-def]
+        """One of the deployment's request slots, waited for without blocking the event loop."""
+        if self._slots is None:
+            yield
+            return
+        while not self._slots.acquire(blocking=False):
+            self._check_open()
+            await asyncio.sleep(0.005)
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -319,7 +402,7 @@ class LiteLLMBackend(MeteredLM):
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._direct is not None:
-            return self._direct.complete(model=self.model, messages=messages, **params)
+            return self._direct.complete(model=self.model, messages=messages, **{**params, "api_key": self._api_key()})
         if self.router is not None:
             return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
                                           num_retries=0, **params)
@@ -344,6 +427,22 @@ class LiteLLMBackend(MeteredLM):
         if fault.kind == "connection":
             return FatalBackendError(f"{head} is unreachable: {said}.", kind="connection",
                                      fix="Start the server or correct --api-base.")
+        base = redact(self.api_base) if self.api_base else "the provider's URL"
+        if fault.kind == "tls":
+            return FatalBackendError(
+                f"{head}: the server's TLS certificate is not trusted: {said}.", kind="tls",
+                fix="Point SSL_CERT_FILE (a PEM bundle) or SSL_CERT_DIR at the CA that signed it, e.g. "
+                    "SSL_CERT_FILE=/path/to/ca.pem teammed ... (a proxy's CA too, behind a corporate proxy).")
+        if fault.kind == "scheme":
+            return FatalBackendError(
+                f"{head}: the server does not speak TLS on that port: {said}.", kind="scheme",
+                fix=f"Use http:// instead of https:// in --api-base ({base}), or the server's TLS port.")
+        if fault.kind == "dns":
+            host = urllib.parse.urlsplit(self.api_base).hostname if self.api_base else None
+            return FatalBackendError(
+                f"{head}: the host {host or ''} cannot be resolved: {said}.".replace("host  ", "host "),
+                kind="dns", fix="Check the host name in --api-base (or the provider's URL) and the DNS/proxy "
+                                "settings (HTTPS_PROXY, NO_PROXY).")
         return FatalBackendError(f"{head} rejected the request{status}: {said}.", kind="bad_request",
                                  fix="Check --max-tokens against the model's context and the server's log.")
 

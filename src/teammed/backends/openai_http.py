@@ -1,39 +1,55 @@
-"""A direct HTTP client for OpenAI-compatible servers (``openai/<alias> --api-base URL``, the embedded model).
+"""A direct client for OpenAI-compatible servers (``openai/<alias> --api-base URL``, the embedded model).
 
 litellm is the way to every provider, but for a server that already speaks OpenAI's
 chat-completions protocol it adds ~3 s of import and several milliseconds of CPU per call
 (request transformation, logging objects, cost lookup) to a request it sends unchanged. This
-client sends the same body (model alias, messages, ``response_format``, sampling parameters)
-over one keep-alive ``http.client`` connection per request thread and returns a small typed
+client sends the body litellm would send (`request_body`) over httpx, and returns a small typed
 response.
+
+httpx brings what a corporate network needs, with ``trust_env`` semantics as in litellm and
+openai-python: ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY``, the CA bundle of
+``SSL_CERT_FILE``/``SSL_CERT_DIR`` (else certifi's), redirects (a 307/308 keeps the POST and its
+body), gzip/deflate/brotli decoding and HTTP/1.1 keep-alive.
+
+httpcore's pool looks at every connection and every waiting request whenever a request starts
+or ends, which at 64 requests in flight cost over half of a call's CPU. So each request
+thread keeps its own small `httpx.Client` (one keep-alive connection), and the pool scans one
+connection. The request threads are `teammed.interrupts.WORKERS`: their number follows the
+peak of requests in flight, which the deployment's request slots bound. Async callers share one
+`httpx.AsyncClient` per event loop, sized from the slots.
 
 Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
 ``status_code``, the response ``headers`` (``Retry-After``) and the server's body in its
-message; timeouts, refused and dropped connections are the socket's own exceptions (``TimeoutError``,
-``ConnectionRefusedError``, ``http.client.RemoteDisconnected``, ...); a 200 whose
-body is not a chat completion is `GarbageResponse` (retried as transient).
+message; timeouts, refused and dropped connections, TLS failures are httpx's own exceptions;
+a 200 whose body is not a chat completion is `GarbageResponse` (retried as transient).
 """
 
 from __future__ import annotations
 
-import base64
-import http.client
+import asyncio
 import json
-import select
 import ssl
 import threading
 import urllib.parse
+import weakref
 from typing import Any
 
+import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from teammed import __version__
 
-__all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "ProtocolError"]
+__all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "request_body",
+           "NOT_SENT"]
 
-# Request fields a chat-completions server takes; everything else DSPy or teammed passes is dropped.
-_BODY_FIELDS = ("temperature", "max_tokens", "max_completion_tokens", "top_p", "stop", "seed", "n",
-                "response_format", "presence_penalty", "frequency_penalty", "logit_bias", "user")
+# What litellm consumes itself and never puts in the body of an OpenAI-compatible request.
+NOT_SENT = frozenset({
+    "api_key", "api_base", "base_url", "api_version", "organization", "timeout", "num_retries", "max_retries",
+    "metadata", "caching", "cache", "rollout_id", "mock_response", "custom_llm_provider", "drop_params",
+    "extra_headers", "extra_body", "headers", "litellm_logging_obj", "model_list", "input_cost_per_token",
+    "output_cost_per_token", "max_parallel_requests", "rpm", "tpm", "api_key_env", "structured_output",
+    "stream_options_default", "client",
+})
 
 
 class _Loose(BaseModel):
@@ -51,10 +67,15 @@ class Choice(_Loose):
     finish_reason: str | None = None
 
 
+class PromptTokensDetails(_Loose):
+    cached_tokens: int | None = None
+
+
 class Usage(_Loose):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    prompt_tokens_details: PromptTokensDetails | None = None
 
 
 class ChatResponse(_Loose):
@@ -79,131 +100,114 @@ class GarbageResponse(Exception):
     """A 200 whose body is not a chat completion."""
 
 
-# http.client sends none; some gateways refuse requests without one (httpx sent python-httpx/<version>)
 _USER_AGENT = f"teammed/{__version__}"
 
 
-class _Reply:
-    """A response read whole: status, headers (``.items()``), body bytes."""
+def request_body(model: str, messages: list[dict[str, Any]], params: dict[str, Any]) -> tuple[dict[str, Any],
+                                                                                              dict[str, str]]:
+    """The JSON body and the extra headers litellm sends an OpenAI-compatible server for these parameters.
 
-    __slots__ = ("status_code", "headers", "content")
-
-    def __init__(self, status_code: int, headers: Any, content: bytes) -> None:
-        self.status_code, self.headers, self.content = status_code, headers, content
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-
-class ProtocolError(Exception):
-    """The server broke HTTP/1.1 in a way that leaves the connection unusable (an informational 1xx
-    status where the answer should be); the connection is dropped and the call retried."""
-
-
-def _stale(sock: Any) -> bool:
-    """An idle keep-alive socket that is readable has been closed by the server (or holds junk)."""
-    try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
-    except (OSError, ValueError):
-        return True
+    Every parameter reaches the server (``seed``, ``top_p``, ``logprobs``, ``reasoning_effort``,
+    a server's own such as vLLM's ``top_k``, ...), except what litellm consumes itself
+    (`NOT_SENT`) and ``None`` values; ``extra_body`` is merged into the body and
+    ``extra_headers`` become headers, as litellm does. ``tests/test_transport_parity.py``
+    compares the result with litellm's own request over a table of parameters.
+    """
+    body: dict[str, Any] = {"model": model.split("/", 1)[1] if "/" in model else model, "messages": messages}
+    for key, value in params.items():
+        if key not in NOT_SENT and value is not None:
+            body[key] = value
+    extra = params.get("extra_body")
+    if isinstance(extra, dict):
+        body.update(extra)
+    headers = {str(k): str(v) for k, v in (params.get("extra_headers") or {}).items()}
+    return body, headers
 
 
-def _tls_context() -> ssl.SSLContext:
-    """The CA bundle httpx and requests trust (certifi), unless the environment names its own."""
-    import os
-
-    if os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context()
-    import certifi
-
-    return ssl.create_default_context(cafile=certifi.where())
+def _split_userinfo(api_base: str) -> tuple[str, httpx.BasicAuth | None]:
+    """``api_base`` without ``user:password@`` and the Basic auth it stood for (credentials in the URL
+    win over the key, as with httpx and requests)."""
+    parts = urllib.parse.urlsplit(api_base)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--api-base {api_base!r} is not an http(s) URL")
+    if not parts.username:
+        return api_base, None
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    auth = httpx.BasicAuth(urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), auth
 
 
 class OpenAICompatibleClient:
-    """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``.
-
-    Requests go over the standard library's ``http.client``, with keep-alive connections kept in a
-    last-in-first-out stack of idle ones (at most ``max_connections``, the deployment's request
-    slots). httpx cost about 0.3 ms of CPU per request (URL merging, cookies, auth and redirect
-    handling, h11's state machine), over 40% of a call's framework CPU, and its pool scanned every
-    connection on every request. A connection the server closed while idle is detected before
-    reuse and replaced, as httpcore does; one in an unknown state (an error, an informational
-    status) is never reused. `close` closes the idle connections; those in use are closed when
-    their request ends, so closing never waits on a request.
-    """
+    """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``
+    (``await client.acomplete(...)`` from a coroutine)."""
 
     def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float, max_connections: int | None):
-        parts = urllib.parse.urlsplit(api_base)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"--api-base {api_base!r} is not an http(s) URL")
-        self._scheme, self._host = parts.scheme, parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        path = urllib.parse.quote(parts.path.rstrip("/") + "/chat/completions", safe="/%:@!$&'()*+,;=~")
-        self._path = path + (f"?{parts.query}" if parts.query else "")
-        basic = (f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
-                 if parts.username else None)
-        self._basic = "Basic " + base64.b64encode(basic.encode()).decode() if basic else None
+        base, self._auth = _split_userinfo(api_base)
+        parts = urllib.parse.urlsplit(base)
+        path = parts.path.rstrip("/") + "/chat/completions"
+        self.url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_connections = max_connections or 100
-        self._idle: list[http.client.HTTPConnection] = []
-        self._closed = False
         self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
+        self._local = threading.local()
+        self._clients: weakref.WeakSet[httpx.Client] = weakref.WeakSet()
+        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        self._closed = False
 
-    def _checkout(self) -> http.client.HTTPConnection:
-        """The most recently used idle connection (its socket is warm), else a new one."""
+    # ------------------------------------------------------------------ clients
+    def _verify(self) -> ssl.SSLContext:
+        """One TLS context for all of this deployment's clients (loading a CA bundle costs ~10 ms):
+        ``SSL_CERT_FILE``/``SSL_CERT_DIR`` when set, else certifi's bundle (httpx's ``trust_env``)."""
         with self._lock:
-            conn = self._idle.pop() if self._idle else None
-            if conn is None and self._scheme == "https" and self._tls is None:
-                self._tls = _tls_context()  # built once: loading the CA bundle costs ~10 ms
-        if conn is None:
-            if self._scheme == "https":
-                return http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout_s, context=self._tls)
-            return http.client.HTTPConnection(self._host, self._port, timeout=self.timeout_s)
-        if conn.sock is not None and _stale(conn.sock):
-            conn.close()  # reconnects on the next request
-        return conn
+            if self._tls is None:
+                self._tls = httpx.create_ssl_context(trust_env=True)
+            return self._tls
 
-    def _checkin(self, conn: http.client.HTTPConnection) -> None:
+    def _options(self, connections: int) -> dict[str, Any]:
+        return {"trust_env": True, "follow_redirects": True, "timeout": httpx.Timeout(self.timeout_s),
+                "verify": self._verify() if self.url.startswith("https") else True,
+                "limits": httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+                "headers": {"User-Agent": _USER_AGENT, "Accept": "application/json"}, "auth": self._auth}
+
+    def _client(self) -> httpx.Client:
+        client: httpx.Client | None = getattr(self._local, "client", None)
+        if client is None or client.is_closed:
+            if self._closed:
+                raise RuntimeError("the client was closed")
+            client = httpx.Client(**self._options(1))
+            self._local.client = client
+            with self._lock:
+                self._clients.add(client)
+        return client
+
+    def _async_client(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
         with self._lock:
-            if not self._closed and len(self._idle) < self.max_connections:
-                self._idle.append(conn)
-                return
-        conn.close()
+            client = self._async.get(loop)
+            if client is None:
+                if self._closed:
+                    raise RuntimeError("the client was closed")
+                for old in [old for old in self._async if old.is_closed()]:
+                    del self._async[old]
+                client = self._async[loop] = httpx.AsyncClient(**self._options(self.max_connections))
+            return client
 
-    def _post(self, body: bytes, headers: dict[str, str]) -> _Reply:
-        conn = self._checkout()
-        try:
-            conn.request("POST", self._path, body=body, headers=headers)
-            response = conn.getresponse()
-            if response.status < 200:  # http.client skips only 100; the real answer would follow later
-                raise ProtocolError(f"the server sent an informational HTTP {response.status} in place of "
-                                    f"its answer")
-            content = response.read()
-        except BaseException:
-            conn.close()  # never reuse a connection in an unknown state
-            raise
-        if response.will_close:
-            conn.close()
-        self._checkin(conn)
-        return _Reply(response.status, response.headers, content)
-
-    def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
-                 **params: Any) -> ChatResponse:
-        body: dict[str, Any] = {"model": model.split("/", 1)[1] if "/" in model else model, "messages": messages}
-        body.update({k: v for k, v in params.items() if k in _BODY_FIELDS and v is not None})
+    # ------------------------------------------------------------------ calls
+    def _request(self, model: str, messages: list[dict[str, Any]], api_key: str | None,
+                 params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
+        body, headers = request_body(model, messages, params)
+        headers["Content-Type"] = "application/json"
         key = api_key or self.api_key
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": _USER_AGENT}
-        if self._basic:  # credentials in the URL win, as with httpx and requests
-            headers["Authorization"] = self._basic
-        elif key:
+        if key and self._auth is None:
             headers["Authorization"] = f"Bearer {key}"
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        response = self._post(data, headers)
+        return data, headers
+
+    @staticmethod
+    def _read(response: httpx.Response) -> ChatResponse:
         if response.status_code >= 400:
             raise HTTPStatusError(response.status_code, response.text, response.headers)
         try:
@@ -212,10 +216,30 @@ class OpenAICompatibleClient:
             raise GarbageResponse(f"the server's answer is not a chat completion: {response.text[:300]!r}") \
                 from exc
 
+    def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
+                 **params: Any) -> ChatResponse:
+        data, headers = self._request(model, messages, api_key, params)
+        return self._read(self._client().post(self.url, content=data, headers=headers))
+
+    async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
+                        **params: Any) -> ChatResponse:
+        data, headers = self._request(model, messages, api_key, params)
+        response = await self._async_client().post(self.url, content=data, headers=headers)
+        return self._read(response)
+
     def close(self) -> None:
-        """Close the idle connections; those in use close when their request ends."""
+        """Close the idle connections; a request in flight ends on its own (closing never waits on it)."""
         with self._lock:
             self._closed = True
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
+            clients = list(self._clients)
+            self._clients = weakref.WeakSet()
+            loops = dict(self._async)
+            self._async.clear()
+        for client in clients:
+            try:
+                client.close()
+            except Exception:  # noqa: BLE001 - a client in use by a hung request: it closes when that ends
+                pass
+        for loop, aclient in loops.items():
+            if not loop.is_closed() and loop.is_running():
+                asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)

@@ -28,8 +28,8 @@ from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.local import LocalServer
 from teammed.backends.retry import RetryPolicy
 from teammed.backends.scripted import ScriptedLM
-from teammed.errors import ConfigError
-from teammed.redact import redact
+from teammed.errors import ConfigError, FatalBackendError
+from teammed.redact import redact, register_secret, register_url_credentials
 
 __all__ = ["Deployment", "BackendOptions", "open_deployments", "open_lm", "describe", "load_deployments_file",
            "shutdown_on_signals"]
@@ -162,6 +162,8 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
         data = yaml.safe_load(text)
     except Exception as exc:  # YAML is a superset of JSON
         raise ConfigError(f"{path} is not valid YAML/JSON ({exc}); write a litellm model_list") from None
+    if isinstance(data, dict):
+        _known_fields(path, data, _FILE_KEYS, "the file")
     entries = data.get("model_list") if isinstance(data, dict) else data
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path} has no model_list entries; write `model_list: [{{model_name: ..., "
@@ -171,6 +173,8 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("litellm_params"), dict) \
                 or not entry["litellm_params"].get("model"):
             raise ConfigError(f"{path}: model_list entry {i} needs litellm_params.model")
+        _known_fields(path, entry, _ENTRY_KEYS, f"model_list entry {i}")
+        _known_fields(path, entry["litellm_params"], _PARAM_KEYS, f"model_list entry {i} litellm_params")
         params = dict(entry["litellm_params"])
         if "api_key" in params and not str(params["api_key"]).startswith("os.environ/"):
             raise ConfigError(f"{path}: entry {i} holds a literal api_key; name its environment variable with "
@@ -181,7 +185,9 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
                 raise ConfigError(f"{path}: entry {i} ({params['model']}) needs {env}; set {env} in the "
                                   f"environment")
             params["api_key"] = f"os.environ/{env}"
-        elif params.get("api_base") and "api_key" not in params:
+            register_secret(os.environ.get(env), min_length=8)
+        register_url_credentials(params.get("api_base"))
+        if not env and params.get("api_base") and "api_key" not in params:
             params["api_key"] = "sk-no-key-required"
         dialect = params.pop("structured_output", None) or entry.get("structured_output")
         out.append({"model_name": str(entry.get("model_name") or params["model"]), "litellm_params": params,
@@ -191,6 +197,30 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
 
 
 _ROUTER_KEYS = ("routing_strategy", "fallbacks", "context_window_fallbacks", "cooldown_time", "allowed_fails")
+# The fields a deployments file may hold; any other is refused by name (a typo must not be ignored).
+_FILE_KEYS = ("model_list", "router_settings")
+_ENTRY_KEYS = ("model_name", "litellm_params", "structured_output", "max_parallel_requests")
+_PARAM_KEYS = ("model", "api_base", "api_key", "api_key_env", "api_version", "rpm", "tpm", "max_parallel_requests",
+               "structured_output", "timeout", "organization", "region_name", "weight", "order",
+               # litellm's completion parameters: each reaches the server as litellm sends it (a server's own,
+               # such as vLLM's top_k, go in extra_body)
+               "temperature", "top_p", "n", "stop", "max_tokens", "max_completion_tokens", "presence_penalty",
+               "frequency_penalty", "logit_bias", "user", "seed", "logprobs", "top_logprobs", "reasoning_effort",
+               "extra_body", "extra_headers", "service_tier", "parallel_tool_calls", "thinking", "top_k",
+               "stream_timeout", "input_cost_per_token", "output_cost_per_token", "base_model",
+               "custom_llm_provider")
+
+
+def _known_fields(path: Path | str, section: dict[str, Any], known: Sequence[str], where: str) -> None:
+    """Refuse a field teammed does not read, naming it, the closest known one and the accepted ones."""
+    import difflib
+
+    for name in section:
+        if name not in known:
+            close = difflib.get_close_matches(str(name), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{path}: {where} has an unknown field {name!r}{hint}; remove it or use one of "
+                              f"{', '.join(known)}")
 
 
 def _router_settings(path: Path | str) -> dict[str, Any]:
@@ -274,7 +304,11 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
                         retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                         max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
                         max_tokens=max_tokens, transport=options.transport)
-    lm.check_credentials()
+    try:
+        lm.check_credentials()
+    except FatalBackendError as exc:  # refused before any call: careless input (exit 2), not a server's refusal
+        exc.before_any_call = True  # type: ignore[attr-defined]
+        raise
     _register(lm)
     stack.callback(_unregister, lm)
     stack.callback(lm.close)
