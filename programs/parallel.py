@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -10,7 +11,7 @@ from typing import Any, TypeVar
 
 from teammed import interrupts
 
-__all__ = ["parallel_map", "Background"]
+__all__ = ["parallel_map", "Background", "ForwardOnWorkers"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -48,6 +49,19 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     for future in lanes_done:
         future.result()
     return results
+
+
+class ForwardOnWorkers:
+    """``aforward`` for a system whose ``forward`` is synchronous: ``await system.acall(...)`` runs
+    ``forward`` on one of the shared worker threads (in the caller's context), so concurrent
+    ``acall``s of whole systems overlap instead of queueing on the event loop. Inside, the
+    system's own calls run in parallel as under ``__call__``; a single behaviour's
+    ``dspy.Predict.acall`` awaits the backend's async client directly."""
+
+    forward: Callable[..., Any]
+
+    async def aforward(self, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.wrap_future(interrupts.workers().submit(self.forward, *args, **kwargs))
 
 
 class Background:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -21,13 +22,20 @@ def completion(content: str, *, prompt_tokens: int = 11, completion_tokens: int 
     }
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default backlog of 5 drops connections that arrive together (a 1 s stall)
+
+
 class FakeOpenAI:
     """``with FakeOpenAI(handler) as server:`` — ``handler(n, request_json)`` returns (status, headers, body)."""
 
-    def __init__(self, handler: Callable[[int, dict[str, Any]], Any]):
+    def __init__(self, handler: Callable[[int, dict[str, Any]], Any], *, tls: tuple[str, str] | None = None):
+        """``tls=(certfile, keyfile)`` serves https. A reply's payload may be bytes: sent as they are
+        (with the reply's headers, e.g. ``Content-Encoding: gzip``)."""
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []  # each request's headers, lower-case names
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -42,6 +50,7 @@ class FakeOpenAI:
                 with outer._lock:
                     outer.requests.append(body)
                     outer.paths.append(self.path)
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                     n = len(outer.requests)
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
@@ -81,7 +90,7 @@ class FakeOpenAI:
                     reply = (200, {}, completion("{}"))
                 self._leave()
                 status, headers, payload = reply
-                data = json.dumps(payload).encode()
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -90,13 +99,19 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+            self.scheme = "https"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def __enter__(self) -> FakeOpenAI:
         self.thread.start()

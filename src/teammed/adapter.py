@@ -22,7 +22,7 @@ import dspy
 from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER
 
 from teammed import usage
-from teammed.lm_usage import call_lm
+from teammed.lm_usage import acall_lm, call_lm
 from teammed.schema import DIALECTS, output_schema, parse_outputs
 
 __all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text"]
@@ -110,14 +110,10 @@ _ENFORCING = frozenset({"json_schema_strict", "json_schema", "json_object_schema
 class SchemaAdapter(dspy.JSONAdapter):
     """A JSON adapter that asks the backend for schema-constrained output and never raises on parsing."""
 
-    def __call__(
-        self,
-        lm: dspy.BaseLM,
-        lm_kwargs: dict[str, Any],
-        signature: type[dspy.Signature],
-        demos: list[dict[str, Any]],
-        inputs: dict[str, Any],
-    ) -> list[dict[str, Any]]:
+    def _prepare(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
+                 demos: list[dict[str, Any]], inputs: dict[str, Any]) -> tuple[str, dict[str, Any], list[dict[str, Any]],
+                                                                        dict[str, Any]]:
+        """The behaviour's name, its output schema, the messages and the request of one call."""
         name = calling_signature.get()
         if name == "?":
             name = signature.__name__
@@ -133,12 +129,11 @@ class SchemaAdapter(dspy.JSONAdapter):
             if fmt is not None:
                 request["response_format"] = fmt
             compact = fmt is not None
-        messages = self.format(signature, demos, inputs, compact=compact)
-        token = calling_signature.set(name)
-        try:
-            outputs = call_lm(lm, signature=name, messages=messages, request=request)
-        finally:
-            calling_signature.reset(token)
+        return name, schema, self.format(signature, demos, inputs, compact=compact), request
+
+    @staticmethod
+    def _parse(name: str, signature: type[dspy.Signature], inputs: dict[str, Any], schema: dict[str, Any],
+               outputs: list[Any]) -> list[dict[str, Any]]:
         values = []
         for output in outputs:
             text = output.get("text") if isinstance(output, dict) else output
@@ -149,8 +144,38 @@ class SchemaAdapter(dspy.JSONAdapter):
             values.append(outcome.values)
         return values
 
-    async def acall(self, lm, lm_kwargs, signature, demos, inputs):  # type: ignore[no-untyped-def]
-        return self(lm, lm_kwargs, signature, demos, inputs)
+    def __call__(
+        self,
+        lm: dspy.BaseLM,
+        lm_kwargs: dict[str, Any],
+        signature: type[dspy.Signature],
+        demos: list[dict[str, Any]],
+        inputs: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        name, schema, messages, request = self._prepare(lm, lm_kwargs, signature, demos, inputs)
+        token = calling_signature.set(name)
+        try:
+            outputs = call_lm(lm, signature=name, messages=messages, request=request)
+        finally:
+            calling_signature.reset(token)
+        return self._parse(name, signature, inputs, schema, outputs)
+
+    async def acall(  # type: ignore[override]
+        self,
+        lm: dspy.BaseLM,
+        lm_kwargs: dict[str, Any],
+        signature: type[dspy.Signature],
+        demos: list[dict[str, Any]],
+        inputs: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """`__call__` for coroutines: the request is awaited (``lm.acall``), so concurrent calls overlap."""
+        name, schema, messages, request = self._prepare(lm, lm_kwargs, signature, demos, inputs)
+        token = calling_signature.set(name)
+        try:
+            outputs = await acall_lm(lm, signature=name, messages=messages, request=request)
+        finally:
+            calling_signature.reset(token)
+        return self._parse(name, signature, inputs, schema, outputs)
 
     # ------------------------------------------------------------------ prompt formatting
     def format(  # type: ignore[override]

@@ -10,6 +10,7 @@ adapter a DSPy callback around the behaviour records each LM call (`counted_call
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from typing import Any
@@ -19,7 +20,7 @@ from dspy.utils.callback import BaseCallback
 
 from teammed import usage
 
-__all__ = ["call_lm", "counted_calls"]
+__all__ = ["acall_lm", "call_lm", "counted_calls"]
 
 
 class _Collector:
@@ -75,6 +76,18 @@ def call_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request:
         cache_hit=collector.entries == 0,
     )
     return outputs
+
+
+async def acall_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request: dict[str, Any]) -> Any:
+    """`call_lm` for coroutines. teammed's backends (and any LM when nothing is counted) are awaited
+    (``lm.acall``); another LM whose tokens must be counted runs `call_lm` on a shared worker thread,
+    where DSPy's usage tracker sees its response."""
+    if usage.current() is None or _is_metered(lm):
+        return await lm.acall(messages=messages, **request)
+    from teammed.interrupts import workers
+
+    return await asyncio.wrap_future(workers().submit(call_lm, lm, signature=signature, messages=messages,
+                                                      request=request))
 
 
 class _CallCounter(BaseCallback):

@@ -51,9 +51,11 @@ class MeteredLM(dspy.BaseLM):
         raise NotImplementedError
 
     async def acomplete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """`complete` for coroutines; by default on a worker thread (subclasses with an async client
-        override it)."""
-        return await asyncio.to_thread(self.complete, messages, **kwargs)
+        """`complete` for coroutines; by default on one of the process's shared worker threads, which
+        grow with the calls in flight (subclasses with an async client override it)."""
+        from teammed.interrupts import workers
+
+        return await asyncio.wrap_future(workers().submit(self.complete, messages, **kwargs))
 
     def _request(self, prompt: str | None, messages: list[dict[str, Any]] | None,
                  kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any], CallOptions]:

@@ -54,6 +54,12 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
+def _no_response(exc: BaseException) -> bool:
+    """The call never got an HTTP answer: a socket/TLS error or a client's connect error in the chain."""
+    return any(isinstance(node, OSError) or type(node).__name__ in ("ConnectError", "APIConnectionError")
+               for node in _chain(exc)[1:])
+
+
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status anywhere in the chain (the outermost that has one)."""
     for node in _chain(exc):
@@ -131,12 +137,14 @@ def classify(exc: BaseException) -> Fault:
     # a missing OpenAI/Azure key arrives as 500/APIError: only the message says so
     if _KEY_MISSING.search(text) and (status in (None, 500) or "APIError" in names):
         return Fault("fatal", "authentication", status, message)
-    if status is None and _TLS_VERIFY.search(text):
-        return Fault("fatal", "tls", status, message)
-    if status is None and _WRONG_SCHEME.search(text):
-        return Fault("fatal", "scheme", status, message)
-    if status is None and _UNRESOLVED.search(text):
-        return Fault("fatal", "dns", status, message)
+    # No answer came back (litellm still labels a failed connection "500"): the cause decides.
+    unanswered = status is None or _no_response(exc)
+    if unanswered and _TLS_VERIFY.search(text):
+        return Fault("fatal", "tls", None, message)
+    if unanswered and _WRONG_SCHEME.search(text):
+        return Fault("fatal", "scheme", None, message)
+    if unanswered and _UNRESOLVED.search(text):
+        return Fault("fatal", "dns", None, message)
     if _REFUSED.search(text):
         return Fault("fatal", "connection", status, message)
     retry_after = retry_after_seconds(exc)

@@ -49,6 +49,9 @@ NOT_SENT = frozenset({
     "extra_headers", "extra_body", "headers", "litellm_logging_obj", "model_list", "input_cost_per_token",
     "output_cost_per_token", "max_parallel_requests", "rpm", "tpm", "api_key_env", "structured_output",
     "stream_options_default", "client",
+    # litellm sends ``user`` only for the names of OpenAI's own catalog (an OpenAI-compatible server
+    # may refuse it); a server behind --api-base serves its own model names, so it is not sent
+    "user",
 })
 
 
