@@ -35,22 +35,25 @@ def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
     return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
 
 
-def _failed_note(group: Stats) -> str:
-    """`` (k/n failed)`` beside an accuracy when questions failed (they count as wrong), else nothing."""
-    n_failed, n = _get(group, "metrics", "n_failed"), _get(group, "metrics", "n")
+def _failed_note(groups: Sequence[Stats]) -> str:
+    """`` (k/n failed)`` beside an accuracy when questions of ``groups`` failed (they count as wrong), else
+    nothing: k and n summed over the groups (one cell's, or a configuration's over data sets for its average)."""
+    n_failed = sum(_get(g, "metrics", "n_failed") or 0 for g in groups)
+    n = sum(_get(g, "metrics", "n") or 0 for g in groups)
     return f" ({n_failed}/{n} failed)" if n_failed else ""
 
 
 def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str]) -> str:
     """Table 1: configurations × data sets, "mean ± SE" accuracy in %, best per column in bold, with
-    "(k/n failed)" beside it when questions failed.
+    "(k/n failed)" beside it when questions failed (beside the average too, and beside the dash of a
+    cell without labelled questions: a cell whose questions all failed never reads as a plain number).
 
     An "Average" column (mean of the per-data-set means) is added for configurations run on
     every data set when there is more than one.
     """
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
     partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
-    failed = {(g["config"], g["dataset"]): _failed_note(g) for g in groups}
+    by_cell = {(g["config"], g["dataset"]): g for g in groups}
     majority: dict[str, float] = {}
     for g in groups:
         base = _get(g, "metrics", "majority_baseline", "accuracy")
@@ -75,13 +78,15 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
             if column == "Average":
                 mean = averages.get(config)
                 text = _DASH if mean is None else f"{100 * mean:.1f}"
+                if mean is not None:
+                    text += _failed_note([by_cell[(config, d)] for d in datasets])
             else:
                 acc = cells.get((config, column))
                 mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
                 if (config, column) in partial:
                     text += " †"
-                if acc is not None:
-                    text += failed.get((config, column), "")
+                if (config, column) in by_cell:
+                    text += _failed_note([by_cell[(config, column)]])
             row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
         body.append(row)
     if majority:

@@ -126,14 +126,18 @@ def _section(title: str, body: str | None, note: str = "") -> list[str]:
     return [f"## {title}", "", *([note, ""] if note else []), body, ""]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
     stats, configs, datasets = numbers["groups"], numbers["configs"], numbers["datasets"]
     seeds = sorted({str(s) for g in stats for s in g["seeds"]})
     lines = [
         "# TeamMed evaluation report",
         "",
-        f"{len(numbers['runs'])} runs: {len(configs)} configurations × {len(datasets)} data sets, "
-        f"seeds {', '.join(seeds)}.",
+        f"{_count(len(numbers['runs']), 'run')}: {_count(len(configs), 'configuration')} × "
+        f"{_count(len(datasets), 'data set')}, seeds {', '.join(seeds)}.",
         "",
     ]
     lines += _section(

@@ -7,7 +7,9 @@
   psycopg or psycopg2 driver is picked) for workers on several machines.
 
 Database storages send heartbeats, so a crashed worker's trial is failed after a grace
-period instead of staying RUNNING forever.
+period instead of staying RUNNING forever. `worker_gone` tells, on every storage, whether a
+RUNNING trial's worker is gone (a dead process on this host, or no worker recorded long after
+the trial started: a kill -9 between taking the trial and recording the worker).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import importlib.util
 import json
 import logging
 import os
+import socket
 import sqlite3
 import time
 import warnings
@@ -29,12 +32,51 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from teammed.errors import ConfigError, DataError
 
-__all__ = ["open_storage", "masked"]
+__all__ = ["open_storage", "masked", "worker_gone", "WORKER", "UNCLAIMED_S"]
 
 logger = logging.getLogger(__name__)
 
 HEARTBEAT_S = 60
 GRACE_S = 180
+# A live worker records itself on a trial a moment after taking it; a RUNNING trial still without a
+# worker this long after it started belongs to a worker killed in between.
+UNCLAIMED_S = 60.0
+WORKER = f"{socket.gethostname()}:{os.getpid()}"  # this process, as recorded in a trial's "worker" attribute
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def worker_gone(trial: optuna.trial.FrozenTrial, *, stale_s: float | None = None,
+                unclaimed_s: float = UNCLAIMED_S, now: float | None = None) -> bool:
+    """Whether the worker of a RUNNING trial is gone, so the trial may be failed and its work redone.
+
+    Gone means: the worker recorded (``"host:pid"`` in the ``worker`` attribute) runs on this host and
+    its process is dead; or no worker is recorded ``unclaimed_s`` seconds after the trial started
+    (its worker was killed between taking the trial and recording itself); or, with ``stale_s``,
+    the trial started (the ``started`` attribute, else the storage's start time) longer ago than that.
+    """
+    now = time.time() if now is None else now
+    worker = str(trial.user_attrs.get("worker") or "")
+    started: float | None
+    try:
+        started = float(trial.user_attrs["started"])
+    except (KeyError, TypeError, ValueError):
+        started = trial.datetime_start.timestamp() if trial.datetime_start is not None else None
+    age = None if started is None else now - started
+    if not worker:
+        return age is not None and age > unclaimed_s
+    host, _, pid = worker.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        return True
+    return stale_s is not None and age is not None and age > stale_s
 
 
 def masked(url: str) -> str:

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 import dspy
 
-from teammed.adapter import SchemaAdapter
 from teammed.errors import ConfigError, DataError
+from teammed.optimizers._demos import DegradedOutputs, NotingAdapter, clean_traces, drop_unsound_demos
 from teammed.optimizers._scoring import accuracy_of, score_examples
 from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
 from teammed.types import Question
@@ -99,6 +99,10 @@ def compile_program(
     ``num_candidates`` is random search's candidate programs and MIPROv2's candidates;
     with ``auto=None`` MIPROv2 runs ``num_trials`` trials and GEPA ``max_metric_calls``
     metric calls (default: four passes over train and val).
+
+    No demo is built from an output that needed a repair or fell back to defaults, nor from one
+    that breaks its call's output schema (`teammed.optimizers._demos`): such steps leave the
+    bootstrapping traces, and any demo left of one leaves the compiled program.
     """
     _check_optimizer(optimizer)
     if not trainset:
@@ -106,9 +110,11 @@ def compile_program(
     plan = _Plan(lm=lm, teacher_settings={"lm": teacher_lm} if teacher_lm is not None else {},
                  reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
                  max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
-                 max_metric_calls=max_metric_calls)
-    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True):  # flat memory
-        return _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
+                 max_metric_calls=max_metric_calls, degraded=DegradedOutputs())
+    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True):  # flat memory
+        compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
+    drop_unsound_demos(compiled, plan.degraded)
+    return compiled
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,7 @@ class _Plan:
     num_candidates: int
     num_trials: int
     max_metric_calls: int | None
+    degraded: DegradedOutputs  # the calls whose outputs were repaired or fell back: no demo from them
 
 
 def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example]) -> None:
@@ -151,7 +158,7 @@ def _renders(predictor: Any) -> bool:
 
 def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], valset: list[dspy.Example],
          p: _Plan) -> dspy.Module:
-    demos = {"metric": accuracy_metric, "teacher_settings": p.teacher_settings,
+    demos = {"metric": clean_traces(accuracy_metric, p.degraded), "teacher_settings": p.teacher_settings,
              "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
     if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
         return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)

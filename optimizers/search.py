@@ -6,7 +6,9 @@ accuracy (and, for two objectives, mean tokens per question). Single-objective t
 report after each batch and may be pruned by the median rule; multi-objective trials
 cannot be pruned. User attributes hold JSON only. The same storage and study name resume
 a search, which then runs only the trials still missing from ``trials`` (complete plus
-pruned), shared by however many workers point at the study.
+pruned), shared by however many workers point at the study. A resume first fails the
+trials orphaned by a killed worker (`teammed.optimizers._storage.worker_gone`, or an expired
+heartbeat), so they never count toward ``trials`` and replacements run.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import socket
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,7 +29,7 @@ from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, TeammedError
 from teammed.optimizers._scoring import accuracy_of, mean_of, score_examples, standard_error
 from teammed.optimizers._space import SearchSpace
-from teammed.optimizers._storage import open_storage
+from teammed.optimizers._storage import WORKER, open_storage, worker_gone
 from teammed.optimizers.compile import examples_from_questions
 from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
@@ -44,7 +44,6 @@ OBJECTIVES = ("accuracy", "accuracy,tokens")
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 _STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
               "n_failed")
-_WORKER = f"{socket.gethostname()}:{os.getpid()}"  # which process ran a trial, for distributed studies
 
 
 class TrialFailed(TeammedError):
@@ -100,10 +99,10 @@ class _Objective:
         return (nan, nan) if self.multi else nan
 
     def _evaluate(self, trial: optuna.Trial) -> float | tuple[float, float]:
+        trial.set_user_attr("worker", WORKER)  # first thing: which process runs the trial (see _fail_orphans)
         config = self.space.suggest(trial)
         config_json = config.model_dump(mode="json")
         trial.set_user_attr("config", config_json)
-        trial.set_user_attr("worker", _WORKER)
         twin = _finished_twin(trial, config_json)
         if twin is not None:
             return self._reuse(trial, twin)
@@ -213,6 +212,24 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
     return study
 
 
+def _fail_orphans(study: optuna.Study) -> None:
+    """Fail the RUNNING trials whose worker is gone (kill -9): its heartbeat expired, its process on this
+    host is dead, or it was killed before recording itself. They would otherwise count toward ``trials``
+    (or stay RUNNING) for ever; their configurations are sampled again."""
+    with warnings.catch_warnings():  # marked experimental in Optuna 5
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        optuna.storages.fail_stale_trials(study)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if not worker_gone(trial):
+            continue
+        logger.warning("trial %d (worker %s) was orphaned by a killed worker; failing it so another trial "
+                       "replaces it", trial.number, trial.user_attrs.get("worker") or "never recorded")
+        try:
+            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+        except (RuntimeError, ValueError):  # finished meanwhile
+            pass
+
+
 def search_special_set(
     *,
     questions: Sequence[Question],
@@ -268,9 +285,7 @@ def search_special_set(
     study = _open_study(storage=backend, study_name=study_name, sampler=_sampler(sampler, space, seed),
                         multi=multi, search=search)
     heartbeat = isinstance(backend, optuna.storages.RDBStorage)  # opened with heartbeats by open_storage
-    with warnings.catch_warnings():  # marked experimental in Optuna 5
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        optuna.storages.fail_stale_trials(study)
+    _fail_orphans(study)
     budget = _Budget(trials, space.size(), count_running=heartbeat)
     remaining = trials - len(study.get_trials(deepcopy=False, states=_DONE))
     if remaining > 0 and not budget.spent(study):

@@ -10,8 +10,10 @@ exactly one worker), runs them and ``tell``\\ s the result. Several processes on
 only the rest. A budget, checked before each cell, stops every worker cleanly.
 
 Stale cells: a RUNNING trial whose worker process on this host is gone (kill -9) is failed at
-once; one started on another host is failed after ``stale_s`` seconds. Failed cells are
-enqueued again. Nothing here depends on what a cell means.
+once; one started on another host is failed after ``stale_s`` seconds; one that never got its
+worker recorded (killed between taking the trial and recording itself) is failed once it is
+``unclaimed_s`` seconds old, by the storage's start time. Failed cells are enqueued again.
+Nothing here depends on what a cell means.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import socket
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -31,12 +31,12 @@ import optuna
 from optuna.trial import TrialState
 
 from teammed.errors import ConfigError, TeammedError
+from teammed.optimizers._storage import UNCLAIMED_S, WORKER, worker_gone
 
 __all__ = ["WorkQueue", "Budget", "BudgetSpent", "cell_key", "parse_budget", "WORKER"]
 
 logger = logging.getLogger(__name__)
 
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
 _BILLABLE = ("calls", "tokens", "cost_usd")
 
 
@@ -91,22 +91,13 @@ def parse_budget(text: str) -> Budget:
                   usd=values.get("usd"))
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class WorkQueue:
     """The cells of one study; ``execute(cell) -> result`` (a JSON dict, billable counts included)."""
 
     def __init__(self, study: optuna.Study, *, budget: Budget | None = None, poll_s: float = 0.5,
-                 stale_s: float = 1800.0):
+                 stale_s: float = 1800.0, unclaimed_s: float = UNCLAIMED_S):
         self.study, self.budget, self.poll_s, self.stale_s = study, budget, poll_s, stale_s
+        self.unclaimed_s = unclaimed_s
 
     # ----------------------------------------------------------------- reading
     def results(self) -> dict[str, dict[str, Any]]:
@@ -129,16 +120,11 @@ class WorkQueue:
 
     # ----------------------------------------------------------------- working
     def _reap(self, running: Sequence[optuna.trial.FrozenTrial]) -> None:
-        host = socket.gethostname()
         now = time.time()
         for t in running:
-            worker = str(t.user_attrs.get("worker", ""))
-            name, _, pid = worker.rpartition(":")
-            started = float(t.user_attrs.get("started", now))
-            local_dead = name == host and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid))
-            if local_dead or now - started > self.stale_s:
+            if worker_gone(t, stale_s=self.stale_s, unclaimed_s=self.unclaimed_s, now=now):
                 logger.warning("cell of trial %d (worker %s) is stale; failing it so it runs again", t.number,
-                               worker or "?")
+                               t.user_attrs.get("worker") or "never recorded")
                 try:
                     self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
                 except (RuntimeError, ValueError):  # finished meanwhile
@@ -193,12 +179,13 @@ class WorkQueue:
         with warnings.catch_warnings():  # RDB storages have heartbeats, which only Study.optimize sends
             warnings.simplefilter("ignore", UserWarning)
             trial = self.study.ask()
+        # recorded first thing: a trial killed before this is reaped by its start time (see `worker_gone`)
+        trial.set_user_attr("worker", WORKER)
+        trial.set_user_attr("started", time.time())
         cell = trial.user_attrs.get("cell")
         if cell is None:  # the queue emptied under us: Optuna made a fresh trial instead
             self.study.tell(trial, state=TrialState.FAIL)
             return
-        trial.set_user_attr("worker", WORKER)
-        trial.set_user_attr("started", time.time())
         twin = self._twin(trial.number, trial.user_attrs.get("cell_key"))
         if twin is not None:  # two workers enqueued the same cell: the earlier trial does it
             trial.set_user_attr("duplicate_of", twin)

@@ -97,6 +97,33 @@ def test_resume_with_another_file_of_the_same_name_is_refused(tmp_path, capsys):
     assert len(_rows(out)) == n_before
 
 
+def test_resume_against_another_api_base_is_refused_naming_the_server(tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ["run", "--dataset", "demo", "--n", "2", *SCRIPTED, "--out", str(out)]
+    assert main([*base, "--api-base", "http://bob:topsecret@127.0.0.1:9/v1"]) == 0
+    identity = json.loads((out / "run.json").read_text())["identity"]
+    assert identity["api_base"] == "http://bob:***@127.0.0.1:9/v1"  # the server, its password masked
+    before = (out / "results.jsonl").read_bytes(), (out / "run.json").read_bytes()
+    capsys.readouterr()
+    assert main([*base, "--api-base", "http://127.0.0.1:10/v1", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "--resume refused" in err and "api_base" in err and "127.0.0.1:10" in err and "topsecret" not in err
+    assert main([*base, "--resume"]) == 2  # no server now, one then: another run too
+    assert ((out / "results.jsonl").read_bytes(), (out / "run.json").read_bytes()) == before
+    assert main([*base, "--api-base", "http://bob:topsecret@127.0.0.1:9/v1/", "--resume"]) == 0  # the same server
+
+
+def test_a_run_recorded_before_the_server_was_part_of_its_identity_still_resumes(tmp_path):
+    out = tmp_path / "run"
+    base = ["run", "--dataset", "demo", "--n", "2", *SCRIPTED, "--out", str(out)]
+    assert main(base) == 0
+    manifest = json.loads((out / "run.json").read_text())
+    assert manifest["identity"].pop("api_base") is None
+    (out / "run.json").write_text(json.dumps(manifest))  # as an older teammed wrote it
+    assert main([*base, "--resume"]) == 0
+    assert main([*base, "--api-base", "http://127.0.0.1:9/v1", "--resume"]) == 2
+
+
 def test_torn_last_line_then_resume_gives_each_question_once(tmp_path):
     out = tmp_path / "run"
     args = ["run", "--dataset", "demo", "--n", "6", *SCRIPTED, "--out", str(out)]

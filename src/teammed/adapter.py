@@ -110,9 +110,10 @@ _ENFORCING = frozenset({"json_schema_strict", "json_schema", "json_object_schema
 class SchemaAdapter(dspy.JSONAdapter):
     """A JSON adapter that asks the backend for schema-constrained output and never raises on parsing."""
 
-    def _prepare(self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
-                 demos: list[dict[str, Any]], inputs: dict[str, Any]) -> tuple[str, dict[str, Any], list[dict[str, Any]],
-                                                                        dict[str, Any]]:
+    def _prepare(
+        self, lm: dspy.BaseLM, lm_kwargs: dict[str, Any], signature: type[dspy.Signature],
+        demos: list[dict[str, Any]], inputs: dict[str, Any],
+    ) -> tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
         """The behaviour's name, its output schema, the messages and the request of one call."""
         name = calling_signature.get()
         if name == "?":

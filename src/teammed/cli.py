@@ -298,6 +298,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.evals import summarize
     from teammed.progress import RunProgress, expected_calls_per_question
     from teammed.records import RunIdentity, redacted_argv
+    from teammed.redact import redact
     from teammed.runner import RunSettings, RunStopped, run_questions
 
     if (args.resume or args.retry_failed) and not args.out:
@@ -331,6 +332,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                       file=sys.stderr)
             cells.append((label, config, seed, sample, overlap, out))
     summaries = []
+    # the server is part of the run: a resume against another --api-base is refused (credentials masked)
+    api_base = getattr(args, "api_base", None)
+    server = redact(api_base.rstrip("/")) if api_base else None
     with _deployments(args) as deployments:
         model = "+".join(describe(d.spec) for d in deployments)
         for cell in cells:
@@ -338,7 +342,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for label, config, seed, sample, overlap, out in cells:
             identity = RunIdentity(
                 system=args.system, label=label, config=config.model_dump(mode="json") if config else None,
-                **program, model=model, deployments=[d.spec for d in deployments], dataset=choice.name,
+                **program, model=model, deployments=[d.spec for d in deployments], api_base=server,
+                dataset=choice.name,
                 dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n, seed=seed,
                 stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
                 question_ids=[q.id for q in sample], teammed_version=__version__,

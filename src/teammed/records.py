@@ -1,9 +1,10 @@
 """The typed, versioned records a run writes: its identity and one result row per question.
 
 `RunIdentity` is what makes two runs the same run: system, label, configuration, compiled
-program (content hash), model and deployments, data set (name + content hash), split,
-sample (n, seed, question ids) and teammed version. ``--resume`` continues a run directory
-only under the same identity (`identity_differences` names what differs).
+program (content hash), model, deployments and server (``--api-base``, credentials masked),
+data set (name + content hash), split, sample (n, seed, question ids) and teammed version.
+``--resume`` continues a run directory only under the same identity (`identity_differences`
+names what differs).
 
 `ResultRow` is one question's outcome. ``schema_version`` 2 is written today; rows written
 before it existed (no ``schema_version``) load as version 1 and are upgraded on reading
@@ -72,6 +73,8 @@ class RunIdentity(BaseModel):
     program_config: dict[str, Any] | None = None
     model: str
     deployments: list[str] = Field(default_factory=list, description="Redacted deployment specs.")
+    api_base: str | None = Field(default=None, description="The --api-base server, credentials masked (None: "
+                                 "none given; run.json files written before this field load as None).")
     dataset: str
     dataset_sha256: str
     split: str
