@@ -6,7 +6,7 @@ the code differs. "Before" is main at c8a13d9 (``git worktree add /tmp/bench-bef
 process: tokens come from the server's log (tiktoken cl100k_base), the chain of sequential
 calls from its request timestamps, CPU and peak RSS from the teammed process's rusage.
 
-    python benchmarks/run.py [--before /tmp/bench-before] [--after .] [--quick]
+    python benchmarks/run.py [--before /tmp/bench-before] [--after .] [--quick] [--only cpu,efficiency]
 
 Figures (N=3 agents, T=2 turns, the 20 MedQA-format demo vignettes, cycled for long runs):
   prompt tokens / question, calls / question             base and all, from the server log
@@ -16,7 +16,9 @@ Figures (N=3 agents, T=2 turns, the 20 MedQA-format demo vignettes, cycled for l
   one-call run CPU and wall, start to exit               `teammed ask --system zero_shot`
   `teammed --help` wall                                  best of 5
   peak RSS, RSS slope per question, RSS at 1,273         all, zero latency, two run lengths
-  slot efficiency with 64 questions in flight            base, 0.5 s server, vs the request-slot bound
+  slot efficiency with 64 and 256 questions in flight    base, 0.5 s server, vs the request-slot bound
+
+``--only`` picks groups of figures: tokens, chain, cpu, startup, memory, efficiency.
 """
 
 from __future__ import annotations
@@ -173,11 +175,14 @@ class Tree:
         return proc, requests, rows
 
 
-def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
+GROUPS = ("tokens", "chain", "cpu", "startup", "memory", "efficiency")
+
+
+def measure(tree: Tree, sizes: dict[str, Any], log: Any, only: frozenset[str] = frozenset(GROUPS)) -> dict[str, float]:
     f: dict[str, float] = {}
-    qfile = write_questions(tree.work / "questions.jsonl", max(sizes["rss"][1], sizes["efficiency_n"], 64))
+    qfile = write_questions(tree.work / "questions.jsonl", max(sizes["rss"][1], 2 * sizes["efficiency_n"], 64))
     n = sizes["tokens_n"]
-    for preset in ("base", "all"):
+    for preset in ("base", "all") if "tokens" in only else ():
         _, requests, rows = tree.run(preset=preset, questions=qfile, n=n, latency_s=0.0, concurrency=4,
                                      tag=f"tokens-{preset}")
         f[f"{preset}: prompt tokens / question"] = sum(r["prompt_tokens"] for r in requests) / n
@@ -186,7 +191,7 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
             sum(r.get("prompt_tokens", 0) for r in rows) == sum(r["prompt_tokens"] for r in requests))
         log(f"  {tree.name} tokens {preset}: done")
     latency, n = sizes["latency"], sizes["chain_n"]
-    for preset in ("base", "all"):
+    for preset in ("base", "all") if "chain" in only else ():
         chains: list[int] = []
         for i in range(n):  # one question per run: its chain as the code runs it (--concurrency 4)
             one = write_questions(tree.work / f"question-{i}.jsonl", 1, start=i)
@@ -201,14 +206,27 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
         f[f"{preset}: wall / (chain x latency), --concurrency 1"] = sum(r["latency_s"] for r in rows) / n / (
             chain * latency)
         log(f"  {tree.name} chain {preset}: done")
-    chain = f["all: longest chain of sequential calls"]
-    for k in (16, 64):  # k questions at once, all starting together: the bursts of a fixed-latency server
+    chain = f.get("all: longest chain of sequential calls", 0.0)
+    # k questions at once, all starting together: the bursts of a fixed-latency server
+    for k in (16, 64) if "chain" in only else ():
         _, requests, rows = tree.run(preset="all", questions=qfile, n=k, latency_s=latency, concurrency=k,
                                      tag=f"chain-all-c{k}")
         f[f"all: wall / (chain x latency), --concurrency {k}"] = (
             sum(r["latency_s"] for r in rows) / k / (chain * latency))
         log(f"  {tree.name} concurrency {k}: done")
 
+    if "cpu" in only:
+        cpu_per_call(tree, sizes, qfile, f, log)
+    if "startup" in only:
+        startup(tree, f, log)
+    if "memory" in only:
+        memory(tree, sizes, qfile, f, log)
+    if "efficiency" in only:
+        efficiency(tree, sizes, qfile, f, log)
+    return f
+
+
+def cpu_per_call(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, float], log: Any) -> None:
     small, large = sizes["cpu"]
     cpu = {}
     for k in (small, large):
@@ -219,6 +237,8 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
         1000 * (cpu[large][0] - cpu[small][0]) / (cpu[large][1] - cpu[small][1]))
     log(f"  {tree.name} cpu per call: done")
 
+
+def startup(tree: Tree, f: dict[str, float], log: Any) -> None:
     with Server(latency_s=0.0, log=tree._next("ask").with_suffix(".requests.jsonl")) as server:
         ask = ["ask", "Which nerve innervates the deltoid?", "--option", "A=Radial", "--option", "B=Axillary",
                "--system", "zero_shot", "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache"]
@@ -232,6 +252,8 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
     f["`teammed --help`: wall s"] = min(p.wall_s for p in helps)
     log(f"  {tree.name} start-up: done")
 
+
+def memory(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, float], log: Any) -> None:
     rss = {}
     for k in sizes["rss"]:
         proc, _, _ = tree.run(preset="all", questions=qfile, n=k, latency_s=0.0, concurrency=16,
@@ -245,15 +267,19 @@ def measure(tree: Tree, sizes: dict[str, Any], log: Any) -> dict[str, float]:
     f["peak RSS MiB extrapolated to 1,273 questions"] = rss[b] + slope * (1273 - b)
     log(f"  {tree.name} memory: done")
 
-    slots, half, n = 64, 0.5, sizes["efficiency_n"]
-    proc, requests, _ = tree.run(preset="base", questions=qfile, n=n, latency_s=half, concurrency=64,
-                                 parallel=slots, tag="efficiency")
-    # before: --concurrency is also the request slots (64); after: --parallel-requests 64
-    phase = max(r["end"] for r in requests) - min(r["start"] for r in requests)
-    f["64 in flight, 0.5 s: question-phase slot efficiency"] = slot_busy_s(requests) / (slots * phase)
-    f["64 in flight, 0.5 s: whole-process slot efficiency"] = slot_busy_s(requests) / (slots * proc.wall_s)
-    log(f"  {tree.name} efficiency: done")
-    return f
+
+def efficiency(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, float], log: Any) -> None:
+    """Questions in flight = request slots, on a 0.5 s server: the share of slot-time spent answering."""
+    half = 0.5
+    for slots in (64, 256):
+        n = max(sizes["efficiency_n"], 2 * slots) if slots > 64 else sizes["efficiency_n"]
+        proc, requests, _ = tree.run(preset="base", questions=qfile, n=n, latency_s=half, concurrency=slots,
+                                     parallel=slots, tag=f"efficiency-{slots}")
+        # before c8a13d9's successors: --concurrency is also the request slots; after: --parallel-requests
+        phase = max(r["end"] for r in requests) - min(r["start"] for r in requests)
+        f[f"{slots} in flight, 0.5 s: question-phase slot efficiency"] = slot_busy_s(requests) / (slots * phase)
+        f[f"{slots} in flight, 0.5 s: whole-process slot efficiency"] = slot_busy_s(requests) / (slots * proc.wall_s)
+        log(f"  {tree.name} efficiency {slots}: done")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, help="where runs and server logs go (default: a temporary directory)")
     parser.add_argument("--quick", action="store_true", help="smaller runs (a smoke check of the script)")
     parser.add_argument("--latency", type=float, default=0.2, help="fixed server latency for the chain figures")
+    parser.add_argument("--only", default=",".join(GROUPS), help=f"groups of figures, of {', '.join(GROUPS)}")
     parser.add_argument("--sizes", type=json.loads, default={},
                         help='override run sizes, e.g. \'{"rss": [50, 150], "efficiency_n": 128}\'')
     args = parser.parse_args(argv)
@@ -281,8 +308,11 @@ def main(argv: list[str] | None = None) -> int:
         print(message, file=sys.stderr, flush=True)
 
     log(f"runs and server logs: {work}")
-    before = measure(Tree("before", args.before.resolve(), work), sizes, log)
-    after = measure(Tree("after", args.after.resolve(), work), sizes, log)
+    only = frozenset(g.strip() for g in args.only.split(",") if g.strip())
+    if not only or only - set(GROUPS):
+        raise SystemExit(f"--only takes groups of {', '.join(GROUPS)}")
+    before = measure(Tree("before", args.before.resolve(), work), sizes, log, only)
+    after = measure(Tree("after", args.after.resolve(), work), sizes, log, only)
     width = max(len(k) for k in before)
     print(f"{'figure':<{width}}  {'before':>10}  {'after':>10}  {'after/before':>12}")
     for key, old in before.items():

@@ -31,7 +31,12 @@ _ENTRY_VERSION = 2
 
 
 def default_cache_dir() -> Path:
-    return Path(os.environ.get("TEAMMED_CACHE_DIR") or Path.home() / ".cache" / "teammed" / "responses")
+    """``$TEAMMED_CACHE_DIR``, else ``$XDG_CACHE_HOME/teammed/responses``, else ``~/.cache/teammed/responses``."""
+    if os.environ.get("TEAMMED_CACHE_DIR"):
+        return Path(os.environ["TEAMMED_CACHE_DIR"]).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg).expanduser() if os.path.isabs(os.path.expanduser(xdg)) else Path.home() / ".cache"  # per the spec
+    return base / "teammed" / "responses"
 
 
 def cache_key(*, model: str, api_base: str | None, messages: list[dict[str, Any]], params: dict[str, Any],
