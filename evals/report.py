@@ -27,6 +27,7 @@ from teammed.evals.metrics import (
     trust_by_stage,
 )
 from teammed.evals.stats import mean_se, paired_comparison
+from teammed.records import write_atomic
 
 __all__ = ["build_report", "ReportError"]
 
@@ -228,11 +229,11 @@ def build_report(
     figures = _figures(groups, scored, configs, datasets, out_dir)
     numbers["figures"] = [p.name for p in figures]
     summary = json.dumps(rounded(numbers), indent=2, default=str)
-    (out_dir / "summary.json").write_text(summary, encoding="utf-8")
+    write_atomic(out_dir / "summary.json", summary)
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
               for group in groups for run in group.runs]  # names that tell same-named systems apart
-    (out_dir / "transcripts.html").write_text(transcripts_html(titled), encoding="utf-8")
+    write_atomic(out_dir / "transcripts.html", transcripts_html(titled))
     report = out_dir / "report.md"
-    report.write_text(_markdown(numbers, figures), encoding="utf-8")
+    write_atomic(report, _markdown(numbers, figures))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
     return report

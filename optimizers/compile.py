@@ -2,7 +2,8 @@
 
 `compile_program` keeps DSPy's shape, ``compile(student, *, trainset, valset) -> Module``,
 returning a new program and leaving the student untouched. Every run happens inside
-``dspy.context(lm=..., adapter=SchemaAdapter())``; nothing is configured globally.
+``dspy.context(lm=..., adapter=...)`` (a `SchemaAdapter` that notes repaired outputs); nothing is
+configured globally.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from teammed.optimizers._evaluated import (
     pareto_front,
 )
 from teammed.optimizers._space import subset_label
+from teammed.records import write_atomic
 
 __all__ = ["search_report"]
 
@@ -138,7 +139,7 @@ def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
                   f"(trial {best['trial']}).", ""]
     if not rows:
         lines.append("No trial has been evaluated yet.")
-        (out / "search_report.md").write_text("\n".join(lines) + "\n")
+        write_atomic(out / "search_report.md", "\n".join(lines) + "\n")
         return out / "search_report.md"
     subsets = _subsets_chart(rows, out / "subsets.png").name
     lines += ["## Every evaluated configuration", "", f"![subsets]({subsets})",
@@ -164,5 +165,5 @@ def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
                   f"![pareto]({_pareto_chart(rows, front, out / 'pareto.png').name})", ""]
         lines += [f"- {_label(r)}: {_fmt(r['accuracy'])}%, {r['tokens_per_question']:.0f} tokens/question"
                   for r in front]
-    (out / "search_report.md").write_text("\n".join(lines) + "\n")
+    write_atomic(out / "search_report.md", "\n".join(lines) + "\n")
     return out / "search_report.md"

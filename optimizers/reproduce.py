@@ -30,6 +30,7 @@ from teammed.errors import ConfigError, TeammedError
 from teammed.optimizers._scoring import score_examples
 from teammed.optimizers.compile import examples_from_questions
 from teammed.optimizers.tune_queue import Budget, WorkQueue, cell_key
+from teammed.records import write_atomic
 from teammed.types import Question
 
 __all__ = ["PROTOCOLS", "TABLE1_001", "DATASETS_001", "ROWS_001", "reproduce_table1", "ReproduceSettings"]
@@ -188,10 +189,10 @@ def reproduce_table1(
     result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
     result.markdown = _markdown(table, unavailable, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "table1.json").write_text(json.dumps({"rows": table, "unavailable": unavailable,
-                                                     "special_sets": special, "settings": settings.__dict__},
-                                                    indent=2, default=str) + "\n")
-    (out_dir / "table1.md").write_text(result.markdown)
+    write_atomic(out_dir / "table1.json", json.dumps({"rows": table, "unavailable": unavailable,
+                                                      "special_sets": special, "settings": settings.__dict__},
+                                                     indent=2, default=str) + "\n")
+    write_atomic(out_dir / "table1.md", result.markdown)
     return result
 
 

@@ -18,8 +18,6 @@ behaviours still match, refused otherwise.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
@@ -30,6 +28,7 @@ import dspy
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, ProgramMismatchError
+from teammed.records import write_atomic
 
 __all__ = [
     "FORMAT",
@@ -136,19 +135,7 @@ def save_program(
             **(meta or {}),
         },
     }
-    text = json.dumps(document, indent=2, default=str)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, json.dumps(document, indent=2, default=str))
 
 
 def _looks_like_state(document: Mapping[str, Any]) -> bool:

@@ -24,9 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import random
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +43,7 @@ from teammed.optimizers.compile import compile_program, examples_from_questions
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
 from teammed.optimizers.tune_race import incumbent, race
+from teammed.records import write_atomic
 from teammed.types import Question
 
 __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disjoint", "FORMAT"]
@@ -130,11 +129,7 @@ def _label(config: Mapping[str, Any] | None) -> str:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(data, handle, indent=2, default=str)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, default=str))
 
 
 class _Pipeline:
@@ -555,7 +550,7 @@ def _finish(study: optuna.Study, state_path: Path, report: dict[str, Any], out_d
         logger.warning("could not store the tune state on the study: %s", exc)
     _atomic_json(state_path, state)
     _atomic_json(out_dir / "tune_report.json", report)
-    (out_dir / "tune_report.md").write_text(render_markdown(report))
+    write_atomic(out_dir / "tune_report.md", render_markdown(report))
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:

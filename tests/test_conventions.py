@@ -37,3 +37,29 @@ def test_citation_cff_is_valid_and_cites_the_paper():
     version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
     assert citation["version"] == version
     assert any("TeamMedAgents" in ref["title"] for ref in citation["references"])
+
+
+def test_outputs_are_readable_by_colleagues(tmp_path):
+    """run.json, summary.json, results, the report and a saved program: 0644 under umask 022."""
+    import os
+    import stat
+
+    from teammed.cli import main
+
+    old = os.umask(0o022)
+    try:
+        run = tmp_path / "run"
+        assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--no-cache",
+                     "--out", str(run)]) == 0
+        assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
+        from teammed.optimizers.saved import save_program
+        from teammed.programs import TeamworkProgram, preset
+
+        save_program(TeamworkProgram(preset("base")), tmp_path / "program.json")
+    finally:
+        os.umask(old)
+    files = [p for p in [*run.iterdir(), *(tmp_path / "report").iterdir(), tmp_path / "program.json"]
+             if p.is_file() and p.name != ".lock"]
+    assert {"run.json", "summary.json", "results.jsonl", "program.json"} <= {p.name for p in files}
+    for path in files:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path

@@ -500,13 +500,25 @@ def file_digest(path: Path | str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path | str, text: str) -> Path:
     """Write ``text`` so that ``path`` holds either the old or the new content, never a mix:
-    a temporary file in the same directory, fsync'd, then ``os.replace``."""
+    a temporary file in the same directory, fsync'd, then ``os.replace``; removed on failure.
+
+    The file gets the mode any new file gets (0644 under the usual umask), so colleagues in a
+    shared project folder can read results; nothing teammed writes holds a credential (see
+    `teammed.redact`). This is the one writer of teammed's JSON, Markdown and program files.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
