@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -182,6 +183,23 @@ class _Budget:
             study.stop()
 
 
+class _TrialClock:
+    """After each trial of this process: ``on_trial(k, n, eta_s)``, k the study's trials so far (earlier
+    runs' finished ones included), n the ``trials`` asked for, eta_s the time the rest should take at
+    this process's mean trial duration (None before a trial finished)."""
+
+    def __init__(self, on_trial: Callable[[int, int, float | None], None], *, done: int, trials: int):
+        self.on_trial, self.done, self.trials = on_trial, done, trials
+        self.started = time.monotonic()
+        self.ran = 0
+
+    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        self.ran += 1
+        k = min(self.done + self.ran, self.trials)
+        mean = (time.monotonic() - self.started) / self.ran
+        self.on_trial(k, self.trials, mean * (self.trials - k))
+
+
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
     if name == "tpe":
         return optuna.samplers.TPESampler(seed=seed)
@@ -250,6 +268,7 @@ def search_special_set(
     search_early_consensus: bool = False,
     num_threads: int = 1,
     tuning: dict[str, Any] | None = None,
+    on_trial: Callable[[int, int, float | None], None] | None = None,
 ) -> SpecialSet:
     """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
 
@@ -259,6 +278,7 @@ def search_special_set(
     questions all failed is FAILED, not scored 0; when they all failed with one fatal backend
     error the search stops with `SearchAborted`. ``tuning`` (data set identity and the ids of
     ``questions``) is stored in the Special Set so ``run`` can leave those questions out.
+    ``on_trial(k, n, eta_s)`` is called as each trial ends (progress: trial k of n, seconds left).
     Tokens and cost are billable ones, the same whether or not the cache answered.
     """
     if (lm is None) == (lm_factory is None):
@@ -292,7 +312,8 @@ def search_special_set(
         objective = _Objective(space=space, examples=examples_from_questions(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
-        study.optimize(objective, n_trials=remaining, callbacks=[budget])
+        clock = [] if on_trial is None else [_TrialClock(on_trial, done=trials - remaining, trials=trials)]
+        study.optimize(objective, n_trials=remaining, callbacks=[budget, *clock])
         if objective.interrupted:
             raise KeyboardInterrupt
         if objective.aborted is not None:

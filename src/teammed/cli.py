@@ -1,4 +1,4 @@
-"""The ``teammed`` command: ask, run, report, compile, search."""
+"""The ``teammed`` command: ask, run, report, compile, search, tune, reproduce, cache."""
 
 from __future__ import annotations
 
@@ -43,6 +43,13 @@ if TYPE_CHECKING:  # the config model (and pydantic) load when a command needs t
 __all__ = ["main", "build_parser"]
 
 log = logging.getLogger("teammed")
+
+# `teammed --help`: plain text (argparse prints the description as it is), every command named
+DESCRIPTION = ("LLM agent teams for medical question answering. Commands: ask (one question, with the "
+               "transcript), run (a system over a data set), report (tables, tests and plots over runs), "
+               "compile (optimize a system's prompts), search (component subsets with Optuna), tune (prompts "
+               "and components together, proven on held-out questions), reproduce (a paper's table), cache "
+               "(show or clear the response cache). `teammed COMMAND --help` describes one.")
 
 SPLIT_HELP_EVAL = ("questions to evaluate on: a source split name (test, validation, ...), `all` for the "
                    "default split (or file) whole, or `eval`/`tune` for a part of it (default: the default split "
@@ -462,7 +469,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="teammed", description=__doc__)
+    parser = OneLineParser(prog="teammed", description=DESCRIPTION)
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log what the library does; show a traceback on unexpected errors")
     parser.add_argument("--version", action="version", version=f"teammed {_version()}")
@@ -561,6 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--out", type=Path, default=Path("special_sets"),
                         help="directory of the Special Set <dataset name>-<hash8>.json and its study "
                         "(default: special_sets)")
+    search.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout "
+                        "(everything else on stderr)")
     _add_model_flags(search)
     search.set_defaults(func=cmd_search)
     from teammed.cli_cache import add_cache_command
@@ -593,8 +602,42 @@ def _exit_now_if_signalled(code: int) -> None:
         os._exit(code)
 
 
+def _stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (`teammed ... | head`): its write end reports an error."""
+    try:
+        import select
+
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no poll (Windows), no file descriptor (captured)
+        return False
+
+
+def _closed_pipe(code: int = 141) -> int:
+    """The reader of stdout went away: end quietly, the shell's way (128 + SIGPIPE, as `yes | head` does).
+
+    What stdout still holds would fail again at exit: it is sent to /dev/null instead."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) or a usage error (2): printed, maybe into a closed pipe
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _closed_pipe()
+        except (OSError, ValueError):
+            pass
+        raise exc from None
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     # litellm logs every request at INFO; keep our own INFO (-v) readable
@@ -624,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
     except TeammedError as exc:  # refused on purpose: the message names the value and the fix
         return _fail(exc, 2, verbose=verbose, exiting=argv is None)
     except OSError as exc:  # unreadable input, unwritable --out, a full disk
+        if isinstance(exc, BrokenPipeError) and _stdout_gone():  # `teammed ... | head`: quiet, as a shell tool
+            logging.disable(logging.CRITICAL)
+            return _closed_pipe()
         out = getattr(args, "out", None)
         message, code = describe_os_error(exc, where=f"--out {out}" if out else None)
         return _fail(message, code, verbose=verbose, exiting=argv is None)

@@ -79,7 +79,11 @@ def open_from_args(args: argparse.Namespace) -> Any:
 
 def extra_lm(args: argparse.Namespace, spec: str, *, stack: contextlib.ExitStack, max_tokens: int | None = None) -> Any:
     """A teacher or reflection model with the same options and shutdown as the main ones."""
-    from teammed.backends.resolve import open_lm
+    from teammed.backends.resolve import check_routable, open_lm
 
+    named = (("--teacher-model", getattr(args, "teacher_model", None)),
+             ("--reflection-model", getattr(args, "reflection_model", None)))
+    check_routable(spec, api_base=args.api_base, where=next((flag for flag, value in named if value == spec),
+                                                            "--model"))
     lm, _ = open_lm(spec, backend_options(args), stack=stack, max_tokens=max_tokens)
     return lm

@@ -123,18 +123,22 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     work_dir = args.out / f"{choice.key}_study"
     print(f"search: {len(questions)} questions from {choice.name} ({choice.split}); study {study_name}",
           file=sys.stderr)
-    from teammed.progress import CallProgress
+    from teammed.progress import CallProgress, format_duration
 
     try:
         with deployments(args) as opened, CallProgress(f"search: {args.trials} trials on {len(questions)} questions",
-                                                       stream=sys.stderr):
+                                                       stream=sys.stderr) as bar:
+            def on_trial(k: int, n: int, eta_s: float | None) -> None:  # a line per trial on stderr
+                bar.set_label(f"search: trial {k}/{n} done on {len(questions)} questions | ETA "
+                              f"{format_duration(eta_s) if k < n else '00:00'}")
+
             result = search_special_set(
                 questions=questions, lm=opened[0].lm, trials=args.trials, storage=args.storage,
                 study_name=study_name, objectives=args.objectives, sampler=args.sampler, seed=args.seed,
                 batch_size=args.batch_size, out_dir=work_dir, dataset=choice.name,
                 search_turns=args.search_turns, search_agents=args.search_agents,
                 search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
-                tuning=tuning_record(choice, [q.id for q in questions]),
+                tuning=tuning_record(choice, [q.id for q in questions]), on_trial=on_trial,
             )
     except (SearchAborted, NoTrialSucceeded) as exc:
         print(f"teammed: error: {exc}", file=sys.stderr)
@@ -142,7 +146,16 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     path = write_special_set(result, args.out / f"{choice.key}.json")
     report = search_report(open_study(storage=args.storage, study_name=study_name, out_dir=work_dir), work_dir)
     dev = result.dev
-    print(json.dumps({"special_set": result.components, "dev_accuracy": dev.get("accuracy"), "se": dev.get("se"),
-                      "trials": result.trials}, indent=2))
-    print(f"special set: {path}\nsearch report: {report}")
+    # stdout: one JSON document with --json (the human lines go to stderr), else the human lines
+    human = sys.stderr if getattr(args, "json", False) else sys.stdout
+    accuracy, se = dev.get("accuracy"), dev.get("se")
+    score = f"{accuracy:.1%}" + (f" ± {se:.1%}" if se is not None else "") if accuracy is not None else "n/a"
+    counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in result.trials.items())
+    print(f"special set: {', '.join(result.components) or 'none (base)'} | dev accuracy {score} | "
+          f"trials: {counts}", file=human)
+    print(f"special set: {path}\nsearch report: {report}", file=human)
+    if getattr(args, "json", False):
+        print(json.dumps({"special_set": result.components, "dev_accuracy": accuracy, "se": se,
+                          "trials": result.trials, "special_set_path": str(path), "report": str(report)},
+                         indent=2))
     return 0

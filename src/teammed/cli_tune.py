@@ -133,14 +133,36 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
             print(f"teammed: error: {exc}", file=sys.stderr)
             return 1
     spent = outcome.report.get("spent", {})
+    # stdout: one JSON document with --json (the human lines go to stderr), else the human lines
+    human = sys.stderr if args.json else sys.stdout
     if outcome.status != "done":
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
-        print(f"report: {outcome.report_path}")
+        print(f"report: {outcome.report_path}", file=human)
+        if args.json:
+            print(json.dumps({"status": outcome.status, "stage": outcome.stage, "message": outcome.message,
+                              "spent": spent, "report": str(outcome.report_path)}, indent=2, default=str))
         return 0
-    print(json.dumps({"special_set": outcome.report["winner"], "held_out": outcome.report["held_out"],
-                      "spent": spent}, indent=2))
-    print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)")
+    held_out = outcome.report["held_out"]
+    print(f"special set: {outcome.report['winner']} | held-out accuracy: {_held_out_text(held_out)} | "
+          f"spent: {spent.get('calls', 0)} calls, {spent.get('tokens', 0)} tokens, "
+          f"${spent.get('cost_usd') or 0:.4f}", file=human)
+    print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)", file=human)
+    if args.json:
+        print(json.dumps({"status": outcome.status, "special_set": outcome.report["winner"], "held_out": held_out,
+                          "spent": spent, "special_set_path": str(outcome.special_set_path),
+                          "report": str(outcome.report_path)}, indent=2, default=str))
     return 0
+
+
+def _held_out_text(held_out: Mapping[str, Any]) -> str:
+    """The held-out proof in a line: each arm's accuracy on its n questions."""
+    parts = []
+    for arm, summary in held_out.items():
+        accuracy = summary.get("accuracy") if isinstance(summary, Mapping) else None
+        shown = f"{accuracy:.1%}" if isinstance(accuracy, (int, float)) else "n/a"
+        parts.append(f"{arm} {shown}")
+    n = next((s.get("n") for s in held_out.values() if isinstance(s, Mapping)), None)
+    return ", ".join(parts) + (f" (n={n})" if n is not None else "")
 
 
 def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
@@ -191,8 +213,20 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
 
         result = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=args.storage,
                                   study_name=study, out_dir=out, tune_special=tune_special)
-    print(result.markdown)
-    print(f"table: {out / 'table1.md'} and {out / 'table1.json'}")
+    # stdout: one JSON document with --json (the table as Markdown goes to stderr), else the Markdown
+    human = sys.stderr if args.json else sys.stdout
+    print(result.markdown, file=human)
+    print(f"table: {out / 'table1.md'} and {out / 'table1.json'}", file=human)
+    if args.json:
+        print(json.dumps({"rows": result.rows, "unavailable": result.unavailable,
+                          "special_sets": result.special_sets, "table_md": str(out / "table1.md"),
+                          "table_json": str(out / "table1.json")}, indent=2, default=str))
+    asked = sum(sum(r["n_per_seed"]) for r in result.rows)
+    failed = sum(r["failed"] for r in result.rows)
+    if asked and failed == asked:  # a table of 0% cells measured nothing: say so in the exit status
+        print(f"teammed: error: all {asked} questions of the table failed (see the log); it measured nothing",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -223,6 +257,8 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
                    help="one-sided sign-test level for dropping a configuration")
     t.add_argument("--out", type=Path, help="output directory "
                    "(default: special_sets/<dataset name>-<content hash>_tune)")
+    t.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout "
+                   "(everything else on stderr)")
     model_flags(t)
     t.set_defaults(func=lambda args: tune_command(args, deployments=deployments))
 
@@ -243,5 +279,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--batch-size", type=positive_int, default=10,
                    help="questions per racing round of the special set's tune")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
+    r.add_argument("--json", action="store_true", help="print the table as one JSON document on stdout "
+                   "(the Markdown table and everything else on stderr)")
     model_flags(r)
     r.set_defaults(func=lambda args: reproduce_command(args, deployments=deployments))

@@ -32,7 +32,7 @@ from teammed.errors import ConfigError, FatalBackendError
 from teammed.redact import redact, register_secret, register_url_credentials
 
 __all__ = ["Deployment", "BackendOptions", "open_deployments", "open_lm", "describe", "load_deployments_file",
-           "shutdown_on_signals"]
+           "shutdown_on_signals", "check_routable"]
 
 LOCAL_MODEL = "openai/local"
 DEFAULT_MAX_PARALLEL = 4
@@ -243,6 +243,11 @@ def _router_deployments(path: Path | str, options: BackendOptions,
 
     litellm = _litellm()
     entries = load_deployments_file(path)
+    for i, e in enumerate(entries):
+        params = e["litellm_params"]
+        check_routable(params["model"], api_base=params.get("api_base"),
+                       custom_llm_provider=params.get("custom_llm_provider"),
+                       where=f"{path}: model_list entry {i} model")
     model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
     settings = {"allowed_fails": 2, "cooldown_time": max(1.0, options.retry.base_s), **_router_settings(path)}
     router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_for(), **settings)
@@ -277,6 +282,60 @@ def _profile_of(model: str, api_base: str | None) -> str:
     return provider_profile(model, api_base=api_base)
 
 
+# ---------------------------------------------------------------- routable model strings
+def check_routable(model: str, *, api_base: str | None = None, custom_llm_provider: str | None = None,
+                   where: str = "--model") -> None:
+    """Refuse, before any call, a model string litellm cannot route, naming the nearest known names.
+
+    Accepted: whatever ``litellm.get_llm_provider`` resolves, which is exactly what a call does
+    first: a known provider prefix (``anthropic/claude-x``, ``hosted_vllm/x``, ``ollama/x``,
+    ``openai/<alias>``; the model behind it is the provider's to judge), a bare name litellm knows
+    (``gpt-4o-mini``), or an ``api_base`` litellm recognises. Refused: a bare name it does not know
+    (``gpt-4o-mnii``) and an unknown provider prefix (``antropic/...``). Offline: litellm's model
+    map is local (``LITELLM_LOCAL_MODEL_COST_MAP=True``).
+    """
+    if model.partition(":")[0] in ("local", "scripted", "simulated"):  # teammed's own backends
+        return
+    prefix, slash, rest = model.partition("/")
+    if slash and prefix == "openai" and rest:  # an OpenAI-compatible server or OpenAI itself: no litellm needed
+        return
+    from teammed.backends.litellm_backend import _litellm
+
+    litellm = _litellm()  # quiet: no provider list printed when a lookup fails
+    try:
+        litellm.get_llm_provider(model, custom_llm_provider=custom_llm_provider, api_base=api_base)
+        return
+    except Exception:  # litellm.BadRequestError: "LLM Provider NOT provided"
+        pass
+    import difflib
+
+    providers = [str(getattr(p, "value", p)) for p in litellm.provider_list]
+    known = sorted((set(litellm.model_list) | set(litellm.model_cost)) - {"sample_spec"})
+    guesses: list[str] = [f"openai/{model}"] if api_base and not slash else []  # a server's own alias
+    if slash and rest:  # an unknown provider prefix: the nearest providers, the model kept
+        guesses += [f"{p}/{rest}" for p in difflib.get_close_matches(prefix, providers, n=3)]
+    for name in difflib.get_close_matches(model, known, n=3):
+        provider = (litellm.model_cost.get(name) or {}).get("litellm_provider")
+        if "/" not in name and provider and not _resolves(litellm, name):
+            name = f"{provider}/{name}"
+        if name not in guesses:
+            guesses.append(name)
+    hint = f"did you mean {', '.join(guesses[:4])}? Give" if guesses else "give"
+    what = (f"the provider {prefix!r} is not one litellm knows" if slash and rest
+            else "it has no provider prefix and is not a model litellm knows")
+    raise ConfigError(f"{where} {model!r}: litellm cannot route this model string ({what}); {hint} a known "
+                      f"model (e.g. gpt-4o-mini), provider/model (e.g. anthropic/claude-3-5-haiku-latest, "
+                      f"ollama/llama3), or openai/<alias> with --api-base for an OpenAI-compatible server")
+
+
+def _resolves(litellm: Any, model: str) -> bool:
+    try:
+        litellm.get_llm_provider(model)
+    except Exception:
+        return False
+    return True
+
+
 # ---------------------------------------------------------------- opening
 def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, concurrency: int = 4,
             max_tokens: int | None = None) -> tuple[MeteredLM, int]:
@@ -300,6 +359,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
         stack.callback(_unregister, lm)
         stack.callback(lm.close)  # runs before the server stops: waiting retries give up
         return lm, 1
+    check_routable(spec, api_base=options.api_base)
     lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
                         retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                         max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
