@@ -12,10 +12,12 @@ openai-python: ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY``, the CA
 body), gzip/deflate/brotli decoding and HTTP/1.1 keep-alive.
 
 httpcore's pool looks at every connection and every waiting request whenever a request starts
-or ends, which at 64 requests in flight cost over half of a call's CPU. So each request
-thread keeps its own small `httpx.Client` (one keep-alive connection), and the pool scans one
-connection. The request threads are `teammed.interrupts.WORKERS`: their number follows the
-peak of requests in flight, which the deployment's request slots bound. Async callers share one
+or ends, which at 64 requests in flight cost over half of a call's CPU. So a deployment keeps a
+stack of small `httpx.Client`s of one keep-alive connection each: a request takes an idle one
+(or makes one when all are busy) and gives it back, and each pool scans one connection. There
+are never more clients than requests were in flight at once, which the deployment's request
+slots bound (a client per request thread made one connection per thread that ever sent a
+request: over a thousand at 256 questions in flight). Async callers share one
 `httpx.AsyncClient` per event loop, sized from the slots.
 
 Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
@@ -33,7 +35,6 @@ import os
 import ssl
 import threading
 import urllib.parse
-import weakref
 from typing import Any
 
 import httpx
@@ -165,8 +166,8 @@ class OpenAICompatibleClient:
         self.max_connections = max_connections or 100
         self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
-        self._local = threading.local()
-        self._clients: weakref.WeakSet[httpx.Client] = weakref.WeakSet()
+        self._idle: list[httpx.Client] = []  # a stack: the most recently used connection is reused first
+        self._clients: set[httpx.Client] = set()
         self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._closed = False
 
@@ -188,15 +189,25 @@ class OpenAICompatibleClient:
                 "headers": {"User-Agent": _USER_AGENT, "Accept": "application/json"}, "auth": self._auth}
 
     def _client(self) -> httpx.Client:
-        client: httpx.Client | None = getattr(self._local, "client", None)
-        if client is None or client.is_closed:
+        """An idle one-connection client, or a new one when every client is busy (so there are never
+        more connections than requests were in flight at once, which the request slots bound)."""
+        with self._lock:
             if self._closed:
                 raise RuntimeError("the client was closed")
-            client = httpx.Client(**self._options(1))
-            self._local.client = client
-            with self._lock:
-                self._clients.add(client)
+            if self._idle:
+                return self._idle.pop()
+        client = httpx.Client(**self._options(1))
+        with self._lock:
+            self._clients.add(client)
         return client
+
+    def _release(self, client: httpx.Client) -> None:
+        with self._lock:
+            if not self._closed and not client.is_closed:
+                self._idle.append(client)
+                return
+            self._clients.discard(client)
+        client.close()
 
     def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -234,7 +245,12 @@ class OpenAICompatibleClient:
     def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                  **params: Any) -> ChatResponse:
         data, headers = self._request(model, messages, api_key, params)
-        return self._read(self._client().post(self.url, content=data, headers=headers))
+        client = self._client()
+        try:
+            response = client.post(self.url, content=data, headers=headers)
+        finally:  # after an error httpcore has dropped the connection: the client stays usable
+            self._release(client)
+        return self._read(response)
 
     async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                         **params: Any) -> ChatResponse:
@@ -247,7 +263,8 @@ class OpenAICompatibleClient:
         with self._lock:
             self._closed = True
             clients = list(self._clients)
-            self._clients = weakref.WeakSet()
+            self._clients = set()
+            self._idle.clear()
             loops = dict(self._async)
             self._async.clear()
         for client in clients:
