@@ -12,7 +12,17 @@ messages: 3 tokens per message plus its role and content, plus 3 to prime the re
 request is logged as one JSONL line: ``start``/``end`` (``time.time()``), ``title`` (the
 schema's title: the calling behaviour), ``prompt_tokens``, ``completion_tokens``.
 
-    python benchmarks/fake_server.py --latency 0.5 --log requests.jsonl [--port 0]
+``--prefix-cache`` emulates a block-level prefix cache as vLLM's automatic prefix caching keeps
+one: the prompt (the messages rendered in order, `prompt_token_ids`, exactly as many tokens as
+are counted) is cut into 16-token blocks, each identified by the hash of every token up to and
+including it (`block_hashes`); a block is cached when that hash was seen in an earlier request
+in this server's lifetime (a bounded LRU, default 1M blocks). The leading cached blocks are
+reported as ``usage.prompt_tokens_details.cached_tokens`` (16 per block; as in vLLM, the last
+prompt token is always computed, so a prompt never counts as entirely cached) and logged as
+``cached_tokens``. Blocks count as seen when the request arrives. ``--log-prompts`` adds each
+request's rendered text (``prompt``) to its log line.
+
+    python benchmarks/fake_server.py --latency 0.5 --log requests.jsonl [--port 0] [--prefix-cache]
 
 prints ``http://127.0.0.1:PORT/v1`` on its first stdout line once it listens.
 """
@@ -20,6 +30,7 @@ prints ``http://127.0.0.1:PORT/v1`` on its first stdout line once it listens.
 from __future__ import annotations
 
 import argparse
+import array
 import hashlib
 import importlib.util
 import json
@@ -28,11 +39,14 @@ import random
 import sys
 import threading
 import time
+from collections import OrderedDict
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FakeServer", "schema_answer", "count_prompt_tokens", "encoder"]
+__all__ = ["FakeServer", "schema_answer", "count_prompt_tokens", "encoder", "prompt_token_ids", "block_hashes",
+           "PrefixCache", "BLOCK_TOKENS"]
 
 WORDS = ("the presentation favours this option because the history, examination and laboratory findings fit "
          "its typical pattern while the alternatives would explain fewer of the key features; the timeline "
@@ -80,6 +94,75 @@ def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
         if message.get("name"):
             total += 1 + len(enc.encode(str(message["name"])))
     return total
+
+
+# Stand-ins for a chat template's special tokens (ids past cl100k_base's ordinary vocabulary).
+_START, _SEP, _END = 100264, 100265, 100266
+BLOCK_TOKENS = 16
+
+
+def prompt_token_ids(messages: list[dict[str, Any]]) -> list[int]:
+    """The prompt as a server's chat template feeds it to the model, one token sequence: per message
+    a start marker, its role, a separator, its content (and name), an end marker; then 3 tokens that
+    prime the reply. As long as `count_prompt_tokens` counts (image parts are not tokens here either)."""
+    enc = encoder()
+    ids: list[int] = []
+    for message in messages:
+        ids.append(_START)
+        ids += enc.encode(str(message.get("role", "")))
+        if message.get("name"):
+            ids.append(_SEP)
+            ids += enc.encode(str(message["name"]))
+        ids.append(_SEP)
+        ids += enc.encode(_text(message.get("content")))
+        ids.append(_END)
+    return [*ids, _START, _SEP, _END]  # the reply's priming tokens
+
+
+def block_hashes(tokens: Sequence[int], block: int = BLOCK_TOKENS) -> list[bytes]:
+    """One hash per full ``block``-token block: of every token up to and including that block (a chain:
+    each block's hash covers its parent's), so equal hashes mean equal prefixes. A partial last block
+    has none, as in vLLM."""
+    hashes: list[bytes] = []
+    parent = b""
+    for start in range(0, len(tokens) - len(tokens) % block, block):
+        chunk = array.array("I", tokens[start:start + block]).tobytes()
+        parent = hashlib.blake2b(parent + chunk, digest_size=16).digest()
+        hashes.append(parent)
+    return hashes
+
+
+class PrefixCache:
+    """A block-level prefix cache: ``lookup_and_store(tokens)`` returns how many leading tokens were
+    cached (whole blocks seen before), then remembers every full block of ``tokens``. Least recently
+    used blocks are dropped beyond ``capacity_blocks``. Thread-safe."""
+
+    def __init__(self, capacity_blocks: int = 1 << 20, block: int = BLOCK_TOKENS):
+        self.capacity_blocks = capacity_blocks
+        self.block = block
+        self._blocks: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def lookup_and_store(self, tokens: Sequence[int]) -> int:
+        hashes = block_hashes(tokens, self.block)
+        # the last prompt token is always computed (its logits start the reply): at most len - 1 cached
+        usable = max(0, (len(tokens) - 1) // self.block)
+        with self._lock:
+            hit = 0
+            for digest in hashes[:usable]:
+                if digest not in self._blocks:
+                    break
+                self._blocks.move_to_end(digest)
+                hit += 1
+            for digest in hashes[hit:]:
+                self._blocks[digest] = None
+                self._blocks.move_to_end(digest)
+            while len(self._blocks) > self.capacity_blocks:
+                self._blocks.popitem(last=False)
+        return hit * self.block
 
 
 def _sentence(rng: random.Random, max_chars: int | None) -> str:
@@ -154,9 +237,11 @@ class FakeServer:
     """``with FakeServer(latency_s=0.5, log_path=...) as server:`` serves at ``server.api_base``."""
 
     def __init__(self, *, latency_s: float = 0.0, log_path: Path | str | None = None, seed: int = 0,
-                 port: int = 0):
+                 port: int = 0, prefix_cache: bool = False, cache_blocks: int = 1 << 20, log_prompts: bool = False):
         self.latency_s = latency_s
         self.seed = seed
+        self.prefix_cache = PrefixCache(cache_blocks) if prefix_cache else None
+        self.log_prompts = log_prompts
         self._log = Path(log_path).open("a") if log_path else None
         self._lock = threading.Lock()
         self.count = 0
@@ -222,15 +307,24 @@ class FakeServer:
         with self._lock:
             self.count += 1
             n = self.count
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        title = (schema or {}).get("title") or "?"
+        record: dict[str, Any] = {"n": n, "title": title, "messages": len(messages), "prompt_tokens": prompt,
+                                  "completion_tokens": completion}
+        if self.prefix_cache is not None:
+            cached = self.prefix_cache.lookup_and_store(prompt_token_ids(messages))
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+            record["cached_tokens"] = cached
+        if self.log_prompts:
+            record["prompt"] = "\n".join(_text(m.get("content")) for m in messages)
         reply = {
             "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
             "model": request.get("model", "fake"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            "usage": usage,
         }
-        title = (schema or {}).get("title") or "?"
-        return reply, {"n": n, "title": title, "messages": len(messages), "prompt_tokens": prompt,
-                       "completion_tokens": completion}
+        return reply, record
 
     def write_log(self, record: dict[str, Any]) -> None:
         if self._log is None:
@@ -256,8 +350,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log", type=Path, help="append one JSONL line per request here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the answers' random draws")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--prefix-cache", action="store_true",
+                        help="emulate a 16-token-block prefix cache and report usage.prompt_tokens_details."
+                             "cached_tokens")
+    parser.add_argument("--cache-blocks", type=int, default=1 << 20, help="blocks the prefix cache keeps (LRU)")
+    parser.add_argument("--log-prompts", action="store_true", help="log each request's rendered text")
     args = parser.parse_args(argv)
-    with FakeServer(latency_s=args.latency, log_path=args.log, seed=args.seed, port=args.port) as server:
+    with FakeServer(latency_s=args.latency, log_path=args.log, seed=args.seed, port=args.port,
+                    prefix_cache=args.prefix_cache, cache_blocks=args.cache_blocks,
+                    log_prompts=args.log_prompts) as server:
         print(server.api_base, flush=True)
         try:
             threading.Event().wait()

@@ -32,6 +32,7 @@ from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent
 __all__ = ["transcripts_html", "fmt"]
 
 _CSS = """
+.pages{margin:.6em 0;color:var(--muted,#555)}.pages a,.pages b{margin:0 .25em}
 :root{--ok:#17803d;--bad:#b42318;--fail:#8a5a00;--line:#d0d7de;--muted:#57606a}
 *{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
@@ -388,22 +389,59 @@ def _toolbar(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
             f'<button id="collapse" type="button">Collapse all</button><span id="count"></span></div>')
 
 
+# Beyond this many questions a viewer page gets slow to open and search: the transcripts are split.
+PAGE_QUESTIONS = 1000
+
+
+def page_name(k: int) -> str:
+    """The file of page ``k`` (1-based): ``transcripts.html``, ``transcripts-2.html``, ..."""
+    return "transcripts.html" if k == 1 else f"transcripts-{k}.html"
+
+
 def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
     """The page: a filter bar, an overview of the runs, one collapsible block per question.
     Rows are `ResultRow` values or their stored (dict) form, typed here once."""
-    runs = [(title, typed_rows(rows)) for title, rows in runs]
+    typed = [(title, typed_rows(rows)) for title, rows in runs]
+    return _page(typed, None, "")
+
+
+def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
+                      page_size: int = PAGE_QUESTIONS) -> list[str]:
+    """The viewer split into pages of at most ``page_size`` question ids (in natural id order, the
+    same ids for every run, so a question's runs stay side by side); every page shows the whole
+    runs' overview and links to the other pages (`page_name`)."""
+    if page_size < 1:
+        raise ValueError("page_size must be at least 1")
+    typed = [(title, typed_rows(rows)) for title, rows in runs]
+    ids = sorted({r.id for _, rows in typed for r in rows}, key=_natural)
+    chunks = [ids[i:i + page_size] for i in range(0, len(ids), page_size)] or [[]]
+    if len(chunks) == 1:
+        return [_page(typed, None, "")]
+    return [_page(typed, set(chunk), _pager(k, chunks)) for k, chunk in enumerate(chunks, start=1)]
+
+
+def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:
+    links = " ".join(f"<b>{i}</b>" if i == k else f'<a href="{page_name(i)}">{i}</a>'
+                     for i in range(1, len(chunks) + 1))
+    chunk = chunks[k - 1]
+    return (f'<nav class="pages">Questions {_e(chunk[0])} to {_e(chunk[-1])} ({len(chunk)} ids) · page {k} of '
+            f"{len(chunks)}: {links}</nav>")
+
+
+def _page(runs: Sequence[tuple[str, Sequence[ResultRow]]], keep: set[str] | None, pager: str) -> str:
     sections = []
     for i, (title, rows) in enumerate(runs):
         correct, failed = sum(map(is_correct, rows)), sum(bool(r.failed) for r in rows)
         header = (f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct, '
                   f'{failed} failed</p>')
-        ordered = sorted(rows, key=lambda r: _natural(r.id))  # the same order in every run
+        shown = [r for r in rows if keep is None or r.id in keep]
+        ordered = sorted(shown, key=lambda r: _natural(r.id))  # the same order in every run
         blocks = "".join(_question(row, run_index=i, run_title=title) for row in ordered)
         sections.append(f'<section class="runsec">{header}{blocks}</section>')
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
-        f"<h1>Deliberation transcripts</h1>{_overview(runs)}{''.join(sections)}</main>"
+        f"<h1>Deliberation transcripts</h1>{pager}{_overview(runs)}{''.join(sections)}{pager}</main>"
         f"<script>{_JS}</script></body></html>\n"
     )

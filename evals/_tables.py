@@ -131,11 +131,12 @@ def _cell(*path: str, spec: str, scale: float = 1.0) -> Callable[[Stats], str]:
 _EFFICIENCY: list[_Column] = [
     ("Calls", _cell("efficiency", "calls", spec=".1f")),
     ("Prompt tok", _cell("efficiency", "prompt_tokens", spec=".0f")),
+    ("Cached %", _cell("efficiency", "cached_prompt_share", spec=".1f", scale=100)),
+    ("Cost (USD)", _cell("efficiency", "cost_usd", spec=".5f")),
     ("Completion tok", _cell("efficiency", "completion_tokens", spec=".0f")),
     ("Spent prompt tok", _cell("efficiency", "spent_prompt_tokens", spec=".0f")),
     ("Spent completion tok", _cell("efficiency", "spent_completion_tokens", spec=".0f")),
     ("Latency (s)", _cell("efficiency", "latency_s", spec=".2f")),
-    ("Cost (USD)", _cell("efficiency", "cost_usd", spec=".5f")),
     ("Cache hits", _cell("efficiency", "cache_hits", spec=".1f")),
     ("Parse fail %", _cell("efficiency", "parse_failure_rate", spec=".1f", scale=100)),
 ]
@@ -165,10 +166,12 @@ def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None
 def efficiency_table(groups: Sequence[Stats]) -> str | None:
     """Per-question cost of each (configuration, data set); None when no run reported usage.
 
-    Tokens and cost are billable (independent of the cache); "Spent" is what was actually paid,
-    shown when some run reports it."""
+    Tokens and cost are billable (independent of the cache); prompt tokens, the share of them the
+    provider read from its prompt cache ("Cached %") and cost stand side by side; "Spent" is what
+    was actually paid. "Spent" and "Cached %" are shown when some run reports them."""
+    optional = ("Spent", "Cached")
     columns = [c for c in _EFFICIENCY
-               if not c[0].startswith("Spent") or any(c[1](g) != _DASH for g in groups)]
+               if not c[0].startswith(optional) or any(c[1](g) != _DASH for g in groups)]
     return _metric_table(groups, columns)
 
 

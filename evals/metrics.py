@@ -68,8 +68,8 @@ __all__ = [
 ]
 
 # Tokens and cost are billable (the same whether or not the cache answered); spent_* is what was paid.
-_PER_QUESTION = ("calls", "prompt_tokens", "completion_tokens", "latency_s", "cost_usd", "cache_hits",
-                 "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
+_PER_QUESTION = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
+                 "cache_hits", "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
 
 
 def accuracy(rows: Iterable[ResultRow]) -> float | None:
@@ -107,7 +107,9 @@ def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
     """Per-question means of the usage counters present, plus pooled rates.
 
     ``total_tokens`` is prompt + completion over rows that report both;
-    ``parse_failure_rate`` and ``repaired_rate`` are sums over sums of ``calls``.
+    ``parse_failure_rate`` and ``repaired_rate`` are sums over sums of ``calls``;
+    ``cached_prompt_share`` is the provider-cached prompt tokens over the prompt tokens of the rows
+    that record both (rows written before cached tokens were recorded are left out).
     """
     rows = list(rows)
     out = {key: m for key in _PER_QUESTION if (m := mean(_column(rows, key))) is not None}
@@ -119,6 +121,15 @@ def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
     ]
     if totals:
         out["total_tokens"] = sum(totals) / len(totals)
+    cached = [
+        (c, p)
+        for row in rows
+        if (c := _recorded(row, "cached_prompt_tokens")) is not None
+        and (p := _recorded(row, "prompt_tokens")) is not None
+    ]
+    share = ratio(sum(c for c, _ in cached), sum(p for _, p in cached))
+    if share is not None:
+        out["cached_prompt_share"] = share
     for field, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
         pairs = [
             (v, c)

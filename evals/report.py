@@ -17,7 +17,7 @@ from typing import Any
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
-from teammed.evals._html import transcripts_html
+from teammed.evals._html import PAGE_QUESTIONS, page_name, transcripts_pages
 from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run, unique_dirs, unique_runs
 from teammed.evals.metrics import (
     accuracy,
@@ -169,8 +169,10 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         )
     lines += _section("Efficiency (per question)", _tables.efficiency_table(stats),
                       "Tokens and cost are billable: what the backend charges for these calls, the same whether "
-                      "or not the response cache answered them. *Spent* columns: what this run actually paid "
-                      "(0 for cache hits), where the backend reports it.")
+                      "or not the response cache answered them. *Cached %*: the share of the prompt tokens the "
+                      "provider reported as read from its prompt cache (cost applies its cached-input price "
+                      "where litellm knows one); teammed's own response cache is *Cache hits*. *Spent* "
+                      "columns: what this run actually paid (0 for cache hits), where the backend reports it.")
     lines += _section(
         "Teamwork and calibration", _tables.teamwork_table(stats),
         "ECE/Brier map confidence High/Medium/Low to 0.9/0.6/0.3. Trust div: mean per-question std of final "
@@ -182,7 +184,9 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
     )
     if figures:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures] + [""]
-    lines += ["Transcripts: [transcripts.html](transcripts.html)", ""]
+    pages = int(numbers.get("transcript_pages", 1))
+    lines += ["Transcripts: [transcripts.html](transcripts.html)"
+              + (f" ({pages} pages of at most {PAGE_QUESTIONS} questions)" if pages > 1 else ""), ""]
     return "\n".join(lines)
 
 
@@ -232,7 +236,14 @@ def build_report(
     write_atomic(out_dir / "summary.json", summary)
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
               for group in groups for run in group.runs]  # names that tell same-named systems apart
-    write_atomic(out_dir / "transcripts.html", transcripts_html(titled))
+    pages = transcripts_pages(titled, page_size=PAGE_QUESTIONS)
+    for k, page in enumerate(pages, start=1):
+        write_atomic(out_dir / page_name(k), page)
+    for stale in out_dir.glob("transcripts-*.html"):  # pages of an earlier, longer report
+        number = stale.stem.removeprefix("transcripts-")
+        if number.isdigit() and int(number) > len(pages):
+            stale.unlink()
+    numbers["transcript_pages"] = len(pages)
     report = out_dir / "report.md"
     write_atomic(report, _markdown(numbers, figures))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))

@@ -120,7 +120,9 @@ class ResultRow(BaseModel):
     out of accuracy and calibration. A failed row has ``failed`` true, ``prediction`` null
     and ``error`` naming why (``error_type``/``error_kind`` classify it). Token and cost
     fields are *billable* (what the backend would charge, cache or not); ``spent_*`` is what
-    this session actually paid. Unknown keys (e.g. newer usage counters) are kept.
+    this session actually paid. ``cached_prompt_tokens`` is the part of ``prompt_tokens`` the
+    provider reported as served from its prompt cache (0 in rows written before it was recorded).
+    Unknown keys (e.g. newer usage counters) are kept.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -150,6 +152,7 @@ class ResultRow(BaseModel):
     binary_positive: str | None = None
     calls: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, read from the provider's prompt cache (billable)
     completion_tokens: int = 0
     cost_usd: float = 0.0
     spent_prompt_tokens: int | None = None

@@ -339,12 +339,21 @@ def majority_baseline(rows: Sequence[ResultRow]) -> dict[str, Any]:
     return {"letter": base.letter, "accuracy": round(base.accuracy, 4)}
 
 
+def cached_share(rows: Sequence[ResultRow]) -> float | None:
+    """The share of the rows' prompt tokens the provider reported as read from its prompt cache
+    (None without prompt tokens)."""
+    prompt = sum(r.prompt_tokens for r in rows)
+    return round(sum(r.cached_prompt_tokens for r in rows) / prompt, 4) if prompt else None
+
+
 def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
     """Counts, accuracy and accounting over rows.
 
     Failed questions stay in the accuracy denominator; unlabeled ones (no gold) are left out
     of it and counted in ``n_unlabeled``. Tokens and cost per question are billable (the same
     whether or not the cache answered); ``spent_*`` is what was actually paid, when known.
+    ``cached_prompt_tokens`` (a total, and per question) is the part of the prompt tokens the
+    provider read from its prompt cache, ``cached_prompt_share`` its share of the prompt tokens.
     """
     n = len(rows)
     labeled = [r for r in rows if r.labeled and r.gold is not None]
@@ -363,10 +372,14 @@ def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
         "answer_spread": answer_spread(rows),
         "calls_per_question": mean("calls"),
         "prompt_tokens_per_question": mean("prompt_tokens"),
+        "cached_prompt_tokens_per_question": mean("cached_prompt_tokens"),
         "completion_tokens_per_question": mean("completion_tokens"),
         "latency_s_per_question": mean("latency_s"),
         "cost_usd_per_question": mean("cost_usd"),
         "calls": calls,
+        "prompt_tokens": sum(r.prompt_tokens for r in rows),
+        "cached_prompt_tokens": sum(r.cached_prompt_tokens for r in rows),
+        "cached_prompt_share": cached_share(rows),
         "cache_hits": sum(r.cache_hits for r in rows),
         "retries": sum(r.retries for r in rows),
         "parse_failures": sum(r.parse_failures for r in rows),

@@ -8,6 +8,11 @@ Tokens and cost are counted twice: ``prompt_tokens``/``completion_tokens``/``cos
 what the backend would bill for the call (the same whether or not the answer came from the
 cache, whose entries keep the original usage), ``spent_*`` what this run actually paid
 (0 on a cache hit). Tables, Pareto fronts and search objectives use the billable fields.
+
+``cached_prompt_tokens`` is the part of the billable prompt tokens the *provider* served from
+its prompt cache (OpenAI's ``usage.prompt_tokens_details.cached_tokens``, Anthropic's
+``cache_read_input_tokens``, vLLM's and llama.cpp's prefix caches): billable, like the tokens
+it is part of, so a replay from teammed's own response cache reports the same figure.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ class Usage:
 
     calls: int = 0
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
@@ -133,20 +139,24 @@ def record_call(
     cost_usd: float = 0.0,
     cache_hit: bool = False,
     retries: int = 0,
+    cached_prompt_tokens: int = 0,
 ) -> None:
     """Add one LM call to the current usage.
 
     ``prompt_tokens``, ``completion_tokens`` and ``cost_usd`` are the call's billable figures
     (a cache hit passes the original call's); they count as spent only when not a cache hit.
+    ``cached_prompt_tokens``: how many of ``prompt_tokens`` the provider reported as read from
+    its prompt cache (the original call's on a hit of teammed's response cache).
     """
     _book(signature=signature, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-          latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries)
+          latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries,
+          cached_prompt_tokens=cached_prompt_tokens)
     if _listeners:
         _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s)
 
 
 def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency_s: float, cost_usd: float,
-          cache_hit: bool, retries: int) -> None:
+          cache_hit: bool, retries: int, cached_prompt_tokens: int = 0) -> None:
     usage = _current.get()
     if usage is None:
         return
@@ -156,6 +166,7 @@ def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency
         usage.latency_s += latency_s
         usage.retries += retries
         usage.prompt_tokens += prompt_tokens
+        usage.cached_prompt_tokens += cached_prompt_tokens
         usage.completion_tokens += completion_tokens
         usage.cost_usd += cost_usd
         if cache_hit:

@@ -23,7 +23,30 @@ from dspy.utils.callback import with_callbacks
 from teammed import usage
 from teammed.adapter import calling_signature
 
-__all__ = ["MeteredLM", "CallOptions", "call_options"]
+__all__ = ["MeteredLM", "CallOptions", "call_options", "cached_prompt_tokens"]
+
+
+def _field(node: Any, name: str) -> Any:
+    return node.get(name) if isinstance(node, dict) else getattr(node, name, None)
+
+
+def cached_prompt_tokens(tokens: Any) -> int:
+    """How many of a response's prompt tokens the provider read from its prompt cache: OpenAI's
+    ``prompt_tokens_details.cached_tokens`` (also vLLM's, llama.cpp's and litellm's for every provider),
+    else Anthropic's ``cache_read_input_tokens``; 0 when the response says nothing. Never more than
+    the prompt tokens. ``tokens`` is a response's ``usage`` (an object or a dict)."""
+    if tokens is None:
+        return 0
+    details = _field(tokens, "prompt_tokens_details")
+    cached = _field(details, "cached_tokens") if details is not None else None
+    if cached is None:
+        cached = _field(tokens, "cache_read_input_tokens")
+    try:
+        cached = int(cached or 0)
+    except (TypeError, ValueError):  # a server's odd value: nothing known to be cached
+        return 0
+    prompt = _field(tokens, "prompt_tokens")
+    return max(0, min(cached, int(prompt))) if isinstance(prompt, int) and prompt >= 0 else max(0, cached)
 
 
 @dataclass(frozen=True)
@@ -71,6 +94,7 @@ class MeteredLM(dspy.BaseLM):
         usage.record_call(
             signature=signature,
             prompt_tokens=int(getattr(tokens, "prompt_tokens", 0) or 0),
+            cached_prompt_tokens=cached_prompt_tokens(tokens),
             completion_tokens=int(getattr(tokens, "completion_tokens", 0) or 0),
             latency_s=elapsed,
             cost_usd=float(info.get("cost_usd") or 0.0),
