@@ -51,6 +51,29 @@ def showing_image(image: str | dspy.Image | None) -> Iterator[None]:
         _question_image.reset(token)
 
 
+class _Predict(dspy.Predict):
+    """`dspy.Predict` whose ``load_state`` matches saved fields by prefix when they do not line up.
+
+    DSPy restores field prefixes and descriptions by position. A program compiled before a
+    signature gained inputs (issue 18 added the case, ``question`` and ``options``, to the
+    leader's, monitoring and closed-loop behaviours) would shift every description onto the
+    wrong field; here each field takes the saved entry with its own prefix, and a new field
+    keeps its definition.
+    """
+
+    def load_state(self, state: dict[str, Any], **kwargs: Any) -> dspy.Predict:
+        saved = (state.get("signature") or {}).get("fields")
+        fields = list(self.signature.fields.values())
+        if isinstance(saved, list) and saved:
+            prefixes = [(f.json_schema_extra or {}).get("prefix") for f in fields]
+            if [e.get("prefix") for e in saved if isinstance(e, dict)] != prefixes:
+                by_prefix = {e.get("prefix"): e for e in saved if isinstance(e, dict)}
+                aligned = [by_prefix.get(p) or {"prefix": p, "description": (f.json_schema_extra or {}).get("desc")}
+                           for p, f in zip(prefixes, fields, strict=True)]
+                state = {**state, "signature": {**state["signature"], "fields": aligned}}
+        return super().load_state(state, **kwargs)
+
+
 def _default_adapter() -> Any:
     """teammed's schema adapter when the caller configured none (a plain ``dspy.LM`` works as is)."""
     if dspy.settings.adapter is not None:
@@ -78,7 +101,7 @@ class Behaviour(dspy.Module):
         super().__init__()
         self.name = signature.__name__
         self.sees_image = sees_image
-        self.predict = dspy.Predict(signature)
+        self.predict = _Predict(signature)
         if type(self) is Behaviour:
             self.__class__ = _named_class(self.name)
 

@@ -23,19 +23,20 @@ class MutualMonitoring(dspy.Module):
         self.respond = Behaviour(RespondToConcern)
         self.evaluate = Behaviour(EvaluateResponse)
 
-    def forward(self, *, turn: int, options: dict[str, str], turns: list[Turn],
+    def forward(self, *, turn: int, question: str, options: dict[str, str], turns: list[Turn],
                 agents: list[Agent], role_of: dict[str, str]) -> Challenge:
         ids = [a.id for a in agents]
         said = {t.agent: t for t in turns}
+        case = dict(question=question, options=options)  # every step reads the case first
         messages = "\n".join(f"{t.agent} favours {t.choice} ({options[t.choice]}): {t.message}" for t in turns)
-        picked = self.select(turn_messages=messages, agents=ids)
+        picked = self.select(**case, turn_messages=messages, agents=ids)
         target_fell_back = picked.agent not in said
         target = ids[0] if target_fell_back else picked.agent
         own = said[target]
-        raised = self.raise_concern(agent_message=f"favours {own.choice} ({options[own.choice]}): {own.message}")
-        reply = self.respond(options=options, role=role_of[target], own_message=own.message,
-                             concern=raised.concern)
-        judged = self.evaluate(concern=raised.concern, response=reply.response)
+        raised = self.raise_concern(**case, agent_message=f"favours {own.choice} ({options[own.choice]}): "
+                                                          f"{own.message}")
+        reply = self.respond(**case, role=role_of[target], own_message=own.message, concern=raised.concern)
+        judged = self.evaluate(**case, concern=raised.concern, response=reply.response)
         verdict = judged.verdict if judged.verdict in ("strong", "weak", "disputed") else "disputed"
         after = read_choice(reply.revised_choice, list(options), default=own.choice)
         return Challenge(turn=turn, agent=target, reason=picked.reason or "", concern=raised.concern or "",

@@ -54,7 +54,8 @@ class Recruitment(dspy.Module):
             analysis = (bg.result(tricks).analysis or "") if tricks is not None else ""
         assert isinstance(n, int)
         if self.specialties is not None:
-            recruited = self.specialties(question=question, n_agents=n, question_analysis=analysis)
+            recruited = self.specialties(question=question, options=options, n_agents=n,
+                                         question_analysis=analysis)
             agents = _specialist_agents(recruited.specialists, n)
         else:
             agents = generic_agents(n)

@@ -108,16 +108,17 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
                                       shared_context=smm.context(), role_briefs=c.team_orientation, image=image)
         summary = format_assessments(assessments, team.agents, options=options)
         leader = self.leader
-        # The leader's facts, report and grades read round 2 only: they run side by side.
+        # The leader's facts, report and grades read the case and round 2 only: they run side by side.
         facts_f = report_f = grades_f = None
         if leader is not None and c.shared_mental_model:
-            facts_f = bg.start(leader.extract_facts, format_facts(assessments))
+            facts_f = bg.start(leader.extract_facts, format_facts(assessments), question=question, options=options)
         if leader is not None and c.team_orientation:
             # the report reads the justifications; the facts are distilled beside it (SMM)
             report_f = bg.start(leader.write_report, format_assessments(assessments, team.agents, facts=False,
-                                                                        options=options), smm.context())
+                                                                        options=options), smm.context(),
+                                question=question, options=options)
         if leader is not None and c.trust:
-            grades_f = bg.start(leader.grade_assessments, summary, team.ids)
+            grades_f = bg.start(leader.grade_assessments, summary, team.ids, question=question, options=options)
         facts: list[str] = []
         if c.shared_mental_model:
             facts = bg.result(facts_f) if facts_f is not None else intersect_facts([a.facts for a in assessments])
@@ -185,18 +186,19 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
                 last_choice[agent.id] = out.choice
                 if self.closed_loop is not None and not final:  # acknowledged while the next one speaks
                     loop_fs.append(bg.start(self.closed_loop, said=out, receiver=receiver_of(agent.id, team.ids),
-                                            role_of=team.role_of))
+                                            role_of=team.role_of, question=question, options=options))
             turns.extend(spoken)
             mediation_f = None
             if self.leader is not None:
                 messages = "\n".join(f"{t.agent} favours {t.choice} ({options[t.choice]}): {t.message}" for t in spoken)
-                mediation_f = bg.start(self._mediate, messages, smm.context())
+                mediation_f = bg.start(self.leader.mediate_turn, messages, smm.context(), question=question,
+                                       options=options)
             if final:
                 pending = mediation_f
                 break
             challenge_f = None
             if self.monitoring is not None:
-                challenge_f = bg.start(self.monitoring, turn=turn, options=options, turns=spoken,
+                challenge_f = bg.start(self.monitoring, turn=turn, question=question, options=options, turns=spoken,
                                        agents=team.agents, role_of=team.role_of)
             for loop in (bg.result(f) for f in loop_fs):
                 loops.append(loop)
@@ -225,11 +227,6 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
             final=[FinalVote(agent=t.agent, ranking=t.ranking or [t.choice], first=t.choice, confidence=t.confidence,
                              rationale=t.message, fell_back=t.fell_back) for t in final_turns])
         return log, trust, pending
-
-    def _mediate(self, messages: str, shared: str) -> str:
-        assert self.leader is not None
-        return self.leader.mediate(turn_messages=messages,
-                                   shared_context=shared).synthesis or ""
 
     # ------------------------------------------------------------------ phase 4
     def _decide(self, question: str, options: dict[str, str], team: Team, r2: RoundTwo, talk: DiscussionLog,
@@ -261,7 +258,8 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
             initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
             rule = rule_tie_break(top, counted, initial, letters)
             if self.leader is not None:
-                tie = self.leader.break_tie(options=options, tied=top, rankings=votes, rule_answer=rule,
+                tie = self.leader.break_tie(question=question, options=options, tied=top, rankings=votes,
+                                            rule_answer=rule,
                                             shared=_leader_context(team, r2, talk, trust if c.trust else None))
             else:
                 tie = TieBreak(tied=top, resolved_by="rule", answer=rule,
@@ -269,7 +267,7 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
             answer = tie.answer
         aggregated, override = answer, None
         if self.leader is not None and self.leader.correct is not None:
-            override = self.leader.review(options=options, team_answer=aggregated,
+            override = self.leader.review(question=question, options=options, team_answer=aggregated,
                                           rankings=votes, shared=shared)
             answer = override.answer
         backers = [v.confidence for v in talk.final if v.first == answer and not v.fell_back]

@@ -28,6 +28,7 @@ class SpecialtyRecruitment(dspy.Signature):
     whose judgement matters most for this question, most relevant first."""
 
     question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     n_agents: int = dspy.InputField(desc="How many specialists to recruit.")
     question_analysis: str = dspy.InputField(desc="Known pitfalls of the question; may be empty.")
     specialists: list[Specialist] = dspy.OutputField(desc="Most relevant first.")

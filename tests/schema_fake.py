@@ -24,10 +24,14 @@ def _text(message: dict[str, Any]) -> str:
 
 
 def key_of(request: dict[str, Any]) -> str | None:
-    """The ``Key: X`` of the question in the last user message (demos come earlier)."""
+    """The ``Key: X`` of the question in the last user message.
+
+    Demos come as earlier messages (DSPy's layout) or, in teammed's compact layout, after the
+    case inside that message: the case leads it, so its key is the first one found.
+    """
     users = [m for m in request.get("messages", []) if m.get("role") == "user"]
     found = _KEY.findall(_text(users[-1])) if users else []
-    return found[-1] if found else None
+    return found[0] if found else None
 
 
 def _fill(schema: dict[str, Any], defs: dict[str, Any], key: str | None) -> Any:

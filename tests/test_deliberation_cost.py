@@ -26,7 +26,10 @@ def vignettes(bench):
     return bench.load_questions(ROOT / "data" / "demo.jsonl", 20)
 
 
-@pytest.mark.parametrize(("preset", "budget"), [("base", 3500), ("all", 8000)])
+# `all` was 8,000 (issue 11) while 16 of its 27 calls ran without the case; issue 18 puts the case in
+# every call (~7,600 -> ~11,700 tokens here) and sets <= 12,000 per question as the goal on real-length
+# questions, which are longer than these vignettes.
+@pytest.mark.parametrize(("preset", "budget"), [("base", 3500), ("all", 12000)])
 def test_prompt_tokens_per_question_within_budget(bench, vignettes, preset, budget):
     result = bench.measure(preset, vignettes, latency_s=0.0, n_agents=3, n_turns=2)
     assert result["questions"] == 20

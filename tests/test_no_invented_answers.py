@@ -361,8 +361,9 @@ class FaultyServer:
         schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema")
         assert schema, "the fake server needs the request's JSON schema"
         answer = schema_example(schema)
-        user = [m for m in body["messages"] if m["role"] == "user"][-1]  # few-shot demos come before it
-        question = re.findall(r"Case (\d+):", json.dumps(user["content"]))[-1]
+        # few-shot demos come before the last user message (DSPy) or after the case inside it (compact layout)
+        user = [m for m in body["messages"] if m["role"] == "user"][-1]
+        question = re.findall(r"Case (\d+):", json.dumps(user["content"]))[0]
         for name, prop in schema["properties"].items():
             if prop.get("enum") and set(prop["enum"]) <= set(OPTIONS):
                 with self._lock:

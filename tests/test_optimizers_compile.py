@@ -55,8 +55,12 @@ def planted(*, oracle: bool = False):
         gold = GOLD.get(call.inputs.get("question"))
         if gold is None:
             return None
-        has_demos = any(m.get("role") == "assistant" for m in call.messages)
-        right = oracle or has_demos or HINT in str(call.messages[0].get("content", ""))
+        # demos: DSPy's assistant turns, or teammed's compact layout's worked examples after the case;
+        # the instruction: in the system message (DSPy) or the task part of the user message (compact)
+        prompt = "\n".join(str(m.get("content", "")) for m in call.messages)
+        has_demos = any(m.get("role") == "assistant" for m in call.messages) or "Example 1 (another case):" in prompt
+        task = prompt.split("[[ ## task ## ]]", 1)[-1]
+        right = oracle or has_demos or HINT in task
         first = gold if right else next(letter for letter in LETTERS if letter != gold)
         if call.signature in ("FinalRanking", "InitialAssessment"):
             return {"ranking": _ranked(first), "confidence": "High"}

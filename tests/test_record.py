@@ -180,10 +180,13 @@ def test_compact_prompt_only_where_the_backend_enforces_the_schema():
     full = SchemaAdapter().format(FinalRanking, [], inputs)
     compact = SchemaAdapter().format(FinalRanking, [], inputs, compact=True)
     assert "Your output fields are" in full[0]["content"] and "Respond with a JSON object" in full[-1]["content"]
-    assert compact[0]["content"] == compact_system_text(FinalRanking)
+    assert compact[0]["content"] == compact_system_text(FinalRanking) == compact_system_text()  # one preamble
     assert "Your output fields are" not in str(compact) and "Respond with" not in str(compact)
     assert "A. Myocardial infarction\nB. Pulmonary embolism" in compact[-1]["content"]
     assert compact[-1]["content"].count("Q?") == 1
+    # the case first, then the behaviour's instruction (after the case, where an optimizer may rewrite it)
+    user = compact[-1]["content"]
+    assert user.startswith("[[ ## question ## ]]\nQ?") and user.index("Pericarditis") < user.index("final ranking")
 
 
 def test_no_schema_backend_gets_the_full_format():

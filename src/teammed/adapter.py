@@ -25,7 +25,8 @@ from teammed import usage
 from teammed.lm_usage import acall_lm, call_lm
 from teammed.schema import DIALECTS, output_schema, parse_outputs
 
-__all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text"]
+__all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text", "compact_task_text",
+           "PREAMBLE", "CASE_FIELDS"]
 
 logger = logging.getLogger(__name__)
 
@@ -34,21 +35,50 @@ logger = logging.getLogger(__name__)
 calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed_signature", default="?")
 
 
-def compact_system_text(signature: type[dspy.Signature]) -> str:
-    """The system text under an enforced schema: the instruction and what the less obvious inputs are.
+# The system message of every compact request: the same bytes for every behaviour, question and
+# system, so a server's prefix cache (vLLM, SGLang, llama.cpp, hosted prompt caching) reuses it.
+PREAMBLE = "You are an expert clinician. The case comes first; your task for this step follows it."
 
-    No field list, type notes or reply template: the enforced schema says what to return.
+# The inputs that make up the case, in the order every compact request shows them first.
+CASE_FIELDS = ("question", "options", "context", "image")
+
+
+def compact_system_text(signature: type[dspy.Signature] | None = None) -> str:
+    """The system text under an enforced schema: `PREAMBLE`, the same for every behaviour.
+
+    ``signature`` is accepted for older callers and ignored: the behaviour's own instruction
+    comes after the case, in the user message (`compact_task_text`).
+    """
+    return PREAMBLE
+
+
+def compact_task_text(signature: type[dspy.Signature]) -> str:
+    """The behaviour's part of a compact request: its instruction (which optimizers may rewrite),
+    what the less obvious inputs are, and what each output field should hold.
+
+    No type notes or reply template: the enforced schema says how to return it. The field notes
+    are there because a constrained decoder (vLLM, llama.cpp) never shows the model the schema's
+    descriptions.
     """
     lines = [" ".join(signature.instructions.split())]
     for name, field in signature.input_fields.items():
-        desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
-        if desc and not str(desc).startswith("${") and name not in _SELF_EVIDENT:
+        desc = _desc(field)
+        if desc and name not in _SELF_EVIDENT:
             lines.append(f"{name}: {desc}")
+    notes = [f"{name} ({desc.rstrip('.')})" if (desc := _desc(field)) else name
+             for name, field in signature.output_fields.items()]
+    lines.append("Reply with: " + "; ".join(notes) + ".")
     return "\n".join(lines)
 
 
-# Inputs whose name says what they are: no description in the compact system text.
-_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history", "shared_context"})
+def _desc(field: Any) -> str | None:
+    desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
+    return None if not desc or str(desc).startswith("${") else " ".join(str(desc).split())
+
+
+# Inputs whose name says what they are: no description in the compact task text.
+_SELF_EVIDENT = frozenset({"question", "options", "tied_options", "role", "team_context", "history", "shared_context",
+                           "context", "image"})
 
 
 def _compact_value(value: Any) -> Any:
@@ -86,6 +116,16 @@ def _plain_text(value: Any) -> str:
     if isinstance(value, list | tuple | dict):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
+
+
+_MARK = CUSTOM_TYPE_START_IDENTIFIER
+
+
+def _jsonable(value: Any) -> Any:
+    """A demo's output value as JSON data (pydantic models and enums included)."""
+    from dspy.adapters.utils import serialize_for_json
+
+    return serialize_for_json(value)
 
 
 def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
@@ -189,20 +229,76 @@ class SchemaAdapter(dspy.JSONAdapter):
     ) -> list[dict[str, Any]]:
         """The call's messages. ``compact`` when the backend enforces the output schema.
 
-        Compact messages keep what the model needs to read: the instruction, what the less
-        obvious inputs are, and the inputs (answer options one per line). They drop DSPy's field lists, type
-        notes and JSON template, which only repeat what the enforced schema already says.
-        Without a schema the full JSON-adapter format stays, since the prompt alone must
-        then ask for the JSON.
+        Compact messages are laid out for prefix caches: every request of one deliberation
+        starts with the same bytes. The system message is `PREAMBLE` (the same for every
+        behaviour and question); the one user message starts with the case (question,
+        options one per line, context, image: `CASE_FIELDS`, always in that order), and only
+        then comes what differs per behaviour: its task (`compact_task_text`, with the
+        instruction an optimizer may have rewritten), its demos (other cases, as text), and its
+        other inputs. DSPy's field lists, type notes and JSON template are left out: the
+        enforced schema already says what to return. Without a schema the full JSON-adapter
+        format stays, since the prompt alone must then ask for the JSON.
         """
         if not compact:
             return super().format(signature, demos, inputs)
-        messages = [{"role": "system", "content": compact_system_text(signature)}]
-        messages.extend(self.format_demos(signature, demos))
-        messages.append({"role": "user", "content": self._compact_user(signature, inputs)})
-        return messages
+        fields = signature.input_fields
+        kept = {k: _compact_value(v) for k, v in inputs.items() if k in fields}
+        case = [k for k in CASE_FIELDS if k in kept]
+        parts = [self._field_text(signature, k, kept[k]) for k in case]
+        parts.append(f"[[ ## task ## ]]\n{compact_task_text(signature)}")
+        examples = self._compact_demos(signature, demos)
+        if examples:
+            parts.append(examples)
+        parts.extend(self._field_text(signature, k, kept[k]) for k in fields if k in kept and k not in case)
+        text = "\n\n".join(parts) + "\n"
+        content = _expand_custom_types({"role": "user", "content": text})["content"] if _MARK in text else text
+        return [{"role": "system", "content": PREAMBLE}, {"role": "user", "content": content}]
+
+    def _field_text(self, signature: type[dspy.Signature], name: str, value: Any) -> str:
+        """``[[ ## name ## ]]`` and the value as DSPy writes it (custom types stay marked for `format`)."""
+        field = signature.input_fields[name]
+        if _plain(field, value):
+            return f"[[ ## {name} ## ]]\n{_plain_text(value)}"
+        from dspy.adapters.utils import format_field_value
+
+        return f"[[ ## {name} ## ]]\n{format_field_value(field_info=field, value=value)}"
+
+    def _compact_demos(self, signature: type[dspy.Signature], demos: list[dict[str, Any]]) -> str:
+        """Few-shot demos as text inside the behaviour's part (after the case, so the prefix stays shared).
+
+        Each is another case: its inputs as ``name: value`` lines (no ``[[ ## ]]`` markers, which
+        belong to this case's inputs) and the reply it got as JSON. A demo needs at least one
+        input and one output, as in DSPy's ``format_demos``.
+        """
+        blocks: list[str] = []
+        for demo in demos or []:
+            shown_in = [k for k in signature.input_fields if demo.get(k) is not None]
+            shown_out = {k: demo[k] for k in signature.output_fields if demo.get(k) is not None}
+            if not shown_in or not shown_out:
+                continue
+            lines = [f"Example {len(blocks) + 1} (another case):"]
+            for k in shown_in:
+                value = _compact_value(demo[k])
+                field = signature.input_fields[k]
+                if _plain(field, value):
+                    shown = _plain_text(value)
+                else:
+                    from dspy.adapters.utils import format_field_value
+
+                    shown = format_field_value(field_info=field, value=value)
+                lines.append(f"{k}:{chr(10) if chr(10) in shown else ' '}{shown}")
+            reply = json.dumps({k: _jsonable(v) for k, v in shown_out.items()}, ensure_ascii=False)
+            lines.append(f"reply: {reply}")
+            blocks.append("\n".join(lines))
+        if not blocks:
+            return ""
+        return "\n\n".join(["Worked examples from other cases:", *blocks])
 
     def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
+        """All of ``inputs`` in signature order, as DSPy's user message writes them, byte for byte.
+
+        The plain-value fast path here is the one `_field_text` takes; tests compare it with DSPy's.
+        """
         kept = {k: _compact_value(v) for k, v in inputs.items() if k in signature.input_fields}
         fields = signature.input_fields
         if all(_plain(fields[k], v) for k, v in kept.items()):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from teammed.components import COMPONENTS, PRESET_COMPONENTS
 from teammed.errors import ConfigError
@@ -62,6 +62,15 @@ class TeamworkConfig(BaseModel):
     # None: follows leadership (the default). Only a deviation is stored (False with leadership),
     # so merging a dumped config with ``leadership=True`` keeps the default on.
     leader_correction: bool | None = None
+
+    @field_validator("n_agents", mode="before")
+    @classmethod
+    def _team_size(cls, value: object) -> object:
+        """2, 3 or 4 clinicians, or 'auto': anything else is refused, never turned into some team size."""
+        if value == "auto" or (type(value) in (int, float) and value in (2, 3, 4)):
+            return int(value) if type(value) is float else value  # type: ignore[arg-type]
+        raise ValueError("the team size is 2, 3 or 4 clinicians (the specification's range), or 'auto' to let "
+                         "the recruiter decide")
 
     @model_validator(mode="before")
     @classmethod

@@ -22,10 +22,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from teammed.errors import BackendError
 
-__all__ = ["LocalServer", "default_gguf", "free_port"]
+__all__ = ["LocalServer", "REQUEST_DEFAULTS", "default_gguf", "free_port"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,14 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+# What every request to the embedded llama.cpp server carries: ``cache_prompt`` lets the server
+# reuse the KV cache of the longest prefix it has already seen (teammed's prompts are laid out so
+# that every request of a deliberation starts with the same preamble and case; see
+# `teammed.adapter`). llama.cpp's own server reads it; llama-cpp-python's ignores unknown fields
+# and reuses the previous prompt's prefix by itself.
+REQUEST_DEFAULTS: dict[str, Any] = {"extra_body": {"cache_prompt": True}}
 
 
 class LocalServer:

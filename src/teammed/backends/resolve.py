@@ -12,6 +12,7 @@ released at once), then raise in the main thread; a second signal exits immediat
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import signal
 import sys
@@ -25,6 +26,7 @@ from teammed import interrupts
 from teammed.backends.base import MeteredLM
 from teammed.backends.cache import ResponseCache
 from teammed.backends.litellm_backend import LiteLLMBackend
+from teammed.backends.local import REQUEST_DEFAULTS as LOCAL_REQUEST_DEFAULTS
 from teammed.backends.local import LocalServer
 from teammed.backends.retry import RetryPolicy
 from teammed.backends.scripted import ScriptedLM
@@ -354,7 +356,8 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
                             retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(local=True),
                             max_parallel_requests=1, max_tokens=max_tokens, api_key="sk-local-no-key",
                             transport=options.transport,
-                            backend_id=f"local:{server.model_path}", profile="llamacpp")
+                            backend_id=f"local:{server.model_path}", profile="llamacpp",
+                            **copy.deepcopy(LOCAL_REQUEST_DEFAULTS))
         _register(lm)
         stack.callback(_unregister, lm)
         stack.callback(lm.close)  # runs before the server stops: waiting retries give up
