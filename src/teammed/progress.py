@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, Self, TextIO
 
+from dspy.predict.predict import Predict
 from dspy.utils.callback import BaseCallback
 
 from teammed import usage as usage_mod
@@ -86,7 +87,9 @@ class _LiveCalls(BaseCallback):
 
     def on_module_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
         cls = type(instance)
-        if cls.__module__.startswith("dspy."):
+        # DSPy's own modules, and subclasses of its predictors (a behaviour's inner predictor), are
+        # not phases: the behaviour around them is
+        if cls.__module__.startswith("dspy.") or issubclass(cls, Predict):
             return
         with self._lock:
             stack = self._stacks.setdefault(threading.get_ident(), [])

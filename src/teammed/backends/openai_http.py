@@ -174,11 +174,11 @@ class OpenAICompatibleClient:
     # ------------------------------------------------------------------ clients
     def _verify(self) -> ssl.SSLContext:
         """The TLS context of all of this deployment's clients: ``SSL_CERT_FILE``/``SSL_CERT_DIR``
-        as they are when the deployment first connects, else certifi's bundle (httpx's ``trust_env``)."""
-        with self._lock:
-            if self._tls is None:
-                self._tls = tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-            return self._tls
+        as they are when the deployment first connects, else certifi's bundle (httpx's ``trust_env``).
+        Takes no lock (callers may hold ``_lock``); `tls_context` is cached per CA configuration."""
+        if self._tls is None:
+            self._tls = tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+        return self._tls
 
     def _options(self, connections: int) -> dict[str, Any]:
         return {"trust_env": True, "follow_redirects": True, "timeout": httpx.Timeout(self.timeout_s),
