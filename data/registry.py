@@ -29,7 +29,7 @@ from teammed.data import (
     pubmedqa,
     unified,
 )
-from teammed.data._hf import arrow_rows, hf_directory_rows, is_hf_directory
+from teammed.data._hf import arrow_rows, folder_split_files, hf_directory_rows, is_hf_directory
 from teammed.data._hub import HubUnavailable, fetch_hub_rows
 from teammed.data._rows import EXTENSIONS, Row, read_rows
 from teammed.data._spec import DatasetSpec, Origin, option_defaults
@@ -125,6 +125,7 @@ def _load_file(
         raise DataError(f"Unknown split {split!r} for {path}: a single file holds one split. Splits: "
                         f"{spec.default_split} or all (the whole file); with --split also tune or eval (its parts "
                         f"of the tune/eval partition).")
+    files = folder_split_files(path, split) if path.is_dir() else None  # several splits: one, never merged
     split = split or spec.default_split
     folder = path if path.is_dir() else path.parent
     origin = Origin(
@@ -133,6 +134,9 @@ def _load_file(
         data_dir=data_dir or folder,
         dataset=None if spec is unified.SPEC else spec.name,
     )
+    if files is not None:
+        rows = [row for file in files for row in _read_local(file, split)]
+        return _build(spec, rows, origin, options, f"{path} [{split}]")
     return _build(spec, _read_local(path, split), origin, options, str(path))
 
 

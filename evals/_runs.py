@@ -33,12 +33,20 @@ class Run:
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
 
+    @property
+    def answered_by(self) -> str | None:
+        """The models that answered the run's rows (``a+b`` when they differ; None: rows do not record it)."""
+        models = sorted({m for row in self.rows for m in (row.answered_models or "").split("+") if m})
+        return "+".join(models) or None
+
     def variant(self) -> dict[str, Any]:
         """What must be equal for two runs to be seeds of one system: the identity without the
-        sample (seed, question ids) and the program's path; flattened so differences can be named."""
+        sample (seed, question ids) and the program's path, and the models that answered (when the rows
+        record them); flattened so differences can be named."""
+        answered = {"answered_by": self.answered_by} if self.answered_by else {}
         if self.identity is None:
-            return {}
-        fields = self.identity.model_dump(mode="json", exclude=_SAMPLE_FIELDS)
+            return answered
+        fields = {**self.identity.model_dump(mode="json", exclude=_SAMPLE_FIELDS), **answered}
         config = fields.pop("config", None) or {}
         program_config = fields.pop("program_config", None) or {}
         flat = {k: v for k, v in fields.items() if k not in ("dataset", "label", "system")}
@@ -240,11 +248,28 @@ def distinguish_variants(runs: list[Run]) -> list[Run]:
     return out
 
 
+def split_by_model(runs: list[Run]) -> list[Run]:
+    """A run whose rows were answered by different models (a Router spreading questions over
+    deployments) becomes one run per answering model (rows naming several models, or none, form
+    their own part), so a report never averages two models as one system."""
+    out: list[Run] = []
+    for run in runs:
+        parts: dict[str, list[ResultRow]] = {}
+        for row in run.rows:
+            parts.setdefault(row.answered_models or "", []).append(row)
+        if len([k for k in parts if k]) < 2:
+            out.append(run)
+            continue
+        out += [replace(run, rows=tuple(rows), n_planned=None) for rows in parts.values()]
+    return out
+
+
 def group_runs(runs: list[Run]) -> list[Group]:
-    """Runs grouped by (data set, configuration) across seeds, in first-seen order. Runs of one
-    label whose identities differ beyond the sample are distinguished first, never merged."""
+    """Runs grouped by (data set, configuration) across seeds, in first-seen order. A run answered by
+    several models is split per model first; runs of one label whose identities (or answering models)
+    differ beyond the sample are distinguished, never merged."""
     grouped: dict[tuple[str, str], list[Run]] = {}
-    for run in distinguish_variants(runs):
+    for run in distinguish_variants(split_by_model(runs)):
         grouped.setdefault((run.dataset, run.config), []).append(run)
     groups = []
     for (dataset, config), members in grouped.items():

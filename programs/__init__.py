@@ -23,6 +23,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
+
 __all__ = [
     # the teamwork program and how to configure it
     "TeamworkProgram",
@@ -36,7 +38,7 @@ __all__ = [
     "build_system",
     "ZeroShot",
     "FewShot",
-    "ChainOfThought",
+    "SingleAgentCoT",
     "AdaptiveComplexity",
     "KnowledgeDrivenTeam",
     "ConsultationTeam",
@@ -71,6 +73,8 @@ _WHERE = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "ChainOfThought":  # deprecated (one release): not cached, so every use warns
+        return importlib.import_module("teammed.programs.peers.baselines").deprecated_alias(__name__, name)
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'teammed.programs' has no attribute {name!r}")

@@ -21,12 +21,12 @@ from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.peers import (
     SYSTEMS,
     AdaptiveComplexity,
-    ChainOfThought,
     ConsensusVote,
     ConsultationTeam,
     FewShot,
     KnowledgeDrivenTeam,
     MajorityVote,
+    SingleAgentCoT,
     build_system,
 )
 from teammed.programs.peers._history import estimate_tokens, over_budget
@@ -250,7 +250,7 @@ def test_few_shot_rejects_an_example_without_an_answer() -> None:
 
 
 def test_chain_of_thought_reasons_before_answering() -> None:
-    prediction, lm, _ = run(ChainOfThought(), lambda call: {"reasoning": "ST elevation.", "answer": "A"})
+    prediction, lm, _ = run(SingleAgentCoT(), lambda call: {"reasoning": "ST elevation.", "answer": "A"})
     assert list(lm.calls[0].schema["properties"])[:2] == ["reasoning", "answer"]
     assert (prediction.answer, prediction.rationale, prediction.record) == (
         "A",

@@ -30,7 +30,7 @@ def readme_example(api_base: str) -> dict:
     """The README's example, verbatim but for the model and server (here: the fake one)."""
     import dspy
 
-    from teammed.programs import ChainOfThought, TeamworkProgram, preset
+    from teammed.programs import SingleAgentCoT, TeamworkProgram, preset
     from teammed.usage import track
 
     lm = dspy.LM("openai/fake-model", api_base=api_base, api_key="not-needed", cache=False)
@@ -50,7 +50,7 @@ def readme_example(api_base: str) -> dict:
         with track() as used:
             prediction = compiled(question=QUESTIONS[0][0], options=OPTIONS)
         cot = dspy.BootstrapFewShot(metric=correct, max_bootstrapped_demos=1).compile(
-            ChainOfThought(), trainset=trainset)
+            SingleAgentCoT(), trainset=trainset)
         cot_score = evaluate(cot)
     return {"before": before.score, "after": after.score, "answer": prediction.answer, "calls": used.calls,
             "tokens": (used.prompt_tokens, used.completion_tokens), "by": dict(used.calls_by_signature),
@@ -156,9 +156,9 @@ def test_spans_name_the_behaviour_not_behaviour_forward():
     (["x", "y"], "must be a mapping"),
 ])
 def test_options_are_validated_by_every_system(options, fragment):
-    from teammed.programs import ChainOfThought, TeamworkProgram
+    from teammed.programs import SingleAgentCoT, TeamworkProgram
 
-    for program in (TeamworkProgram(), ChainOfThought()):
+    for program in (TeamworkProgram(), SingleAgentCoT()):
         with pytest.raises(ConfigError, match=fragment):
             program(question="Q?", options=options)
 

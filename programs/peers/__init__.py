@@ -16,7 +16,7 @@ from typing import Any
 import dspy
 
 from teammed.errors import ConfigError
-from teammed.programs.peers.baselines import ChainOfThought, FewShot, ZeroShot
+from teammed.programs.peers.baselines import FewShot, SingleAgentCoT, ZeroShot
 from teammed.programs.peers.consultation import ConsultationTeam
 from teammed.programs.peers.kamac import KnowledgeDrivenTeam
 from teammed.programs.peers.mdagents import AdaptiveComplexity
@@ -27,7 +27,7 @@ __all__ = [
     "build_system",
     "ZeroShot",
     "FewShot",
-    "ChainOfThought",
+    "SingleAgentCoT",
     "AdaptiveComplexity",
     "KnowledgeDrivenTeam",
     "ConsultationTeam",
@@ -38,7 +38,7 @@ __all__ = [
 SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
     "zero_shot": ZeroShot,
     "few_shot": FewShot,
-    "cot": ChainOfThought,
+    "cot": SingleAgentCoT,
     "mdagents": AdaptiveComplexity,
     "kamac": KnowledgeDrivenTeam,
     "consultation": ConsultationTeam,
@@ -72,3 +72,11 @@ def build_system(name: str, **kwargs: Any) -> dspy.Module:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"system {name!r} takes no parameter {key!r}.{hint} Available: {options}.")
     return factory(**kwargs)
+
+
+def __getattr__(name: str) -> Any:
+    from teammed.programs.peers import baselines
+
+    if name in baselines.DEPRECATED:  # ChainOfThought -> SingleAgentCoT, warned
+        return baselines.deprecated_alias(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

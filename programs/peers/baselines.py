@@ -25,7 +25,7 @@ from teammed.programs.peers._shared import (
 from teammed.programs.team import Transcript
 from teammed.signatures.peer_single import DirectAnswer, ReasonedAnswer
 
-__all__ = ["ZeroShot", "FewShot", "ChainOfThought"]
+__all__ = ["ZeroShot", "FewShot", "SingleAgentCoT"]
 
 
 def _single(phase: str, out: Any, options: dict[str, str], reasoning: str, behaviour: str) -> dspy.Prediction:
@@ -89,8 +89,12 @@ class FewShot(PeerSystem):
         return _single("few_shot", out, options, "", self.answer.name)
 
 
-class ChainOfThought(PeerSystem):
-    """One model reasons step by step, then answers; the reasoning is the rationale."""
+class SingleAgentCoT(PeerSystem):
+    """One model reasons step by step, then answers; the reasoning is the rationale (system ``cot``).
+
+    Formerly ``ChainOfThought``, renamed so as not to shadow `dspy.ChainOfThought` (a module, not a
+    whole answering system); the old name is a deprecated alias for one release.
+    """
 
     def __init__(self) -> None:
         super().__init__()
@@ -100,3 +104,23 @@ class ChainOfThought(PeerSystem):
         options = dict(options)
         out = self.answer(question=question_text(question, context), options=options)
         return _single("cot", out, options, str(out.reasoning or ""), self.answer.name)
+
+
+# Deprecated names (one release): old name -> new name.
+DEPRECATED = {"ChainOfThought": "SingleAgentCoT"}
+
+
+def deprecated_alias(module: str, name: str) -> Any:
+    """The object a deprecated name stands for, with a DeprecationWarning naming the new one."""
+    import warnings
+
+    new = DEPRECATED[name]
+    warnings.warn(f"{module}.{name} is deprecated and will be removed in the next release; use "
+                  f"{module}.{new} (it is not dspy.{name})", DeprecationWarning, stacklevel=3)
+    return globals()[new]
+
+
+def __getattr__(name: str) -> Any:
+    if name in DEPRECATED:
+        return deprecated_alias(__name__, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,7 @@
 """teammed: a clinical team of LLM agents deliberating as one optimizable DSPy program."""
 
-import os as _os
-
-# Importing litellm offline would otherwise stall fetching a remote price map.
-_os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-# ruff: noqa: E402
+# Importing teammed changes nothing in os.environ: litellm's offline price map is asked for
+# (never over a user's setting) where DSPy or litellm is imported, see teammed._litellm_env.
 
 from typing import TYPE_CHECKING, Any
 

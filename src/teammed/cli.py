@@ -304,7 +304,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.data import sample_questions
     from teammed.evals import summarize
     from teammed.progress import RunProgress, expected_calls_per_question
-    from teammed.records import RunIdentity, redacted_argv
+    from teammed.records import RunIdentity, prompt_digest, redacted_argv
     from teammed.redact import redact
     from teammed.runner import RunSettings, RunStopped, run_questions
 
@@ -353,20 +353,23 @@ def cmd_run(args: argparse.Namespace) -> int:
                 dataset=choice.name,
                 dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n, seed=seed,
                 stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
-                question_ids=[q.id for q in sample], teammed_version=__version__,
+                question_ids=[q.id for q in sample], teammed_version=__version__, temperature=args.temperature,
             )
+            chosen = {q.id for q in sample}  # few-shot examples never include the test questions
+            pool = [q for q in choice.source if q.id not in chosen]
+            factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
             settings = RunSettings(
                 out_dir=out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
                 max_consecutive_failures=args.max_consecutive_failures,
                 extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
                                          "shuffle_options": args.shuffle_options},
-                            "split": choice.split, "overlap": overlap, "command": redacted_argv(sys.argv)},
+                            "split": choice.split, "overlap": overlap, "command": redacted_argv(sys.argv),
+                            "max_tokens": args.max_tokens,
+                            # the program's prompts (signatures, instructions, field descriptions, demos)
+                            "prompt_sha256": prompt_digest(factory())},
             )
             header = (f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
                       f"{model} -> {out}")
-            chosen = {q.id for q in sample}  # few-shot examples never include the test questions
-            pool = [q for q in choice.source if q.id not in chosen]
-            factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
             per_question = expected_calls_per_question(config, system=args.system)
             # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
             in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
@@ -628,6 +631,8 @@ def _closed_pipe(code: int = 141) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import teammed._litellm_env  # noqa: F401  litellm's packaged price map, unless the user chose otherwise
+
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2): printed, maybe into a closed pipe

@@ -1,6 +1,6 @@
 """Backend flags shared by every command, and how they become backends.
 
-The same options (``--api-base``, retries, ``--timeout``, ``--structured-output``,
+The same options (``--api-base``, retries, ``--timeout``, ``--temperature``, ``--structured-output``,
 ``--max-parallel-requests``, the cache) reach the main model(s), a ``--deployments`` file,
 and ``--teacher-model`` / ``--reflection-model``; all of them stop on the same shutdown.
 """
@@ -40,6 +40,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--timeout", type=positive_float,
                    help="seconds per LM request (default 120; the embedded local model: 600)")
     g.add_argument("--max-tokens", type=positive_int, default=512, help="completion token limit per call")
+    g.add_argument("--temperature", type=non_negative_float, default=0.0,
+                   help="sampling temperature of every call (default 0; recorded in the run identity)")
     g.add_argument("--retry-attempts", type=positive_int, default=4, help="attempts per call (default 4)")
     g.add_argument("--retry-base", type=non_negative_float, default=2.0,
                    help="first backoff in seconds (doubles, jittered; default 2)")
@@ -62,7 +64,8 @@ def backend_options(args: argparse.Namespace) -> Any:
     cache = None if getattr(args, "no_cache", False) else ResponseCache(getattr(args, "cache_dir", None))
     dialect = getattr(args, "structured_output", "auto")
     return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
-                          max_tokens=args.max_tokens, structured_output=None if dialect == "auto" else dialect,
+                          max_tokens=args.max_tokens, temperature=getattr(args, "temperature", 0.0),
+                          structured_output=None if dialect == "auto" else dialect,
                           max_parallel_requests=getattr(args, "max_parallel_requests", None)
                           or 4 * getattr(args, "concurrency", 1), transport=getattr(args, "transport", "auto"))
 

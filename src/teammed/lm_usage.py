@@ -15,6 +15,9 @@ import threading
 import time
 from typing import Any
 
+import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
+
+# isort: split
 import dspy
 from dspy.utils.callback import BaseCallback
 

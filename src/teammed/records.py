@@ -1,7 +1,7 @@
 """The typed, versioned records a run writes: its identity and one result row per question.
 
 `RunIdentity` is what makes two runs the same run: system, label, configuration, compiled
-program (content hash), model, deployments and server (``--api-base``, credentials masked),
+program (content hash), model, deployments and server (``--api-base``, credentials masked), temperature,
 data set (name + content hash), split, sample (n, seed, question ids) and teammed version.
 ``--resume`` continues a run directory only under the same identity (`identity_differences`
 names what differs).
@@ -51,6 +51,7 @@ __all__ = [
     "identity_differences",
     "dataset_digest",
     "file_digest",
+    "prompt_digest",
     "write_atomic",
     "redacted_argv",
     "tuning_record",
@@ -85,6 +86,8 @@ class RunIdentity(BaseModel):
     shuffle_options: bool = False
     question_ids: list[str] = Field(default_factory=list)
     teammed_version: str | None = None
+    temperature: float = Field(default=0.0, description="--temperature of every call (run.json files written "
+                               "before this field load as 0, the default they ran with).")
 
 
 # Fields compared on --resume; ``program`` (a path) is not: the content hash is what counts.
@@ -137,6 +140,9 @@ class ResultRow(BaseModel):
     label: str | None = None
     program_sha256: str | None = None
     deployment: str | None = None
+    # the deployments that answered this question's calls: [{model, api_base (redacted), calls}], one per
+    # distinct deployment (several when a Router spread the calls); empty for rows written before it
+    answered_by: list[dict[str, Any]] = Field(default_factory=list)
     gold: str | None = None
     prediction: str | None = None
     correct: bool | None = None
@@ -184,7 +190,7 @@ class ResultRow(BaseModel):
             return data
         data = dict(data)
         for key, empty in (("record", {}), ("transcript", []), ("options", {}), ("roles", []), ("meta", {}),
-                           ("calls_by_signature", {})):
+                           ("calls_by_signature", {}), ("answered_by", [])):
             if key in data and data[key] is None:
                 data[key] = type(empty)()
         if isinstance(data.get("id"), int) and not isinstance(data.get("id"), bool):
@@ -195,6 +201,12 @@ class ResultRow(BaseModel):
 
     def to_json(self) -> str:
         return json.dumps(self.model_dump(mode="json"), default=str)
+
+    @property
+    def answered_models(self) -> str | None:
+        """The model strings that answered this question, sorted and joined with ``+`` (None: not recorded)."""
+        models = sorted({str(d.get("model")) for d in self.answered_by if isinstance(d, dict) and d.get("model")})
+        return "+".join(models) or None
 
 
 class _Reader(BaseModel):
@@ -496,6 +508,13 @@ def dataset_digest(questions: Sequence[Question]) -> str:
         digest.update(json.dumps(q.model_dump(mode="json"), sort_keys=True, default=str).encode())
         digest.update(b"\n")
     return digest.hexdigest()
+
+
+def prompt_digest(program: Any) -> str:
+    """sha256 of a DSPy program's prompts: every predictor's signature (instructions, fields and their
+    descriptions) and demos, as ``program.dump_state()`` holds them (canonical JSON)."""
+    state = program.dump_state() if hasattr(program, "dump_state") else {}
+    return hashlib.sha256(json.dumps(state, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def file_digest(path: Path | str) -> str:

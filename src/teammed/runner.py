@@ -37,6 +37,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
+
+# isort: split
+
 import dspy
 from pydantic import BaseModel
 
@@ -215,6 +219,30 @@ def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identi
     )
     row = ResultRow.model_validate({**spent, **counted, **fields})
     return row, failure
+
+
+def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
+    """What ``run.json`` records of each deployment: its model, server (redacted), temperature,
+    max_tokens, and the structured-output dialect it uses now (with the degradations that led there)."""
+    from teammed.redact import redact
+
+    out = []
+    for d in deployments:
+        lm = d.lm
+        kwargs = getattr(lm, "kwargs", None) or {}
+        base = getattr(lm, "api_base", None)
+        schema = bool(getattr(lm, "takes_schema", False))  # a teammed backend picks the dialect
+        out.append({"deployment": d.spec, "model": getattr(lm, "model", None),
+                    "api_base": redact(str(base).rstrip("/")) if base and not str(getattr(lm, "backend_id", "") or
+                                                                                   "").startswith("local:") else None,
+                    "transport": getattr(lm, "transport", None),
+                    "temperature": kwargs.get("temperature"), "max_tokens": kwargs.get("max_tokens"),
+                    "structured_output": getattr(lm, "structured_output", None) if schema else None,
+                    "degradations": [list(step) for step in getattr(lm, "degradations", [])] if schema else []})
+        members = getattr(lm, "router_members", None)  # the deployments a Router spreads this one's calls over
+        if members:
+            out[-1]["members"] = [{"model": m, "api_base": b} for m, b in members]
+    return out
 
 
 def usage_mod_fields(used: usage_mod.Usage) -> dict[str, Any]:
@@ -550,6 +578,7 @@ def run_questions(
         manifest = {"identity": identity.model_dump(mode="json"), "system": identity.system,
                     "label": identity.label, "config": identity.config, "dataset": identity.dataset,
                     "seed": identity.seed, "model": identity.model, "deployments": list(identity.deployments),
+                    "temperature": identity.temperature, "backends": backend_settings(deployments),
                     "n_questions": len(questions), "question_ids": ids, **environment(), **settings.extra_meta}
         write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
         if on_start is not None:
@@ -574,6 +603,11 @@ def run_questions(
         if metrics is not None:
             summary["metrics"] = metrics(list(rows))  # the typed rows; `teammed.evals.summarize` reads them
         write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
+        # the dialect each deployment ended on (a refused response_format degrades it during the run)
+        ended = backend_settings(deployments)
+        if ended != manifest["backends"]:
+            manifest["backends"] = ended
+            write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
     if stopped:
         raise stopped
     failed = _all_failed(rows)

@@ -53,12 +53,17 @@ class Usage:
     fallbacks: int = 0
     fallbacks_by_behaviour: dict[str, int] = field(default_factory=dict)
     calls_by_signature: dict[str, int] = field(default_factory=dict)
+    # (model, redacted api_base) of the deployment that answered -> its calls (backends that report one)
+    answered_by: dict[tuple[str, str | None], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         data = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         data["calls_by_signature"] = dict(self.calls_by_signature)
         data["fallbacks_by_behaviour"] = dict(self.fallbacks_by_behaviour)
+        data["answered_by"] = [{"model": model, "api_base": base, "calls": n}
+                               for (model, base), n in sorted(self.answered_by.items(),
+                                                              key=lambda kv: (kv[0][0], kv[0][1] or ""))]
         data["latency_s"] = round(self.latency_s, 4)
         data["cost_usd"] = round(self.cost_usd, 8)
         data["spent_cost_usd"] = round(self.spent_cost_usd, 8)
@@ -140,6 +145,7 @@ def record_call(
     cache_hit: bool = False,
     retries: int = 0,
     cached_prompt_tokens: int = 0,
+    answered_by: tuple[str, str | None] | None = None,
 ) -> None:
     """Add one LM call to the current usage.
 
@@ -147,21 +153,25 @@ def record_call(
     (a cache hit passes the original call's); they count as spent only when not a cache hit.
     ``cached_prompt_tokens``: how many of ``prompt_tokens`` the provider reported as read from
     its prompt cache (the original call's on a hit of teammed's response cache).
+    ``answered_by``: (model string, redacted api_base) of the deployment that answered, when known.
     """
     _book(signature=signature, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
           latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries,
-          cached_prompt_tokens=cached_prompt_tokens)
+          cached_prompt_tokens=cached_prompt_tokens, answered_by=answered_by)
     if _listeners:
         _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s)
 
 
 def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency_s: float, cost_usd: float,
-          cache_hit: bool, retries: int, cached_prompt_tokens: int = 0) -> None:
+          cache_hit: bool, retries: int, cached_prompt_tokens: int = 0,
+          answered_by: tuple[str, str | None] | None = None) -> None:
     usage = _current.get()
     if usage is None:
         return
     with usage._lock:
         usage.calls += 1
+        if answered_by is not None:
+            usage.answered_by[answered_by] = usage.answered_by.get(answered_by, 0) + 1
         usage.calls_by_signature[signature] = usage.calls_by_signature.get(signature, 0) + 1
         usage.latency_s += latency_s
         usage.retries += retries

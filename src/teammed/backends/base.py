@@ -100,6 +100,7 @@ class MeteredLM(dspy.BaseLM):
             cost_usd=float(info.get("cost_usd") or 0.0),
             cache_hit=bool(info.get("cache_hit")),
             retries=int(info.get("retries") or 0),
+            answered_by=info.get("answered_by"),
         )
         tracker = dspy.settings.usage_tracker
         if tracker is not None and not info.get("cache_hit") and tokens is not None:

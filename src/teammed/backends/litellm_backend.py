@@ -105,6 +105,25 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
             return False
 
 
+def _redacted_base(api_base: Any) -> str | None:
+    return redact(str(api_base).rstrip("/")) if api_base else None
+
+
+def _router_deployment_ids(router: Any, model_name: str | None = None) -> dict[str, tuple[str, str | None]]:
+    """A litellm Router's deployments (of ``model_name``, or all) by id: (model string, redacted api_base)."""
+    try:
+        entries = router.get_model_list(model_name=model_name) or []
+    except Exception:  # an older or stub router: the answering deployment is read from each response
+        return {}
+    out = {}
+    for entry in entries:
+        params = entry.get("litellm_params") or {}
+        ident = (entry.get("model_info") or {}).get("id")
+        if ident and params.get("model"):
+            out[str(ident)] = (str(params["model"]), _redacted_base(params.get("api_base")))
+    return out
+
+
 class LiteLLMBackend(MeteredLM):
     """A DSPy LM for any litellm model; ``api_base`` points it at an OpenAI-compatible server."""
 
@@ -150,6 +169,10 @@ class LiteLLMBackend(MeteredLM):
         self.timeout_s = timeout_s
         self.response_cache = cache
         self.router = router
+        self._router_ids = _router_deployment_ids(router) if router is not None else {}
+        # the deployments behind this model_name: what run.json lists as its members
+        self.router_members = sorted(set(_router_deployment_ids(router, model).values()),
+                                     key=lambda m: (m[0], m[1] or "")) if router is not None else []
         limit = max_parallel_requests or max_concurrency
         self.max_parallel_requests = limit
         self._slots = threading.BoundedSemaphore(limit) if limit else None
@@ -239,17 +262,39 @@ class LiteLLMBackend(MeteredLM):
             if found is not None:
                 cached = (ChatResponse.model_validate(found["response"]) if self._direct is not None
                           else _litellm().ModelResponse(**found["response"]))
-                hit = (cached, {"cache_hit": True, "cost_usd": found.get("cost_usd", 0.0)})
+                who = found.get("answered_by")
+                hit = (cached, {"cache_hit": True, "cost_usd": found.get("cost_usd", 0.0),
+                                "answered_by": tuple(who) if isinstance(who, list) and len(who) == 2
+                                else self.answered_by(cached)})
         return dialect, messages, request, key, hit
+
+    def answered_by(self, response: Any) -> tuple[str, str | None]:
+        """(model string, redacted api_base) of the deployment that answered ``response``: with a Router,
+        the deployment litellm picked (its ``_hidden_params`` ``model_id``/``api_base``), else this one
+        (the embedded model by its file's name: its port changes every run)."""
+        if self.router is not None:
+            hidden = getattr(response, "_hidden_params", None) or {}
+            found = self._router_ids.get(str(hidden.get("model_id")))
+            if found is not None:
+                return found
+            model, base = hidden.get("litellm_model_name"), hidden.get("api_base")
+            return (str(model), _redacted_base(base)) if model else (self.model, None)
+        if str(self.backend_id or "").startswith("local:"):
+            import pathlib
+
+            return f"local:{pathlib.Path(str(self.backend_id)[6:]).stem}", None
+        return self.model, _redacted_base(self.api_base)
 
     def _finish(self, response: Any, retries: int, key: str | None, *, json_expected: bool):  # type: ignore[no-untyped-def]
         cost = self._cost(response)
+        who = self.answered_by(response)
         if key is not None and self.response_cache is not None:
             text = response.choices[0].message.content if response.choices else ""
             if _parseable(text or "", json_expected=json_expected):
                 self.response_cache.put(key, {"response": response.model_dump(),
-                                              "usage": dict(response.usage or {}), "cost_usd": cost})
-        return response, {"retries": retries, "cost_usd": cost}
+                                              "usage": dict(response.usage or {}), "cost_usd": cost,
+                                              "answered_by": list(who)})
+        return response, {"retries": retries, "cost_usd": cost, "answered_by": who}
 
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
         params.pop("num_retries", None)

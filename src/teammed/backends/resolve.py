@@ -62,6 +62,7 @@ class BackendOptions:
     cache: ResponseCache | None = None
     timeout_s: float | None = None  # None: DEFAULT_TIMEOUT_S, or LOCAL_TIMEOUT_S for the embedded model
     max_tokens: int = 512
+    temperature: float = 0.0  # --temperature: every call of every backend of the command
     structured_output: str | None = None
     max_parallel_requests: int | None = None
     transport: str = "auto"  # "litellm": no direct client even for OpenAI-compatible servers
@@ -267,15 +268,39 @@ def _router_deployments(path: Path | str, options: BackendOptions,
                                                                    or DEFAULT_MAX_PARALLEL * len(members))
         first = members[0]["litellm_params"]
         keyed = all(m["litellm_params"].get("api_base") for m in members)
+        defaults = BackendOptions()
         lm = LiteLLMBackend(name, router=router, structured_output=next(iter(dialects), options.structured_output),
                             retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
-                            max_parallel_requests=total, max_tokens=options.max_tokens,
+                            max_parallel_requests=total,
+                            max_tokens=int(_group_setting(path, name, members, "max_tokens", options.max_tokens,
+                                                          defaults.max_tokens, "--max-tokens")),
+                            temperature=float(_group_setting(path, name, members, "temperature",
+                                                             options.temperature, defaults.temperature,
+                                                             "--temperature")),
                             backend_id="router:" + ",".join(sorted(f"{m['litellm_params']['model']}@"
                                                                    f"{m['litellm_params'].get('api_base') or ''}"
                                                                    for m in members)),
                             profile=_profile_of(first["model"], first.get("api_base") if keyed else None))
         made.append((f"{name} ({len(members)} deployments)", lm))
     return made
+
+
+def _group_setting(path: Path | str, name: str, members: list[dict[str, Any]], key: str, flag: float,
+                   default: float, flag_name: str) -> float:
+    """A sampling setting of a deployments group: the members' own ``litellm_params[key]`` when they
+    set it (a flag left at its default never overrides it; a different value given on the command
+    line is refused), else the flag's. Members that disagree are refused: one group, one setting."""
+    values = {m["litellm_params"][key] for m in members if m["litellm_params"].get(key) is not None}
+    if len(values) > 1:
+        raise ConfigError(f"{path}: the entries of {name!r} set different {key} ({', '.join(map(str, sorted(values)))})"
+                          f"; give them one, or different model_names")
+    if not values:
+        return flag
+    (value,) = values
+    if flag != default and flag != value:
+        raise ConfigError(f"{path}: {name!r} sets {key}: {value} but {flag_name} {flag} was given; drop one of "
+                          f"them")
+    return float(value)
 
 
 def _profile_of(model: str, api_base: str | None) -> str:
@@ -355,6 +380,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
                             structured_output=options.structured_output or "json_object_schema",
                             retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(local=True),
                             max_parallel_requests=1, max_tokens=max_tokens, api_key="sk-local-no-key",
+                            temperature=options.temperature,
                             transport=options.transport,
                             backend_id=f"local:{server.model_path}", profile="llamacpp",
                             **copy.deepcopy(LOCAL_REQUEST_DEFAULTS))
@@ -366,7 +392,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
                         retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
                         max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
-                        max_tokens=max_tokens, transport=options.transport)
+                        max_tokens=max_tokens, temperature=options.temperature, transport=options.transport)
     try:
         lm.check_credentials()
     except FatalBackendError as exc:  # refused before any call: careless input (exit 2), not a server's refusal
@@ -388,6 +414,7 @@ def open_deployments(
     cache: ResponseCache | None = None,
     timeout_s: float | None = None,
     max_tokens: int = 512,
+    temperature: float = 0.0,
     structured_output: str | None = None,
     max_parallel_requests: int | None = None,
     deployments_file: Path | str | None = None,
@@ -400,7 +427,7 @@ def open_deployments(
     the number of questions. Credentials are checked before anything is sent.
     """
     options = options or BackendOptions(api_base=api_base, retry=retry or RetryPolicy(), cache=cache,
-                                        timeout_s=timeout_s, max_tokens=max_tokens,
+                                        timeout_s=timeout_s, max_tokens=max_tokens, temperature=temperature,
                                         structured_output=structured_output,
                                         max_parallel_requests=max_parallel_requests)
     with shutdown_on_signals(), contextlib.ExitStack() as stack:

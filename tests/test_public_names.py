@@ -1,0 +1,86 @@
+"""Public names that fit DSPy, an import without side effects, backends a user can reach (issue 21, item 4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import dspy
+import pytest
+
+import teammed.backends
+import teammed.programs
+import teammed.programs.peers
+
+
+def _environ_around(code: str, env: dict[str, str]) -> dict[str, dict[str, str]]:
+    script = ("import json, os\n"
+              "before = dict(os.environ)\n"
+              f"{code}\n"
+              "print(json.dumps({'before': before, 'after': dict(os.environ)}))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"}
+
+
+def test_import_teammed_changes_nothing_in_the_environment() -> None:
+    seen = _environ_around("import teammed\nteammed.TeamworkConfig, teammed.DataError", _clean_env())
+    assert seen["after"] == seen["before"]
+
+
+def test_the_offline_cost_map_is_set_where_litellm_is_imported_never_over_the_user() -> None:
+    seen = _environ_around("import teammed.backends", _clean_env())
+    assert seen["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    assert {k: v for k, v in seen["after"].items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"} == seen["before"]
+    # the import may not reach the network here: the user's "False" is kept as it was, only read
+    mine = _environ_around("import teammed._litellm_env", {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "False"})
+    assert mine["after"] == mine["before"] and mine["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
+
+
+@pytest.mark.parametrize("module", [teammed.programs, teammed.programs.peers, teammed.backends])
+def test_no_public_name_shadows_a_dspy_name_with_another_meaning(module) -> None:
+    clashes = [name for name in module.__all__
+               if hasattr(dspy, name) and getattr(module, name) is not getattr(dspy, name)]
+    assert clashes == []
+
+
+def test_the_chain_of_thought_peer_is_single_agent_cot_and_keeps_its_system_name() -> None:
+    from teammed.programs import SYSTEMS, SingleAgentCoT, build_system
+
+    assert SYSTEMS["cot"] is SingleAgentCoT and type(build_system("cot")) is SingleAgentCoT
+    assert SingleAgentCoT is not dspy.ChainOfThought
+
+
+@pytest.mark.parametrize("module", ["teammed.programs", "teammed.programs.peers", "teammed.programs.peers.baselines"])
+def test_the_old_name_is_a_deprecated_alias_of_the_same_class(module: str) -> None:
+    import importlib
+
+    from teammed.programs import SingleAgentCoT
+
+    imported = importlib.import_module(module)
+    for _ in range(2):  # never cached: every use warns
+        with pytest.warns(DeprecationWarning, match=rf"{module}\.ChainOfThought is deprecated.*SingleAgentCoT"):
+            assert imported.ChainOfThought is SingleAgentCoT
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert imported.SingleAgentCoT is SingleAgentCoT  # the new name does not warn
+    assert "ChainOfThought" not in imported.__all__
+
+
+def test_the_backends_a_user_constructs_are_exported() -> None:
+    from teammed.backends.litellm_backend import LiteLLMBackend
+    from teammed.backends.openai_http import OpenAICompatibleClient
+
+    assert teammed.backends.LiteLLMBackend is LiteLLMBackend
+    assert teammed.backends.OpenAICompatibleClient is OpenAICompatibleClient
+    assert {"LiteLLMBackend", "OpenAICompatibleClient", "ScriptedLM"} <= set(teammed.backends.__all__)
+    assert {"LiteLLMBackend", "OpenAICompatibleClient"} <= set(dir(teammed.backends))
+    with pytest.raises(AttributeError):
+        teammed.backends.NoSuchBackend  # noqa: B018
