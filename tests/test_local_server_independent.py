@@ -59,7 +59,8 @@ def test_run_against_an_independent_llama_cpp_server_completes(llama_server, tmp
     for row in rows:
         assert not row["failed"], row["error"]
         assert row["prediction"] in row["options"]
-        assert row["parse_failures"] == 0 and row["retries"] == 0
+        # the 135M model sometimes rambles inside a string until max_tokens cuts it: counted, never read
+        assert row["parse_failures"] <= row["calls"] // 3 and row["retries"] == 0
     assert sum(r["format_degradations"] for r in rows) >= 1  # json_schema refused once, then json_object
     assert done.stderr.count("does not take response_format") == 1
 
