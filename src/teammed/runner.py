@@ -616,11 +616,31 @@ def run_questions(
     return summary
 
 
+class _Tally:
+    """Running counts for the progress line (O(1) per finished question)."""
+
+    def __init__(self) -> None:
+        self.calls = self.failed = self.labeled = self.correct = 0
+
+    def add(self, row: ResultRow) -> None:
+        self.calls += row.calls
+        self.failed += bool(row.failed)
+        if row.correct is not None:
+            self.labeled += 1
+            self.correct += bool(row.correct)
+
+    def accuracy(self) -> float:
+        return self.correct / self.labeled if self.labeled else 0.0
+
+
 def _execute(todo: list[Question], *, program_factory, deployments, settings: RunSettings,  # type: ignore[no-untyped-def]
              results_path: Path, existing: list[ResultRow], progress, total: int,
              questions_in_flight: int | None = None) -> tuple[list[ResultRow], RunStopped | None]:
     lock = threading.Lock()
     rows = list(existing)
+    tally = _Tally()
+    for row in rows:
+        tally.add(row)
     streak = _Streak(settings.max_consecutive_failures)
     started = time.monotonic()
     stopping = threading.Event()
@@ -663,13 +683,12 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                 if stop and stopped is None:
                     stopped = stop[0]
                     pool.cancel_queued()
+                tally.add(row)
                 if progress is not None:
-                    labeled = [r for r in rows if r.correct is not None]
                     elapsed = time.monotonic() - started
                     progress({
-                        "done": len(rows), "total": total,
-                        "accuracy": sum(bool(r.correct) for r in labeled) / len(labeled) if labeled else 0.0,
-                        "calls": sum(r.calls for r in rows), "failed": sum(r.failed for r in rows),
+                        "done": len(rows), "total": total, "accuracy": tally.accuracy(),
+                        "calls": tally.calls, "failed": tally.failed,
                         "eta_s": elapsed / finished * (len(todo) - finished),
                     })
     except BaseException:
