@@ -28,3 +28,18 @@ def _fresh_dspy_settings():
     """No test sees another's LM, adapter or trace."""
     with dspy.context(lm=None, adapter=None, trace=[]):
         yield
+
+
+@pytest.fixture
+def hub_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline, no data directory from the environment, and a tripwire on the hub's probe: a data
+    test that would contact the Hugging Face hub fails instead of waiting on the network."""
+    from teammed.data import _hub, registry
+
+    monkeypatch.setenv("TEAMMED_OFFLINE", "1")
+    monkeypatch.delenv(registry.DATA_DIR_VARIABLE, raising=False)
+
+    def tripwire(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the hub was contacted")
+
+    monkeypatch.setattr(_hub, "_probe", tripwire)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import dspy
@@ -49,3 +53,16 @@ def still_running(pids: list[str], *, within_s: float = 10.0) -> list[str]:
     while (left := [p for p in pids if alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.1)
     return left
+
+
+def fake_server_module() -> ModuleType:
+    """``benchmarks/fake_server.py`` as a module (the benchmarks are not a package), loaded once."""
+    name = "teammed_benchmark_fake_server"
+    if name not in sys.modules:
+        path = Path(__file__).resolve().parents[1] / "benchmarks" / "fake_server.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

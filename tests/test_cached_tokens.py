@@ -5,9 +5,7 @@ emulated block-level prefix cache (item 4's tooling) counts a repeated prefix, n
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,19 +18,9 @@ from teammed.cli import main
 from teammed.records import ResultRow, load_row
 from tests import schema_fake
 from tests.fake_openai import FakeOpenAI, completion
+from tests.helpers import fake_server_module
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _fake_server_module() -> Any:
-    name = "teammed_benchmark_fake_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "fake_server.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 # ---------------------------------------------------------------- reading a response's usage
@@ -187,7 +175,7 @@ def test_rows_written_before_cached_tokens_load_and_leave_the_share_out():
 
 # ---------------------------------------------------------------- the benchmark server's prefix cache
 def test_block_hashes_chain_whole_blocks():
-    fake = _fake_server_module()
+    fake = fake_server_module()
     tokens = list(range(40))
     hashes = fake.block_hashes(tokens)
     assert len(hashes) == 2  # the partial third block has no hash
@@ -197,7 +185,7 @@ def test_block_hashes_chain_whole_blocks():
 
 
 def test_prefix_cache_counts_a_repeated_prefix_and_not_a_changed_one():
-    fake = _fake_server_module()
+    fake = fake_server_module()
     cache = fake.PrefixCache()
     tokens = list(range(100))
     assert cache.lookup_and_store(tokens) == 0  # nothing seen yet
@@ -209,7 +197,7 @@ def test_prefix_cache_counts_a_repeated_prefix_and_not_a_changed_one():
 
 
 def test_prefix_cache_forgets_the_least_recently_used_blocks():
-    fake = _fake_server_module()
+    fake = fake_server_module()
     cache = fake.PrefixCache(capacity_blocks=2)
     a, b = list(range(33)), list(range(1000, 1033))
     cache.lookup_and_store(a)
@@ -220,7 +208,7 @@ def test_prefix_cache_forgets_the_least_recently_used_blocks():
 
 
 def test_server_reports_and_logs_cached_tokens_of_a_shared_message_prefix(tmp_path):
-    fake = _fake_server_module()
+    fake = fake_server_module()
     preamble = {"role": "system", "content": "You are a member of a clinical team. " * 20}
     case = "A 58-year-old man has crushing chest pain radiating to the jaw and ST elevations in II, III, aVF. " * 3
 
@@ -247,7 +235,7 @@ def test_server_reports_and_logs_cached_tokens_of_a_shared_message_prefix(tmp_pa
 
 
 def test_prompt_token_ids_are_as_many_as_the_server_counts():
-    fake = _fake_server_module()
+    fake = fake_server_module()
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello there", "name": "x"},
                 {"role": "user", "content": [{"type": "text", "text": "Part one."}, {"type": "image_url"}]}]
     assert len(fake.prompt_token_ids(messages)) == fake.count_prompt_tokens(messages)

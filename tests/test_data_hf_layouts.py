@@ -14,7 +14,7 @@ import datasets
 import pytest
 
 from teammed.cli import main
-from teammed.data import _hub, load_dataset, registry
+from teammed.data import _hub, load_dataset
 from teammed.errors import DataError
 
 MEDQA_ROWS = [
@@ -31,15 +31,8 @@ MEDQA_ROWS = [
 TRAIN_ROWS = [{**MEDQA_ROWS[0], "question": "Train: " + MEDQA_ROWS[0]["question"]}]
 
 
-@pytest.fixture(autouse=True)
-def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEAMMED_OFFLINE", "1")
-    monkeypatch.delenv(registry.DATA_DIR_VARIABLE, raising=False)
-
-    def tripwire(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the hub was contacted")
-
-    monkeypatch.setattr(_hub, "_probe", tripwire)
+# No test reaches the hub (offline, no data dir from the environment, a tripwire): tests/conftest.py
+pytestmark = pytest.mark.usefixtures("hub_unreachable")
 
 
 def _table(rows: list[dict]) -> datasets.Dataset:

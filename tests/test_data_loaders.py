@@ -29,16 +29,8 @@ from teammed.types import Question
 FIXTURES = Path(__file__).parent / "data" / "fixtures"
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test reaches the hub: offline, no data dir from the environment, and a tripwire."""
-    monkeypatch.setenv("TEAMMED_OFFLINE", "1")
-    monkeypatch.delenv(registry.DATA_DIR_VARIABLE, raising=False)
-
-    def tripwire(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the hub was contacted")
-
-    monkeypatch.setattr(_hub, "_probe", tripwire)
+# No test reaches the hub (offline, no data dir from the environment, a tripwire): tests/conftest.py
+pytestmark = pytest.mark.usefixtures("hub_unreachable")
 
 
 def _online(monkeypatch: pytest.MonkeyPatch) -> None:

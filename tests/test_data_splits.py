@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from teammed.cli import main
-from teammed.data import _hub, load_dataset, registry
+from teammed.data import load_dataset
 from teammed.errors import DataError
 
 
@@ -31,15 +31,8 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-@pytest.fixture(autouse=True)
-def _no_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TEAMMED_OFFLINE", "1")
-    monkeypatch.delenv(registry.DATA_DIR_VARIABLE, raising=False)
-
-    def tripwire(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("the hub was contacted")
-
-    monkeypatch.setattr(_hub, "_probe", tripwire)
+# No test reaches the hub (offline, no data dir from the environment, a tripwire): tests/conftest.py
+pytestmark = pytest.mark.usefixtures("hub_unreachable")
 
 
 @pytest.fixture

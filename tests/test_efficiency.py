@@ -6,7 +6,6 @@ schema-valid answers), from the start and end time it logs for every request.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,20 +22,10 @@ from teammed.cli import main
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.runner import RunSettings, run_questions
 from teammed.types import Question
+from tests.helpers import fake_server_module
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("litellm", "dspy", "matplotlib", "optuna", "datasets", "openai")
-
-
-def _fake_server_module() -> Any:
-    name = "teammed_benchmark_fake_server"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / "fake_server.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 def _requests(log: Path) -> list[dict[str, Any]]:
@@ -60,7 +49,7 @@ def fake_server(tmp_path, monkeypatch):
 
     def start(latency_s: float):
         log = tmp_path / f"requests-{latency_s}.jsonl"
-        return _fake_server_module().FakeServer(latency_s=latency_s, log_path=log), log
+        return fake_server_module().FakeServer(latency_s=latency_s, log_path=log), log
 
     return start
 
@@ -215,7 +204,7 @@ def test_compile_evaluates_with_concurrency(tmp_path, fake_server):
 
 
 def test_fake_server_answers_valid_varied_json_with_real_token_counts(tmp_path):
-    module = _fake_server_module()
+    module = fake_server_module()
     import random
 
     schema = {"title": "Ranked", "type": "object", "required": ["ranking", "answer", "confidence", "why"],
