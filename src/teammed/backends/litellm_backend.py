@@ -296,11 +296,15 @@ class LiteLLMBackend(MeteredLM):
                                               "answered_by": list(who)})
         return response, {"retries": retries, "cost_usd": cost, "answered_by": who}
 
-    def complete(self, messages, **params):  # type: ignore[no-untyped-def]
+    @staticmethod
+    def _unpack(params: dict[str, Any]) -> tuple[Any, Any, CallOptions]:
+        """Take teammed's own keys out of a call's parameters: (schema, plain messages, options)."""
         params.pop("num_retries", None)
-        schema = params.pop("teammed_schema", None)
-        plain = params.pop("teammed_plain_messages", None)
-        options = call_options.get() or CallOptions()
+        return (params.pop("teammed_schema", None), params.pop("teammed_plain_messages", None),
+                call_options.get() or CallOptions())
+
+    def complete(self, messages, **params):  # type: ignore[no-untyped-def]
+        schema, plain, options = self._unpack(params)
         while True:
             dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
             if dialect in ("json_object", "none"):
@@ -319,10 +323,7 @@ class LiteLLMBackend(MeteredLM):
         wait. Other transports run `complete` on a worker thread."""
         if self._direct is None:
             return await super().acomplete(messages, **params)
-        params.pop("num_retries", None)
-        schema = params.pop("teammed_schema", None)
-        plain = params.pop("teammed_plain_messages", None)
-        options = call_options.get() or CallOptions()
+        schema, plain, options = self._unpack(params)
         while True:
             dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
             if dialect in ("json_object", "none"):
