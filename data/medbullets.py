@@ -6,7 +6,9 @@ option columns are dropped.
 
 Local files in the data directory, first match wins: ``medbullets_op4.csv``,
 ``medbullets/medbullets_op4.csv``, ``medbullets/op4.*`` and ``medbullets_op4.*`` (``.*`` =
-.jsonl/.json/.csv/.parquet); op5 likewise. The CSVs are one test split.
+.jsonl/.json/.csv/.parquet); op5 likewise. The CSVs are one test split. The name
+``medbullets`` means the five-option set (op5), as in MedAgentsBench, whose
+``medbullets/<split>.jsonl`` folder is read too (`teammed.data.medagentsbench`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def _spec(variant: str, n: int) -> DatasetSpec:
         splits=("test",),
         local_only="MedBullets ships as CSV files in the GitHub repository HanjieChen/ChallengeClinicalQA "
         f"(medbullets/{stem}.csv), not on the Hugging Face hub",
-        aliases=(f"medbullets-{variant}",),
+        # the five-option set is the one MedAgentsBench and the papers call "medbullets"
+        aliases=(f"medbullets-{variant}", "medbullets") if variant == "op5" else (f"medbullets-{variant}",),
     )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from teammed.data import (
     clinical_notes,
     ddxplus,
+    medagentsbench,
     medbullets,
     medmcqa,
     medqa,
@@ -36,7 +37,7 @@ from teammed.data._spec import DatasetSpec, Origin, option_defaults
 from teammed.errors import DataError
 from teammed.types import Question
 
-__all__ = ["load_dataset", "available_datasets", "DATA_DIR_VARIABLE"]
+__all__ = ["load_dataset", "available_datasets", "known_splits", "DATA_DIR_VARIABLE"]
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ _SPECS: tuple[DatasetSpec, ...] = (
     pathvqa.SPEC,
     pmc_vqa.SPEC,
     clinical_notes.SPEC,
+    *medagentsbench.EXTRA_SPECS,
 )
 _SCHEMAS: dict[str, DatasetSpec] = {spec.name: spec for spec in (*_SPECS, unified.SPEC)}
 
@@ -106,8 +108,47 @@ def load_dataset(
     if "source" in options:
         raise DataError(f"source= names the schema of a data file; {name!r} is a registry name, not a file.")
     spec = _SCHEMAS[_ALIASES[key]]
-    return _load_named(spec, data_dir=_data_dir(data_dir), split=_split(spec, split), options=options,
-                       revision=revision)
+    folder = _data_dir(data_dir)
+    layout = medagentsbench.find_layout(folder, spec.name)
+    if layout is not None:
+        return _load_layout(spec, layout, folder, split=split, options=options, revision=revision)
+    return _load_named(spec, data_dir=folder, split=_split(spec, split), options=options, revision=revision)
+
+
+def known_splits(name: str, data_dir: str | Path | None = None) -> tuple[str, tuple[str, ...] | None] | None:
+    """(default split, known splits or None for any) of a registry name; None for anything else.
+
+    With a MedAgentsBench folder for ``name`` under ``data_dir`` (or ``$TEAMMED_DATA_DIR``), the
+    splits are that folder's file stems and the default is ``test``.
+    """
+    spec_name = _ALIASES.get(_key(name))
+    if spec_name is None or Path(name).expanduser().is_file():
+        return None
+    spec = _SCHEMAS[spec_name]
+    layout = medagentsbench.find_layout(_data_dir(data_dir), spec.name)
+    if layout is not None:
+        return medagentsbench.DEFAULT_SPLIT, tuple(layout.splits)
+    return spec.default_split, spec.splits
+
+
+def _load_layout(spec: DatasetSpec, layout: medagentsbench.Layout, data_dir: Path | None, *, split: str | None,
+                 options: dict[str, Any], revision: str | None) -> list[Question]:
+    """A registry name read from its MedAgentsBench folder (see `teammed.data.medagentsbench`)."""
+    where = str(layout.folder)
+    _no_revision(revision, spec.name, where)
+    if options:
+        raise DataError(f"{', '.join(options)}: options of {spec.name}'s original files; {where} is MedAgentsBench's "
+                        f"layout, which takes none (its rows are already in one schema)")
+    names = ", ".join(layout.splits)
+    chosen = split if split is not None else layout.default_split
+    if chosen is None:
+        raise DataError(f"{where} has no test.jsonl; choose a split with --split (split= in Python): {names}")
+    path = layout.file(chosen)
+    if path is None:
+        hint = _did_you_mean(chosen, list(layout.splits))
+        raise DataError(f"{where} has no split {chosen!r}.{hint} Splits (file stems): {names}")
+    origin = Origin(split=chosen, directory=layout.folder, data_dir=data_dir, dataset=spec.name)
+    return _build_with(medagentsbench.build, spec, read_rows(path), origin, str(path))
 
 
 def _load_file(
@@ -213,7 +254,12 @@ def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None, revision: st
 def _build(
     spec: DatasetSpec, rows: list[Row], origin: Origin, options: dict[str, Any], where: str
 ) -> list[Question]:
-    questions = spec.build(rows, origin, **options)
+    return _build_with(spec.build, spec, rows, origin, where, **options)
+
+
+def _build_with(build: Any, spec: DatasetSpec, rows: list[Row], origin: Origin, where: str,
+                **options: Any) -> list[Question]:
+    questions = build(rows, origin, **options)
     if not questions:
         raise DataError(f"No usable {spec.name} questions in {where} ({len(rows)} rows read).")
     logger.info("Loaded %d %s questions from %s", len(questions), spec.name, where)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from teammed.types import Question
@@ -56,22 +57,8 @@ class SplitPlan:
     name: str
 
 
-def _registry_splits(dataset: str) -> tuple[str, tuple[str, ...] | None] | None:
-    """(default split, known splits) of a registry name; None for a data file or unknown name."""
-    from pathlib import Path
-
-    from teammed.data import registry
-
-    if Path(dataset).expanduser().is_file():
-        return None
-    spec_name = registry._ALIASES.get(registry._key(dataset))
-    if spec_name is None:
-        return None
-    spec = registry._SCHEMAS[spec_name]
-    return spec.default_split, spec.splits
-
-
-def plan_split(dataset: str, *, purpose: Purpose, split: str | None = None) -> SplitPlan:
+def plan_split(dataset: str, *, purpose: Purpose, split: str | None = None,
+               data_dir: str | Path | None = None) -> SplitPlan:
     """The questions ``purpose`` draws from when the user gave ``--split split`` (or nothing).
 
     Defaults: tuning (`search`, `compile`) reads the source's own validation split, else its
@@ -79,9 +66,12 @@ def plan_split(dataset: str, *, purpose: Purpose, split: str | None = None) -> S
     part of the default split (or of the file). Evaluation (`run`) reads the default split
     whole when tuning has its own split, else its *eval* part. ``--split tune``/``--split eval``
     pick a part of the default split, ``--split all`` the default split (or file) whole; any other
-    value names a source split, used whole.
+    value names a source split, used whole. ``data_dir`` matters for MedAgentsBench's folders,
+    whose splits are their file stems (`teammed.data.registry.known_splits`).
     """
-    known = _registry_splits(dataset)
+    from teammed.data.registry import known_splits
+
+    known = known_splits(dataset, data_dir)
     base = "file" if known is None else known[0]
     if split == "all":  # the default split (or the file) whole: tuning and evaluation may then overlap
         return SplitPlan(None, None, base)

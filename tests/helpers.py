@@ -66,3 +66,54 @@ def fake_server_module() -> ModuleType:
         sys.modules[name] = module
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+# ---------------------------------------------------------------- a MedAgentsBench data folder
+MEDAGENTSBENCH_FOLDERS = ("medqa", "medqa_5options", "pubmedqa", "medmcqa", "mmlu", "mmlu-pro", "medbullets",
+                          "afrimedqa")
+_STEM = ("A {age}-year-old patient (case {i} of {folder}) presents with fever, weight loss and night sweats "
+         "for three weeks; examination shows cervical lymphadenopathy and the chest film shows hilar widening. ")
+
+
+def _mab_row(folder: str, i: int) -> dict[str, Any]:
+    """One row in MedAgentsBench's schema, shaped as that benchmark's folder holds it."""
+    stem = _STEM.format(age=20 + i, i=i, folder=folder) * 3 + "Which is the most likely diagnosis?"
+    if folder == "pubmedqa":
+        options = {"A": "yes", "B": "no", "C": "maybe"}
+        gold = "ABC"[i % 3]
+        return {"realidx": str(10_000_000 + i), "question": stem, "answer": options[gold],
+                "answer_rationale": "the abstract says so", "options": options, "answer_idx": gold}
+    n = {"mmlu-pro": 10, "medqa_5options": 5, "medbullets": 5, "afrimedqa": 5}.get(folder, 4)
+    options = {"ABCDEFGHIJ"[k]: f"Diagnosis {k + 1} for case {i}" for k in range(n)}
+    if folder in ("mmlu-pro", "afrimedqa") and i % 2:
+        options["ABCDEFGHIJ"[n - 1]] = "N/A"  # MedAgentsBench pads short option lists
+    gold = "ABCD"[i % 4]
+    row: dict[str, Any] = {"question": stem, "options": options, "answer_idx": gold, "answer": options[gold]}
+    row["realidx"] = 6000 + i if folder == "mmlu-pro" else f"{folder}-{i:04d}"
+    if folder.startswith("medqa"):
+        row["meta_info"] = "step1"
+    if folder == "mmlu-pro":
+        row.update(category="health", src="ori_mmlu-anatomy")
+    if folder == "medbullets":
+        row["reason"] = "Bullet Summary: the explanation"
+    return row
+
+
+def write_medagentsbench(root: Path, *, n_test: int = 24, folders: tuple[str, ...] = MEDAGENTSBENCH_FOLDERS) -> Path:
+    """A small copy of MedAgentsBench's ``data/`` folder: ``<folder>/test.jsonl`` (``n_test`` rows),
+    ``test_hard.jsonl`` (the first 6), ``sampled_50.jsonl`` (the first 5), PubMedQA's
+    ``train.jsonl`` and MedQA's stray ``test_hard.json``; returns ``root``."""
+    import json
+
+    for folder in folders:
+        target = root / folder
+        target.mkdir(parents=True, exist_ok=True)
+        rows = [_mab_row(folder, i) for i in range(n_test)]
+        splits = {"test": rows, "test_hard": rows[:6], "sampled_50": rows[:5]}
+        if folder == "pubmedqa":
+            splits["train"] = [dict(_mab_row(folder, 1000 + i)) for i in range(8)]
+        for split, chosen in splits.items():
+            (target / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in chosen), encoding="utf-8")
+        if folder == "medqa":
+            (target / "test_hard.json").write_text(json.dumps(rows[:6]), encoding="utf-8")
+    return root

@@ -52,7 +52,8 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
     from teammed.data.splits import apply_plan, plan_split
     from teammed.records import dataset_digest
 
-    plan = plan_split(args.dataset, purpose=purpose, split=getattr(args, "split", None))  # type: ignore[arg-type]
+    plan = plan_split(args.dataset, purpose=purpose, split=getattr(args, "split", None),
+                      data_dir=getattr(args, "data_dir", None))  # type: ignore[arg-type]
     pinned = {"revision": args.revision} if getattr(args, "revision", None) else {}  # hub revision, if given
     source = load_dataset(args.dataset, data_dir=getattr(args, "data_dir", None), split=plan.source_split, **pinned)
     questions = apply_plan(source, plan)
