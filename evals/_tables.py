@@ -116,9 +116,11 @@ def significance_table(comparisons: Sequence[Stats]) -> str:
         ci = f"[{100 * comp['ci_low']:+.1f}, {100 * comp['ci_high']:+.1f}] ({level}%)"
         body.append([
             comp["config"], comp["dataset"], f"{100 * comp['diff']:+.1f}", str(comp["b"]), str(comp["c"]),
-            f"{comp['p_mcnemar']:.4f}", ci, str(comp["n_pairs"]),
+            f"{comp['p_mcnemar']:.4f}", _fmt(comp.get("p_holm"), ".4f"), ci, _fmt(comp.get("mde"), ".1f", scale=100),
+            str(comp["n_pairs"]),
         ])
-    header = ["Config", "Dataset", "Δ acc (pp)", "b", "c", "McNemar p", "Bootstrap CI of Δ (pp)", "Pairs"]
+    header = ["Config", "Dataset", "Δ acc (pp)", "b", "c", "McNemar p", "Holm p", "Bootstrap CI of Δ (pp)",
+              "MDE (pp)", "Pairs"]
     return markdown_table(header, body)
 
 

@@ -26,7 +26,7 @@ from teammed.evals.metrics import (
     summarize,
     trust_by_stage,
 )
-from teammed.evals.stats import mean_se, paired_comparison
+from teammed.evals.stats import holm, mean_se, paired_comparison
 from teammed.records import write_atomic
 
 __all__ = ["build_report", "ReportError"]
@@ -93,6 +93,8 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
             continue
         names = {"config": group.config, "dataset": group.dataset, "baseline": baseline}
         comparisons.append(names | comparison)
+    for comparison, adjusted in zip(comparisons, holm([c["p_mcnemar"] for c in comparisons]), strict=True):
+        comparison["p_holm"] = adjusted  # one family: every comparison the report makes
     return comparisons
 
 
@@ -164,8 +166,10 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         lines += _section(
             f"Significance vs `{baseline}`", _tables.significance_table(numbers["significance"]),
             "Paired per question by (seed, id). b / c: questions only the configuration / only the baseline "
-            "answered correctly; exact two-sided McNemar p (unadjusted for multiple comparisons); "
-            "percentile paired-bootstrap CI of the accuracy difference.",
+            "answered correctly; exact two-sided McNemar p, raw and Holm-adjusted over all the table's "
+            "comparisons (read significance from the Holm column); percentile paired-bootstrap CI of the "
+            "accuracy difference; MDE: the smallest true difference (points) these pairs detect with 80% power "
+            "at alpha 0.05 (normal approximation of McNemar's test with the observed discordant share).",
         )
     lines += _section("Efficiency (per question)", _tables.efficiency_table(stats),
                       "Tokens and cost are billable: what the backend charges for these calls, the same whether "

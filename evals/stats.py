@@ -24,6 +24,11 @@ __all__ = [
     "discordant",
     "paired_bootstrap",
     "paired_comparison",
+    "holm",
+    "mde_paired",
+    "mde_from_se",
+    "PublishedCheck",
+    "published_consistency",
 ]
 
 logger = logging.getLogger(__name__)
@@ -126,4 +131,104 @@ def paired_comparison(
         return None
     b, c = discordant(pairs)
     boot = paired_bootstrap(rows, baseline_rows, n_resamples=n_resamples, seed=seed) or {}
-    return {**boot, "b": b, "c": c, "p_mcnemar": mcnemar(b, c)}
+    alpha, power = 0.05, 0.8
+    return {**boot, "b": b, "c": c, "p_mcnemar": mcnemar(b, c),
+            "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
+            "mde_alpha": alpha, "mde_power": power}
+
+
+# ---------------------------------------------------------------- many tests, small samples
+def holm(pvalues: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (family-wise error), in the input's order; None stays None.
+
+    Sorted ascending, the i-th smallest of m is multiplied by (m - i), the running maximum
+    keeps the order, and values are capped at 1. Reject where the adjusted p <= alpha.
+    """
+    present = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+    for p, _ in present:
+        if not 0.0 <= p <= 1.0 or math.isnan(p):
+            raise ValueError(f"p-values must be in [0, 1] (got {p})")
+    m = len(present)
+    adjusted: list[float | None] = [None] * len(pvalues)
+    running = 0.0
+    for rank, (p, index) in enumerate(present):
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def _z_sum(alpha: float, power: float) -> float:
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"alpha and power must be in (0, 1) (got alpha={alpha}, power={power})")
+    normal = statistics.NormalDist()
+    return normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)
+
+
+def mde_from_se(se: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided z-test at ``alpha`` detects with ``power``, given the
+    difference's standard error: (z_{1-alpha/2} + z_power) * se (2.80 * se at 0.05 and 80%)."""
+    if se < 0:
+        raise ValueError(f"se must be non-negative (got {se})")
+    return _z_sum(alpha, power) * se
+
+
+def mde_paired(n_pairs: int, discordant_share: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
+    """Smallest accuracy difference (a share, 0-1) a paired test on ``n_pairs`` questions detects with
+    ``power`` at two-sided ``alpha``, when ``discordant_share`` of the pairs disagree.
+
+    Normal approximation of McNemar's test: the difference b/n - c/n has SE sqrt(d/n) with d the
+    discordant share, so the MDE is (z_{1-alpha/2} + z_power) * sqrt(d/n). A share of 0 is taken as
+    1/n (no disagreement seen is not evidence that none exists). None without pairs.
+    """
+    if n_pairs <= 0:
+        return None
+    if not 0.0 <= discordant_share <= 1.0:
+        raise ValueError(f"discordant_share must be in [0, 1] (got {discordant_share})")
+    share = max(discordant_share, 1.0 / n_pairs)
+    return min(1.0, _z_sum(alpha, power) * math.sqrt(share / n_pairs))
+
+
+class PublishedCheck(NamedTuple):
+    """Whether a published mean ± SE (percent, rounded to ``decimals``) can come from ``k`` runs of ``n``
+    questions each: the mean must be a multiple of 100/(k n) and some k accuracies with that mean must
+    give the SE (``se_possible``) or, read as a standard deviation, the SD (``sd_possible``)."""
+
+    mean_possible: bool
+    se_possible: bool
+    sd_possible: bool
+
+    @property
+    def consistent(self) -> bool:
+        """Mean and SE both possible: only such a cell may be tested against."""
+        return self.mean_possible and self.se_possible
+
+
+def published_consistency(mean: float, se: float, *, n: int, k: int, decimals: int = 1) -> PublishedCheck:
+    """Check a published cell against its protocol (``k`` seeds x ``n`` questions); see `PublishedCheck`."""
+    if n <= 0 or k <= 1:
+        raise ValueError(f"need n >= 1 questions and k >= 2 runs (got n={n}, k={k})")
+    tolerance = 0.5 * 10 ** -decimals + 1e-9
+    total = round(mean * k * n / 100)  # correct answers over all runs
+    mean_possible = 0 <= total <= k * n and abs(100 * total / (k * n) - mean) <= tolerance
+    if not mean_possible:
+        return PublishedCheck(False, False, False)
+    se_ok = sd_ok = False
+    for counts in _compositions(total, k, n):
+        accs = [100 * c / n for c in counts]
+        sd = statistics.stdev(accs)
+        se_ok = se_ok or abs(sd / math.sqrt(k) - se) <= tolerance
+        sd_ok = sd_ok or abs(sd - se) <= tolerance
+        if se_ok and sd_ok:
+            break
+    return PublishedCheck(True, se_ok, sd_ok)
+
+
+def _compositions(total: int, k: int, cap: int, low: int = 0) -> Iterable[tuple[int, ...]]:
+    """Non-decreasing k-tuples in [low, cap] summing to ``total`` (the runs' correct counts, unordered)."""
+    if k == 1:
+        if low <= total <= cap:
+            yield (total,)
+        return
+    for first in range(low, min(cap, total // k) + 1):
+        for rest in _compositions(total - first, k - 1, cap, first):
+            yield (first, *rest)

@@ -8,8 +8,12 @@ Every cell is one Optuna trial of one study (`tune_queue.WorkQueue`), so the com
 where it stopped and several machines pointing at the same storage share the cells.
 
 The table gives per row and data set the measured mean ± SE over seeds, the published mean
-± SE, their difference, a two-sided z-test of that difference (normal approximation with
-both SEs) and the exact McNemar test of the row against Zero-Shot on the same questions.
+± SE and whether 3 seeds x 50 questions can produce it (`teammed.evals.stats.published_consistency`),
+their difference, a two-sided z-test of that difference (normal approximation with both SEs)
+only against a possible cell, and the exact McNemar test of the row against Zero-Shot on the
+same questions. Each family of p-values gets Holm's adjustment beside the raw value, and each
+comparison its minimum detectable difference at 80% power. Few-Shot and MDAgents draw their worked
+examples from the data set's tuning part, never from a cell's questions.
 """
 
 from __future__ import annotations
@@ -66,18 +70,26 @@ def _published() -> dict[str, dict[str, tuple[float, float]]]:
 
 TABLE1_001 = _published()
 
-# Row -> (published row name, what runs it): a peer system, a preset, or the tuned special set.
+# Row -> (published row name or "" when the paper has none, what runs it, its name): a peer system,
+# a preset, or the tuned special set. "All Compon." is 001's five components; closed loop, the
+# sixth component (000), has no row in 001's Table 1 and is measured as a row of its own.
 ROWS_001: dict[str, tuple[str, str, str]] = {
     "Zero-Shot": ("Zero-Shot", "system", "zero_shot"),
+    "Few-Shot": ("Few-Shot", "system", "few_shot"),
     "CoT": ("CoT", "system", "cot"),
     "Leadership": ("Leadership", "preset", "leadership"),
     "Mut. Monitor.": ("Mut.Monitor.", "preset", "mutual_monitoring"),
     "Shared Model": ("SharedModel", "preset", "smm"),
     "Team Orient.": ("TeamOrient.", "preset", "team_orientation"),
     "Mut. Trust": ("Mut.Trust", "preset", "trust"),
-    "All Compon.": ("AllCompon.", "preset", "all"),
+    "All Compon.": ("AllCompon.", "preset", "all5"),
+    "Closed Loop": ("", "preset", "closed_loop"),
+    "MDAgents": ("MDAgents", "system", "mdagents"),
     "TeamMed (tuned)": ("TeamMed", "special", ""),
 }
+# The paper's protocol: every published cell is the mean ± SE of 3 seeds x 50 questions.
+PAPER_SEEDS, PAPER_N = 3, 50
+_POOLED = {"few_shot": "trainset", "mdagents": "examples"}  # systems that draw worked examples from a pool
 PROTOCOLS = ("001-table1",)
 
 
@@ -145,9 +157,11 @@ def reproduce_table1(
     unavailable = {code: q for code, q in datasets.items() if isinstance(q, str)}
     available = {code: list(q) for code, q in datasets.items() if not isinstance(q, str)}
     cell_questions: dict[tuple[str, int], list[Question]] = {}
+    pools: dict[str, list[Question]] = {}  # worked examples of Few-Shot and MDAgents: the tune part only
     special: dict[str, Any] = {}
     for code, questions in available.items():
         held_out = partition(questions, part="eval")
+        pools[code] = [q for q in partition(questions, part="tune") if q.answer_idx]
         for seed in settings.seeds:
             cell_questions[(code, seed)] = sample_questions(held_out, n=settings.n, seed=seed)
         if "TeamMed (tuned)" in settings.rows:
@@ -158,11 +172,18 @@ def reproduce_table1(
             special[code] = dict(tune_special(code, tuning, [q for q in held_out if q.id not in used] or held_out))
     by_id = {(code, seed): {q.id: q for q in qs} for (code, seed), qs in cell_questions.items()}
 
-    def program_for(row: str, code: str) -> dspy.Module:
+    def program_for(row: str, code: str, seed: int) -> dspy.Module:
         _, kind, what = ROWS_001[row]
         if kind == "system":
             from teammed.programs.peers import build_system
 
+            if what in _POOLED:
+                if not pools[code]:
+                    raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
+                                      f"question; leave the row out or give a larger data set")
+                examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
+                             "context": q.context} for q in pools[code]]
+                return build_system(what, **{_POOLED[what]: examples, "seed": seed})
             return build_system(what)
         from teammed.programs.teamwork import TeamworkProgram
 
@@ -175,7 +196,8 @@ def reproduce_table1(
 
     def execute(cell: dict[str, Any]) -> dict[str, Any]:
         questions = list(by_id[(cell["dataset"], cell["seed"])].values())
-        rows = score_examples(program_for(cell["row"], cell["dataset"]), examples_from_questions(questions), lm)
+        rows = score_examples(program_for(cell["row"], cell["dataset"], cell["seed"]),
+                              examples_from_questions(questions), lm)
         correct = [bool(r["correct"]) for r in rows]
         return {"ids": [r["id"] for r in rows], "correct": correct, "failed": [r["error"] is not None for r in rows],
                 "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r["calls"] for r in rows),
@@ -198,6 +220,8 @@ def reproduce_table1(
 
 def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]],
            settings: ReproduceSettings) -> list[dict[str, Any]]:
+    from teammed.evals.stats import holm, mde_from_se, mde_paired, published_consistency
+
     per: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
     for cell in cells:
         per.setdefault((cell["row"], cell["dataset"]), {})[cell["seed"]] = done[cell_key(cell)]
@@ -206,44 +230,90 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
         accs = [100 * r["value"] for r in by_seed.values()]
         mean = statistics.fmean(accs)
         se = statistics.stdev(accs) / math.sqrt(len(accs)) if len(accs) > 1 else 0.0
-        pub_mean, pub_se = TABLE1_001[ROWS_001[row][0]].get(code, (None, None))
+        pub_mean, pub_se = TABLE1_001.get(ROWS_001[row][0], {}).get(code, (None, None))
+        check = (published_consistency(pub_mean, pub_se, n=PAPER_N, k=PAPER_SEEDS)
+                 if pub_mean is not None and pub_se is not None else None)
         diff = mean - pub_mean if pub_mean is not None else None
+        combined = math.hypot(se, pub_se or 0.0)
+        tested = diff is not None and check is not None and check.consistent  # never against an impossible cell
         correct = {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
         baseline = per.get(("Zero-Shot", code))
         vs_zero = None
         if baseline is not None and row != "Zero-Shot":
             theirs = {f"{s}:{i}": c for s, r in baseline.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
             vs_zero = _mcnemar(correct, theirs)
+            if vs_zero is not None:
+                share = (vs_zero["b"] + vs_zero["c"]) / vs_zero["n"]
+                mde = mde_paired(vs_zero["n"], share)
+                vs_zero["mde"] = round(100 * mde, 1) if mde is not None else None
         out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
                     "published": pub_mean, "published_se": pub_se,
+                    "published_consistent": check.consistent if check is not None else None,
+                    "published_check": check._asdict() if check is not None else None,
                     "difference": round(diff, 2) if diff is not None else None,
-                    "p_vs_published": _z_p(diff, math.hypot(se, pub_se or 0.0)) if diff is not None else None,
+                    "p_vs_published": _z_p(diff, combined) if tested and diff is not None else None,
+                    "mde_vs_published": round(mde_from_se(combined), 1) if tested and combined > 0 else None,
                     "vs_zero_shot": vs_zero,
                     "n_per_seed": [len(r["ids"]) for r in by_seed.values()],
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values())})
+    # Holm within each family of tests the table makes
+    for value, key in zip(holm([r["p_vs_published"] for r in out]), range(len(out)), strict=True):
+        out[key]["p_vs_published_holm"] = value
+    zero = [r["vs_zero_shot"] for r in out if r["vs_zero_shot"] is not None]
+    for comparison, value in zip(zero, holm([z["p"] for z in zero]), strict=True):
+        comparison["p_holm"] = value
     return out
 
 
+def _fmt_p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.3f}"
+
+
 def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str], s: ReproduceSettings) -> str:
+    n_tests = sum(r["p_vs_published"] is not None for r in table)
+    inconsistent = sum(r["published_consistent"] is False for r in table)
     lines = [f"# 001 Table 1 reproduced with {s.model} (seeds {', '.join(map(str, s.seeds))}, n={s.n} per seed)", "",
-             "measured mean ± SE (over seeds) | published mean ± SE | difference (p, z-test) | McNemar vs Zero-Shot",
-             "", "| row | data set | measured | published | difference | p | vs Zero-Shot (b/c, p) | failed |",
-             "|---|---|---|---|---|---|---|---|"]
+             "measured mean ± SE (over seeds) | published mean ± SE and whether the paper's protocol "
+             f"({PAPER_SEEDS} seeds x {PAPER_N} questions) can produce it | difference | z-test p, raw and "
+             f"Holm-adjusted over the table's {n_tests} tests | MDE: the smallest true difference (points) "
+             "detectable at 80% power, alpha 0.05, with these SEs or pairs | exact McNemar vs Zero-Shot on the same "
+             "questions (b/c, p, Holm p, MDE)", "",
+             "| row | data set | measured | published | possible | difference | p | Holm p | MDE | "
+             "vs Zero-Shot (b/c, p, Holm p, MDE) | failed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
-        p = f"{r['p_vs_published']:.3f}" if r["p_vs_published"] is not None else "n/a"
         z = r["vs_zero_shot"]
-        vs = f"{z['b']}/{z['c']}, p={z['p']:.3f}" if z else ""
+        vs = (f"{z['b']}/{z['c']}, p={z['p']:.3f}, Holm {z['p_holm']:.3f}, MDE {z['mde']:.1f}" if z else "")
         pub = f"{r['published']:.1f} ± {r['published_se']:.1f}" if r["published"] is not None else "not in paper"
+        possible = _possible(r["published_check"])
         diff = f"{r['difference']:+.1f}" if r["difference"] is not None else ""
-        lines.append(f"| {r['row']} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f} | {pub} | {diff} | "
-                     f"{p} | {vs} | {r['failed']} |")
+        mde = f"{r['mde_vs_published']:.1f}" if r["mde_vs_published"] is not None else ""
+        lines.append(f"| {r['row']} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f} | {pub} | "
+                     f"{possible} | {diff} | {_fmt_p(r['p_vs_published'])} | {_fmt_p(r.get('p_vs_published_holm'))} | "
+                     f"{mde} | {vs} | {r['failed']} |")
+    if inconsistent:
+        lines += ["", f"{inconsistent} published cell(s) cannot come from {PAPER_SEEDS} seeds x {PAPER_N} questions "
+                  "(mean not a multiple of 100/150, or no three accuracies with that mean give the SE); they are "
+                  "shown but never tested (p n/a). 'SD' marks an SE that fits only when read as a standard "
+                  "deviation."]
     if unavailable:
         lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
     return "\n".join(lines) + "\n"
 
 
-def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None) -> dict[str, Sequence[Question] | str]:
+def _possible(check: Mapping[str, bool] | None) -> str:
+    if check is None:
+        return ""
+    if not check["mean_possible"]:
+        return "no (mean)"
+    if not check["se_possible"]:
+        return "no (SE; SD fits)" if check["sd_possible"] else "no (SE)"
+    return "yes"
+
+
+def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None,
+                        split: str | None = None) -> dict[str, Sequence[Question] | str]:
     """Each code's questions (a code, a registry name or a file), or the reason it cannot be loaded."""
     from teammed.data import load_dataset
     from teammed.records import dataset_digest
@@ -255,7 +325,7 @@ def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None) -> dict[
         # a paper code, else a file's stem (with its content hash when two files share a stem)
         label = code.upper() if code.upper() in DATASETS_001 else (path.stem if path.suffix else code)
         try:
-            questions: Sequence[Question] | str = load_dataset(name, data_dir=data_dir)
+            questions: Sequence[Question] | str = load_dataset(name, data_dir=data_dir, split=split)
         except (TeammedError, OSError) as exc:
             questions = f"{type(exc).__name__}: {exc}"
         if label in found:

@@ -86,3 +86,95 @@ def test_files_are_named_by_their_stem_and_never_collide(tmp_path):
     found = load_paper_datasets(paths, data_dir=None)
     names = list(found)
     assert names[0] == "sampled_50" and names[1].startswith("sampled_50-") and len(names) == 2
+
+
+def test_the_cli_lists_the_rows_reproduce_runs():
+    from teammed.cli_tune import ROWS
+    from teammed.optimizers.reproduce import ROWS_001
+
+    assert ROWS == tuple(ROWS_001)
+    assert ROWS_001["All Compon."] == ("AllCompon.", "preset", "all5")  # 001's five, not closed loop
+
+
+def test_published_cells_are_checked_against_the_papers_protocol():
+    from teammed.evals.stats import published_consistency
+
+    checks = {(row, code): published_consistency(m, se, n=50, k=3)
+              for row, cells in TABLE1_001.items() for code, (m, se) in cells.items()}
+    assert sum(not c.mean_possible for c in checks.values()) == 26
+    assert sum(c.mean_possible and not c.se_possible for c in checks.values()) == 38
+    assert not checks[("Leadership", "PQA")].mean_possible  # 71.7 is not k/150
+    assert checks[("Zero-Shot", "MQA")].mean_possible and not checks[("Zero-Shot", "MQA")].se_possible
+    assert checks[("Zero-Shot", "MQA")].sd_possible  # 86.7 ± 1.2 fits as a standard deviation (43, 43, 44 of 50)
+
+
+def test_table1_from_a_medagentsbench_folder_runs_the_papers_rows(tmp_path):
+    from teammed.backends import ScriptedLM
+    from teammed.optimizers.reproduce import load_paper_datasets
+    from tests.helpers import write_medagentsbench
+
+    data = write_medagentsbench(tmp_path / "mab", n_test=40)
+    datasets = load_paper_datasets(["MQA", "PQA", "MML", "MMC", "MBL"], data_dir=data)
+    assert all(not isinstance(q, str) for q in datasets.values()), datasets
+    lm = ScriptedLM()
+    settings = ReproduceSettings(model="scripted", seeds=(111, 222, 333), n=4,
+                                 rows=("Zero-Shot", "Few-Shot", "All Compon.", "MDAgents"))
+    result = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=None, study_name="mab",
+                              out_dir=tmp_path / "r")
+    assert {(r["row"], r["dataset"]) for r in result.rows} == {
+        (row, code) for row in settings.rows for code in ("MQA", "PQA", "MML", "MMC", "MBL")}
+    signatures = {call.signature for call in lm.calls}
+    assert not signatures & {"Acknowledge", "VerifyUnderstanding"}  # All Compon. is 001's five: no closed loop
+    cells = {(r["row"], r["dataset"]): r for r in result.rows}
+    assert all(r["published"] is not None and r["published_consistent"] is not None for r in result.rows)
+    leadership_free = cells[("Few-Shot", "MMC")]
+    assert leadership_free["published_check"] == {"mean_possible": True, "se_possible": False, "sd_possible": True}
+    assert leadership_free["p_vs_published"] is None  # never tested against an impossible cell
+    tested = [r for r in result.rows if r["p_vs_published"] is not None]
+    assert tested and all(r["published_consistent"] for r in tested)
+    assert all(r["p_vs_published_holm"] >= r["p_vs_published"] and r["mde_vs_published"] > 0 for r in tested)
+    zero = [r["vs_zero_shot"] for r in result.rows if r["vs_zero_shot"]]
+    assert zero and all(z["p_holm"] >= z["p"] and 0 < z["mde"] <= 100 for z in zero)
+    assert "no (SE; SD fits)" in result.markdown and "Holm" in result.markdown
+
+
+def test_few_shot_and_mdagents_examples_never_come_from_a_cells_questions(tmp_path):
+    import re
+
+    from teammed.backends import ScriptedLM
+    from teammed.data.splits import part_of
+    from teammed.optimizers.reproduce import load_paper_datasets
+    from tests.helpers import write_medagentsbench
+
+    data = write_medagentsbench(tmp_path / "mab", n_test=40, folders=("medqa",))
+    datasets = load_paper_datasets(["MQA"], data_dir=data)
+    lm = ScriptedLM()
+    reproduce_table1(datasets=datasets, lm=lm, settings=ReproduceSettings(model="scripted", seeds=(111,), n=6,
+                                                                         rows=("Few-Shot",)),
+                     storage=None, study_name="fs", out_dir=tmp_path / "r")
+    seen_demo = False
+    for call in lm.calls:
+        text = str(call.messages[-1]["content"])
+        asked = re.findall(r"case (\d+) of medqa", text.split("[[ ## task ## ]]")[0])
+        assert asked and all(part_of(f"medqa-{int(c):04d}") == "eval" for c in asked)  # a cell's question
+        for case in re.findall(r"case (\d+) of medqa", text.split("Worked examples")[-1] if "Worked" in text else ""):
+            seen_demo = True
+            assert part_of(f"medqa-{int(case):04d}") == "tune"
+    assert seen_demo  # the check above looked at real worked examples
+
+
+def test_cli_reproduce_reads_a_medagentsbench_folder_for_all_five_text_benchmarks(tmp_path, capsys):
+    from teammed.cli import main
+    from tests.helpers import write_medagentsbench
+
+    data = write_medagentsbench(tmp_path / "mab", n_test=30)
+    code = main(["reproduce", "001-table1", "--data-dir", str(data), "--datasets", "MQA,PQA,MML,MMC,MBL",
+                 "--rows", "Zero-Shot;All Compon.", "--model", "scripted", "--n", "3", "--out", str(tmp_path / "r"),
+                 "--no-cache", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    table = json.loads(captured.out)
+    assert not table["unavailable"]
+    assert len(table["rows"]) == 10 and {r["dataset"] for r in table["rows"]} == {"MQA", "PQA", "MML", "MMC", "MBL"}
+    assert all(r["published_consistent"] is not None for r in table["rows"])  # every published cell flagged
+    assert all(r["n_per_seed"] == [3, 3, 3] and r["failed"] == 0 for r in table["rows"])

@@ -184,7 +184,7 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
     codes = [c.strip() for c in (args.datasets or ",".join(DATASETS_001)).split(",") if c.strip()]
     rows = tuple(r.strip() for r in args.rows.split(";")) if args.rows else tuple(ROWS_001)
     seeds = tuple(args.seeds)
-    datasets = load_paper_datasets(codes, data_dir=args.data_dir)
+    datasets = load_paper_datasets(codes, data_dir=args.data_dir, split=args.split)
     for code, why in datasets.items():
         if isinstance(why, str):
             print(f"reproduce: {code} not available locally ({why}); its cells are skipped", file=sys.stderr)
@@ -230,6 +230,10 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
     return 0
 
 
+ROWS = ("Zero-Shot", "Few-Shot", "CoT", "Leadership", "Mut. Monitor.", "Shared Model", "Team Orient.", "Mut. Trust",
+        "All Compon.", "Closed Loop", "MDAgents", "TeamMed (tuned)")
+
+
 def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], None],
                 deployments: Callable[[argparse.Namespace], Any]) -> None:
     """Register ``tune`` and ``reproduce`` on the CLI's subparsers."""
@@ -267,7 +271,9 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--data-dir", type=Path, help="where local copies of the paper's benchmarks live")
     r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
                    "default: all eight")
-    r.add_argument("--rows", help="semicolon-separated rows (default: all rows; see the report)")
+    r.add_argument("--split", help="the split every data set is read from (default: each one's default; test in a "
+                   "MedAgentsBench folder, e.g. --split test_hard); cells sample its held-out part")
+    r.add_argument("--rows", help="semicolon-separated rows (default: all rows: " + "; ".join(ROWS) + ")")
     r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
                    help="comma-separated sampling seeds (default and paper: 111,222,333)")
     r.add_argument("--n", type=positive_int, default=50, help="questions per cell")

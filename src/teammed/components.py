@@ -27,4 +27,6 @@ PRESET_COMPONENTS: dict[str, tuple[str, ...]] = {
     "c6": ("shared_mental_model", "leadership", "team_orientation"),
     "c7": ("leadership", "trust", "mutual_monitoring"),
     "all": COMPONENTS,
+    # 001's Table 1 "All Compon.": its five components; closed loop (000's sixth) is not among them
+    "all5": tuple(c for c in COMPONENTS if c != "closed_loop"),
 }
