@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         full, _ = exhaustive_calls(tq, lm, args.probe)
         with tempfile.TemporaryDirectory() as tmp:
             out = tune(tune_questions=tq, eval_questions=eq, lm=lm,
-                       settings=TuneSettings(dataset="simulated", model="simulated", seed=seed), budget=None,
+                       settings=TuneSettings(dataset="simulated", model="simulated", optimizer="none", seed=seed),
+                       budget=None,
                        storage=":memory:", study_name=f"tune-{seed}", out_dir=tmp)
             search = run_search(tq, lm, args.search_trials, seed, Path(tmp)) if args.search_trials else None
         r = out.report

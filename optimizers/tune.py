@@ -62,8 +62,8 @@ class TuneSettings:
 
     dataset: str
     model: str
-    optimizer: str = "none"
-    seed: int = 0
+    optimizer: str = "bootstrap"
+    seed: int = 111
     batch_size: int = 10
     stage1_batches: int = 3
     pool_size: int = 8
@@ -318,6 +318,8 @@ class _Pipeline:
     def stage4(self, winner_config: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
         arms = {"winner": (dict(winner_config), self.prompts3), "base": (_config_json((), self.s), "none"),
                 "all": (_config_json(COMPONENTS, self.s), "none"), "single": (None, "none")}
+        if self.prompts3 != "none":  # like with like: the winner's components without its compiled prompts
+            arms["winner_uncompiled"] = (dict(winner_config), "none")
         cells = [self._eval_cell(cfg, p, "eval", b) for cfg, p in arms.values() for b in range(len(self.eval_batches))]
         done = self.queue.run(cells, self.execute)
         rows: dict[str, list[dict[str, Any]]] = {}
@@ -495,9 +497,13 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     from teammed.evals.stats import paired_comparison
 
     held_out = {arm: _summary(r) for arm, r in rows.items()}
-    compare = {arm: paired_comparison(rows["winner"], rows[arm]) for arm in ("base", "all", "single")}
+    compare = {arm: paired_comparison(rows["winner"], rows[arm]) for arm in rows if arm != "winner"}
+    # the components' effect alone: every arm with the same (uncompiled) prompts
+    uncompiled = rows.get("winner_uncompiled", rows["winner"])
+    components_only = {arm: paired_comparison(uncompiled, rows[arm]) for arm in ("base", "all", "single")}
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
-                  held_out_comparison=compare, tried=_tried(queue), spent=_spent(queue))
+                  held_out_comparison=compare, held_out_components_only=components_only,
+                  tried=_tried(queue), spent=_spent(queue))
     report["pareto_front"] = _pareto([r for r in report["tried"] if r["accuracy"] is not None])
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
@@ -571,10 +577,14 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"## racing: winner {r['winner']} after {len(r['races'])} races", ""]
         lines += [f"- race {i + 1}: {len(x['entrants'])} entrants, {x['rounds']} rounds, winner {x['winner']}, "
                   f"survivors {', '.join(x['survivors'])}" for i, x in enumerate(r["races"])]
-        lines += ["", "| race | round | dropped | incumbent | n | wins | losses | p |",
-                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "A configuration is dropped when its e-value (evidence it is worse, valid under every "
+                  "look) reaches the threshold 1/alpha; *fixed-n p* is the one-sided sign test's p for reference "
+                  "only.", "",
+                  "| race | round | dropped | incumbent | n | wins | losses | e-value | threshold | fixed-n p |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
-                  f"{h['losses']} | {h['p']:.4f} |" for h in r["history"]]
+                  f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
+                  for h in r["history"]]
         lines.append("")
     lines += ["## configurations tried (tuning questions)", "",
               "| config | prompts | n | accuracy | tokens/q | calls | cost |", "|---|---|---|---|---|---|---|"]
@@ -592,4 +602,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
             pval = f"{c['p_mcnemar']:.4f}" if c else ""
             lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
+        if "winner_uncompiled" in report["held_out"]:
+            lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
+                      "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
+                      "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
+                      "|---|---|---|"]
+            for arm, c in (report.get("held_out_components_only") or {}).items():
+                if c:
+                    lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
+                                 f"{c['p_mcnemar']:.4f} |")
     return "\n".join(lines) + "\n"

@@ -29,7 +29,8 @@ def test_reproduce_writes_the_table_and_resumes_without_rerunning(tmp_path):
         from teammed.optimizers.tune import TuneSettings, tune
 
         out = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
-                   settings=TuneSettings(dataset=code, model="sim", batch_size=5, stage1_batches=1, pool_size=3),
+                   settings=TuneSettings(dataset=code, model="sim", optimizer="none", batch_size=5, stage1_batches=1,
+                                         pool_size=3),
                    budget=None, storage=f"sqlite:///{tmp_path / 'tune.db'}", study_name="t", out_dir=tmp_path / "t")
         return {"config": out.report["winner_config"], "program": out.report["program"]}
 

@@ -94,19 +94,23 @@ def _questions(args: argparse.Namespace) -> tuple[list[Any], list[Any], Any]:
         source = load_dataset(args.dataset, data_dir=args.data_dir, **pinned)
         tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
         split = "file/tune"
-    tune_q = sample_questions(tune_pool, n=args.n_tune, seed=args.seed)
-    eval_q = sample_questions(eval_pool, n=args.n_eval, seed=args.seed)
+    seed = _settings(args, "", "").seed  # the sampling seed is the racing-order seed
+    tune_q = sample_questions(tune_pool, n=args.n_tune, seed=seed)
+    eval_q = sample_questions(eval_pool, n=args.n_eval, seed=seed)
     choice = DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
                            sha256=dataset_digest(source), split=split, questions=tune_q, source=source)
     return tune_q, eval_q, choice
 
 
+# flags whose default is TuneSettings' own (one set of defaults: the flag is None unless given)
+SETTING_FLAGS = ("optimizer", "seed", "batch_size", "stage1_batches", "pool_size", "alpha")
+
+
 def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
     from teammed.optimizers.tune import TuneSettings
 
-    return TuneSettings(dataset=dataset, model=model, optimizer=args.optimizer, seed=args.seed,
-                        batch_size=args.batch_size, stage1_batches=args.stage1_batches, pool_size=args.pool_size,
-                        alpha=args.alpha)
+    given = {name: getattr(args, name) for name in SETTING_FLAGS if getattr(args, name) is not None}
+    return TuneSettings(dataset=dataset, model=model, **given)
 
 
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
@@ -244,7 +248,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
                    "of teammed.data.splits")
     t.add_argument("--budget", required=True, type=budget_text,
                    help="calls=N, tokens=N or usd=X (comma-separated for several)")
-    t.add_argument("--optimizer", default="bootstrap", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3")
+    t.add_argument("--optimizer", choices=_OPTIMIZERS, help="DSPy optimizer of stages 1 and 3 (default: bootstrap)")
     t.add_argument("--storage", help="sqlite:///file.db (default: in --out), a .log journal file, or postgresql://...")
     t.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     t.add_argument("--dataset-name", help="the name results carry (default: the file's stem or the benchmark's "
@@ -252,13 +256,14 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
     t.add_argument("--n-tune", type=positive_int, help="tuning questions (default: all of the tune part)")
     t.add_argument("--n-eval", type=positive_int, default=100, help="held-out questions for the proof")
-    t.add_argument("--seed", type=non_negative_int, default=111, help="sampling and racing-order seed")
-    t.add_argument("--batch-size", type=positive_int, default=10, help="questions per racing round")
-    t.add_argument("--stage1-batches", type=positive_int, default=3,
-                   help="racing rounds' worth of questions for influence")
-    t.add_argument("--pool-size", type=positive_int, default=12, help="configurations raced in stage 2")
-    t.add_argument("--alpha", type=probability, default=0.05,
-                   help="one-sided sign-test level for dropping a configuration")
+    t.add_argument("--seed", type=non_negative_int, help="sampling and racing-order seed (default: 111)")
+    t.add_argument("--batch-size", type=positive_int, help="questions per racing round (default: 10)")
+    t.add_argument("--stage1-batches", type=positive_int,
+                   help="racing rounds' worth of questions for influence (default: 3)")
+    t.add_argument("--pool-size", type=positive_int, help="configurations raced in stage 2 (default: 8)")
+    t.add_argument("--alpha", type=probability,
+                   help="racing's error rate: the chance of dropping a configuration as good as the best, per "
+                   "race, under every look (default: 0.05)")
     t.add_argument("--out", type=Path, help="output directory "
                    "(default: special_sets/<dataset name>-<content hash>_tune)")
     t.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout "
