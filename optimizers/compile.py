@@ -8,10 +8,11 @@ configured globally.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -77,6 +78,25 @@ def evaluate(
     return accuracy_of(rows), rows
 
 
+@contextlib.contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """DSPy's optimizers draw tqdm bars on stderr; teammed's commands show their own progress, so
+    tqdm bars are off while a compile runs (restored after, also on error)."""
+    import tqdm
+
+    original = tqdm.tqdm.__init__
+
+    def quiet(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        original(self, *args, **kwargs)
+
+    tqdm.tqdm.__init__ = quiet  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        tqdm.tqdm.__init__ = original  # type: ignore[method-assign]
+
+
 def compile_program(
     student: dspy.Module,
     *,
@@ -112,7 +132,7 @@ def compile_program(
                  reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
                  max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
                  max_metric_calls=max_metric_calls, degraded=DegradedOutputs())
-    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True):  # flat memory
+    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True), _no_progress_bars():
         compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
     drop_unsound_demos(compiled, plan.degraded)
     return compiled

@@ -21,6 +21,7 @@ memo's reuse rate is reported on its own. The budget is checked before each unit
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ from teammed.optimizers._scoring import score_examples
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
 from teammed.optimizers.compile import compile_program, examples_from_questions
 from teammed.optimizers.tune_memo import MemoLM
+from teammed.optimizers.tune_plan import TunePlan, plan_tune, upper_calls
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
 from teammed.optimizers.tune_race import incumbent, race
 from teammed.records import write_atomic
@@ -132,9 +134,44 @@ def _atomic_json(path: Path, data: Any) -> None:
     write_atomic(path, json.dumps(data, indent=2, default=str))
 
 
+def stage1_configs(s: TuneSettings) -> dict[str, dict[str, Any]]:
+    """Label -> config of base, every component's preset and the preset without the component."""
+    configs = {"base": _config_json((), s)}
+    for c in COMPONENTS:
+        comps = PRESETS[_PRESET_OF[c]].components
+        for subset in (comps, tuple(x for x in comps if x != c)):
+            configs[subset_label(subset)] = _config_json(subset, s)
+    return configs
+
+
+def compile_cells(s: TuneSettings) -> list[dict[str, Any]]:
+    """Stage 1's compile cells: base, then each component's preset (none without an optimizer)."""
+    if s.optimizer == "none":
+        return []
+    cells: list[dict[str, Any]] = [{"kind": "compile", "stage": 1, "name": "base", "train": s.compile_train,
+                                    "config": _config_json((), s), "start": "none", "without": None}]
+    for c in COMPONENTS:
+        comps = PRESETS[_PRESET_OF[c]].components
+        cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(comps, s),
+                      "train": s.compile_train, "start": "none",
+                      "without": _config_json([x for x in comps if x != c], s)})
+    return cells
+
+
+def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int) -> TunePlan:
+    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum."""
+    return plan_tune(optimizer=s.optimizer, budget_calls=budget.calls if budget is not None else None,
+                     batch_size=s.batch_size, rounds=max(0, n_tune // s.batch_size), n_eval=n_eval,
+                     stage1_configs=list(stage1_configs(s).values()),
+                     compile_configs=[c["config"] for c in compile_cells(s)],
+                     all_config=_config_json(COMPONENTS, s), base_config=_config_json((), s),
+                     stage1_batches=s.stage1_batches, pool_size=s.pool_size, compile_train=s.compile_train,
+                     min_rounds=s.min_rounds)
+
+
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
-                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue):
+                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None):
         self.s, self.queue = settings, queue
         self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
         ordered = sorted(tune_questions, key=lambda q: q.id)
@@ -147,6 +184,8 @@ class _Pipeline:
         self.compiled: dict[str, dict[str, Any]] = {}
         self.prompts1 = "stage1" if settings.optimizer != "none" else "none"
         self.prompts3 = "stage3" if settings.optimizer != "none" else self.prompts1
+        self.plan = plan
+        self.racing_stopped: str | None = None
 
     # ------------------------------------------------------------------ work
     def _program(self, config: Mapping[str, Any] | None, prompts: str) -> dspy.Module:
@@ -225,22 +264,11 @@ class _Pipeline:
 
     # ------------------------------------------------------------------ stages
     def stage1_configs(self) -> dict[str, dict[str, Any]]:
-        """Label -> config of base, every component's preset and the preset without the component."""
-        configs = {"base": _config_json((), self.s)}
-        for c in COMPONENTS:
-            comps = PRESETS[_PRESET_OF[c]].components
-            for subset in (comps, tuple(x for x in comps if x != c)):
-                configs[subset_label(subset)] = _config_json(subset, self.s)
-        return configs
+        return stage1_configs(self.s)
 
     def stage1(self) -> dict[str, float]:
         if self.s.optimizer != "none":
-            cells: list[dict[str, Any]] = [{"kind": "compile", "stage": 1, "name": "base",
-                                            "config": _config_json((), self.s), "start": "none", "without": None}]
-            for c in COMPONENTS:
-                comps = PRESETS[_PRESET_OF[c]].components
-                cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(comps, self.s),
-                              "start": "none", "without": _config_json([x for x in comps if x != c], self.s)})
+            cells = compile_cells(self.s)
             done = self.queue.run(cells, self.execute)
             for cell in cells:
                 self.compiled[cell["name"]] = done[cell_key(cell)]
@@ -275,9 +303,10 @@ class _Pipeline:
         while True:
             winner, state = self._race(entrants, by_label)
             self.races.append({"entrants": entrants, "winner": winner, "rounds": state.rounds,
-                               "survivors": state.alive, "history": state.history})
+                               "survivors": state.alive, "history": state.history,
+                               "stopped_by_budget": self.racing_stopped is not None})
             fresh = [n for n in neighbours(by_label[winner], self.s) if _label(n) not in by_label]
-            if not fresh or (len(self.races) > 1 and winner == entrants[0]):
+            if self.racing_stopped is not None or not fresh or (len(self.races) > 1 and winner == entrants[0]):
                 return winner, by_label
             by_label.update({_label(n): n for n in fresh})
             entrants = [winner, *(_label(n) for n in fresh)]
@@ -289,7 +318,25 @@ class _Pipeline:
             if len(state.alive) <= 1 or state.rounds >= len(self.rounds):
                 return incumbent(state.alive, scores, tokens, labels), state
             cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
+            if not self._round_fits(cells, state.rounds):
+                return incumbent(state.alive, scores, tokens, labels), state
             self.queue.run(cells, self.execute)
+
+    def _round_fits(self, cells: Sequence[Mapping[str, Any]], round_index: int) -> bool:
+        """Whether the next racing round fits in the plan's allowance; if not, racing stops here."""
+        allowance = self.plan.racing_allowance if self.plan is not None else None
+        if allowance is None:
+            return True
+        done = self.queue.results()
+        missing = [c for c in cells if cell_key(c) not in done]
+        upper = sum(len(self.rounds[round_index]) * upper_calls(c["config"]) for c in missing)
+        spent = self.queue.spent(done)["calls"]
+        if spent + upper <= allowance:
+            return True
+        self.racing_stopped = (f"racing stopped by the budget before round {round_index + 1} (spent {spent:,.0f}, the "
+                               f"round could take {upper:,} of the {allowance:,} planned for stages 1-2)")
+        logger.warning("tune: %s; the leading configuration wins", self.racing_stopped)
+        return False
 
     def _scores(self, by_label: Mapping[str, Mapping[str, Any]]) -> tuple[dict, dict]:
         done = self.queue.results()
@@ -312,7 +359,7 @@ class _Pipeline:
         if self.s.optimizer == "none":
             return
         cell = {"kind": "compile", "stage": 3, "name": "winner", "config": dict(winner_config), "start": "stage1",
-                "without": None}
+                "train": self.s.compile_train, "without": None}
         self.compiled["stage3"] = self.queue.run([cell], self.execute)[cell_key(cell)]
 
     def stage4(self, winner_config: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -456,6 +503,8 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                           f"{len(tune_questions)}); use more questions or a smaller --batch-size")
     if not eval_questions:
         raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
+    # the plan comes first: a budget below the minimum is refused before the study or any call exists
+    plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions))
     study, reference = open_tune_study(storage, study_name, out_dir)
     identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
                 "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
@@ -466,9 +515,13 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         raise ConfigError(f"study {study_name!r} tuned with {json.dumps(previous, sort_keys=True, default=str)}, "
                           f"not this run's settings and questions; repeat them to resume or choose a new --study")
     queue = WorkQueue(study, budget=budget)
-    p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=settings, queue=queue)
+    planned = dataclasses.replace(settings, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
+                                  compile_train=plan.compile_train)
+    p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
+                  queue=queue, plan=plan)
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
                               "settings": settings.describe(), "budget": budget.describe() if budget else None,
+                              "plan": plan.describe(), "plan_text": plan.text(),
                               "study": {"storage": reference, "study_name": study_name},
                               "tuning": tuned_on, "held_out_ids": [q.id for q in p.eval_q]}
     state_path = out_dir / "tune_state.json"
@@ -485,32 +538,28 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         report["racing"] = {"winner": winner, "races": p.races,
                             "rounds": sum(r["rounds"] for r in p.races),
                             "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}
+        report["racing"]["stopped_by_budget"] = p.racing_stopped
         winner_config = by_label[winner]
         stage = "3-winner"
         p.stage3(winner_config)
         stage = "4-proof"
-        rows = p.stage4(winner_config)
+        rows = p.stage4(winner_config) if plan.proof else None
     except BudgetSpent as exc:
         report.update(status="budget", stage=stage, message=str(exc), tried=_tried(queue), spent=_spent(queue))
         _finish(study, state_path, report, out_dir)
         return TuneOutcome("budget", stage, report, None, out_dir / "tune_report.json", str(exc))
-    from teammed.evals.stats import paired_comparison
-
-    held_out = {arm: _summary(r) for arm, r in rows.items()}
-    compare = {arm: paired_comparison(rows["winner"], rows[arm]) for arm in rows if arm != "winner"}
-    # the components' effect alone: every arm with the same (uncompiled) prompts
-    uncompiled = rows.get("winner_uncompiled", rows["winner"])
-    components_only = {arm: paired_comparison(uncompiled, rows[arm]) for arm in ("base", "all", "single")}
+    held_out, compare, components_only = _proof(rows)
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, held_out_components_only=components_only,
-                  tried=_tried(queue), spent=_spent(queue))
+                  stages_completed=_stages_completed(p, plan), tried=_tried(queue), spent=_spent(queue))
     report["pareto_front"] = _pareto([r for r in report["tried"] if r["accuracy"] is not None])
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
                "config": winner_config, "program": str(program_path), "model": settings.model,
-               "tuning": tuned_on, "held_out": {"ids": [q.id for q in p.eval_q],
-                                                                     **held_out["winner"],
-                                                                     "vs": compare},
+               "tuning": tuned_on,
+               "held_out": ({"ids": [q.id for q in p.eval_q], **held_out["winner"], "vs": compare}
+                            if held_out is not None else {"ids": [], "proof": "not run: the budget did not cover it"}),
+               "plan": plan.describe(), "stages_completed": report["stages_completed"],
                "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
                "study": report["study"]}
     special_path = out_dir / f"{settings.dataset}.json"
@@ -519,6 +568,27 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     report["program"] = str(program_path)
     _finish(study, state_path, report, out_dir)
     return TuneOutcome("done", "done", report, special_path, out_dir / "tune_report.json")
+
+
+def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:
+    """The held-out summaries and paired comparisons (None when the plan left the proof out)."""
+    if rows is None:
+        return None, None, None
+    from teammed.evals.stats import paired_comparison
+
+    held_out = {arm: _summary(r) for arm, r in rows.items()}
+    compare = {arm: paired_comparison(rows["winner"], rows[arm]) for arm in rows if arm != "winner"}
+    # the components' effect alone: every arm with the same (uncompiled) prompts
+    uncompiled = rows.get("winner_uncompiled", rows["winner"])
+    components_only = {arm: paired_comparison(uncompiled, rows[arm]) for arm in ("base", "all", "single")}
+    return held_out, compare, components_only
+
+
+def _stages_completed(p: _Pipeline, plan: TunePlan) -> list[str]:
+    racing = "2 (racing stopped by the budget)" if p.racing_stopped else "2"
+    compiled = "3" if p.s.optimizer != "none" else "3 (no prompt optimizer: nothing to compile)"
+    proof = "4" if plan.proof else "4 not run (the budget did not cover the held-out proof)"
+    return ["1", racing, compiled, proof]
 
 
 def _components(config: Mapping[str, Any]) -> list[str]:

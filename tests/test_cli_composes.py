@@ -64,7 +64,7 @@ def test_search_compile_and_tune_exit_non_zero_on_a_dead_port(tmp_path, monkeypa
     assert main(["compile", "--dataset", "demo", "--optimizer", "bootstrap", "--train", "2", "--val", "1",
                  "--test", "2", "--system", "zero_shot", "--out", str(tmp_path / "p.json"), *backend]) == 1
     assert not (tmp_path / "p.json").exists()
-    assert main(["tune", "--dataset", "demo", "--budget", "calls=200", "--optimizer", "none", "--n-eval", "2",
+    assert main(["tune", "--dataset", "demo", "--budget", "calls=100000", "--optimizer", "none", "--n-eval", "2",
                  "--batch-size", "2", "--pool-size", "2", "--stage1-batches", "1",
                  "--out", str(tmp_path / "t"), *backend]) == 1
 

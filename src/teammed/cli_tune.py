@@ -116,14 +116,16 @@ def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.resolve import describe
     from teammed.cli_data import tuning_record
-    from teammed.optimizers.tune import tune
+    from teammed.optimizers.tune import TuneAborted, make_plan, tune
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
     check_usd_budget(args, args.budget, flag="--budget")
     tune_q, eval_q, choice = _questions(args)
     out = args.out or Path("special_sets") / f"{choice.key}_tune"
-    from teammed.optimizers.tune import TuneAborted
+    # the plan is checked before any backend opens: a budget below the minimum costs nothing
+    plan = make_plan(_settings(args, choice.name, ""), budget, n_tune=len(tune_q), n_eval=len(eval_q))
+    print(f"tune: {plan.text()}", file=sys.stderr)
 
     with deployments(args) as opened:
         lm = opened[0].lm
@@ -147,12 +149,16 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
                               "spent": spent, "report": str(outcome.report_path)}, indent=2, default=str))
         return 0
     held_out = outcome.report["held_out"]
-    print(f"special set: {outcome.report['winner']} | held-out accuracy: {_held_out_text(held_out)} | "
+    proof = (f"held-out accuracy: {_held_out_text(held_out)}" if held_out is not None else
+             "held-out proof NOT run (the budget did not cover it; the set is unproven)")
+    print(f"special set: {outcome.report['winner']} | {proof} | "
           f"spent: {spent.get('calls', 0)} calls, {spent.get('tokens', 0)} tokens, "
           f"${spent.get('cost_usd') or 0:.4f}", file=human)
+    print(f"stages: {'; '.join(outcome.report['stages_completed'])}", file=human)
     print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)", file=human)
     if args.json:
         print(json.dumps({"status": outcome.status, "special_set": outcome.report["winner"], "held_out": held_out,
+                          "stages_completed": outcome.report["stages_completed"], "plan": outcome.report["plan"],
                           "spent": spent, "special_set_path": str(outcome.special_set_path),
                           "report": str(outcome.report_path)}, indent=2, default=str))
     return 0
