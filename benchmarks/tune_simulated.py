@@ -9,6 +9,10 @@ the same tuning questions takes (each subset's calls per question, measured on t
 ``--probe`` questions and checked constant, times the number of tuning questions).
 
     python benchmarks/tune_simulated.py --seeds 10 --n-tune 150 --n-eval 100 --search-trials 12
+    python benchmarks/tune_simulated.py --table hidden_interaction --equal-cost   # also noisy, small_effects
+
+``--equal-cost`` adds the baseline of evaluating whole configurations, in a random order, within
+the calls `tune` spent on tuning questions.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from teammed.backends.simulated import DEFAULT_TABLE, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
+from teammed.backends.simulated import PLANTED_TABLES, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
 from teammed.config import config_from_components  # noqa: E402
 from teammed.optimizers._scoring import score_examples  # noqa: E402
 from teammed.optimizers._space import subset_label, valid_subsets  # noqa: E402
@@ -46,6 +50,33 @@ def exhaustive_calls(questions, lm, probe: int) -> tuple[int, dict[str, float]]:
     return round(sum(per_config.values()) * len(questions)), per_config
 
 
+def run_equal_cost(questions, lm, per_config: dict[str, float], calls: int, seed: int) -> dict:
+    """Exhaustive evaluation cut to ``calls``: whole configurations on every tuning question, in a seeded
+    random order, while their calls fit; the most accurate of them is the answer."""
+    import random
+
+    from teammed.config import COMPONENTS
+
+    order = list(per_config)
+    random.Random(seed).shuffle(order)
+    chosen, spent = [], 0.0
+    for label in order:
+        cost = per_config[label] * len(questions)
+        if spent + cost > calls:
+            continue
+        chosen.append(label)
+        spent += cost
+    examples = examples_from_questions(questions)
+    best, best_acc = None, -1.0
+    for label in chosen:
+        parts = [] if label == "base" else [c for c in label.split("+") if c in COMPONENTS]
+        rows = score_examples(TeamworkProgram(config_from_components(parts)), examples, lm)
+        accuracy = sum(bool(r["correct"]) for r in rows) / len(rows)
+        if accuracy > best_acc:
+            best, best_acc = label, accuracy
+    return {"found": best, "configs": len(chosen), "of": len(per_config), "calls": round(spent)}
+
+
 def run_search(tq, lm, trials: int, seed: int, work: Path) -> dict:
     from teammed.optimizers.search import search_special_set
 
@@ -62,20 +93,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-eval", type=int, default=100)
     ap.add_argument("--probe", type=int, default=5)
     ap.add_argument("--search-trials", type=int, default=12, help="0 skips today's search")
-    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/tune_simulated.json"))
+    ap.add_argument("--table", default="default", choices=sorted(PLANTED_TABLES),
+                    help="the planted world (teammed.backends.simulated.PLANTED_TABLES)")
+    ap.add_argument("--equal-cost", action="store_true",
+                    help="also evaluate whole configurations at random within tune's tuning calls")
+    ap.add_argument("--out", type=Path, help="default: benchmarks/results/tune_simulated[_<table>].json")
     args = ap.parse_args(argv)
+    table = PLANTED_TABLES[args.table]
+    suffix = "" if args.table == "default" else f"_{args.table}"
+    args.out = args.out or Path(f"benchmarks/results/tune_simulated{suffix}.json")
     logging.basicConfig(level=logging.WARNING)
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    planted = subset_label(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
+    planted = subset_label(table.best(valid_subsets(min_turns=2)))
     per_seed = []
     for seed in range(args.seeds):
         started = time.perf_counter()
         tq = simulated_questions(args.n_tune, seed=seed, prefix="tune")
         eq = simulated_questions(args.n_eval, seed=seed, prefix="heldout")
-        lm = SimulatedTeamLM(answer_key(tq + eq), seed=seed)
-        full, _ = exhaustive_calls(tq, lm, args.probe)
+        lm = SimulatedTeamLM(answer_key(tq + eq), seed=seed, table=table)
+        full, per_config = exhaustive_calls(tq, lm, args.probe)
         with tempfile.TemporaryDirectory() as tmp:
             out = tune(tune_questions=tq, eval_questions=eq, lm=lm,
                        settings=TuneSettings(dataset="simulated", model="simulated", optimizer="none", seed=seed),
@@ -83,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                        storage=":memory:", study_name=f"tune-{seed}", out_dir=tmp)
             search = run_search(tq, lm, args.search_trials, seed, Path(tmp)) if args.search_trials else None
         r = out.report
+        equal = (run_equal_cost(tq, lm, per_config, r["spent"]["tuning_calls"], seed) if args.equal_cost
+                 else None)
         row = {"seed": seed, "planted": planted, "tune_found": r["winner"], "tune_ok": r["winner"] == planted,
                "tune_tuning_calls": r["spent"]["tuning_calls"], "tune_proof_calls": r["spent"]["proof_calls"],
                "exhaustive_calls": full, "tune_share": round(r["spent"]["tuning_calls"] / full, 4),
@@ -93,15 +133,21 @@ def main(argv: list[str] | None = None) -> int:
         if search:
             row.update(search_found=search["found"], search_ok=search["found"] == planted,
                        search_calls=search["calls"], search_share=round(search["calls"] / full, 4))
+        if equal:
+            row.update(equal_cost_found=equal["found"], equal_cost_ok=equal["found"] == planted,
+                       equal_cost_configs=f"{equal['configs']} of {equal['of']}")
         per_seed.append(row)
         print(json.dumps(row), flush=True)
-    summary = {"planted": planted, "table": DEFAULT_TABLE.describe(), "seeds": args.seeds, "n_tune": args.n_tune,
+    summary = {"planted": planted, "table_name": args.table, "table": table.describe(), "seeds": args.seeds,
+               "n_tune": args.n_tune,
                "n_eval": args.n_eval, "tune_found": sum(r["tune_ok"] for r in per_seed),
                "tune_share_max": max(r["tune_share"] for r in per_seed),
                "tune_share_mean": round(sum(r["tune_share"] for r in per_seed) / len(per_seed), 4)}
     if args.search_trials:
         summary.update(search_trials=args.search_trials, search_found=sum(r["search_ok"] for r in per_seed),
                        search_share_mean=round(sum(r["search_share"] for r in per_seed) / len(per_seed), 4))
+    if args.equal_cost:
+        summary.update(equal_cost_found=sum(r["equal_cost_ok"] for r in per_seed))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"summary": summary, "per_seed": per_seed}, indent=2) + "\n")
     print(json.dumps(summary, indent=2))

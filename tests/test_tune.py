@@ -399,7 +399,7 @@ def test_tune_never_scores_failures_as_zero(tmp_path, monkeypatch, capsys, statu
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
     out = tmp_path / "tuned"
     with FakeOpenAI(lambda n, b: (status, {}, {"error": {"message": "no", "type": "x"}})) as server:
-        code = main(["tune", "--dataset", "demo", "--budget", "calls=100000", "--optimizer", "none", "--batch-size", "2",
+        code = main(["tune", "--dataset", "demo", "--budget", "calls=1e5", "--optimizer", "none", "--batch-size", "2",
                      "--n-eval", "2", "--model", "openai/fake", "--api-base", server.api_base, "--no-cache",
                      "--retry-attempts", "2", "--retry-base", "0.01", "--retry-cap", "0.02", "--out", str(out)])
     err = capsys.readouterr().err

@@ -33,8 +33,8 @@ from typing import Any
 
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
 
-__all__ = ["PlantedTable", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components", "simulated_questions", "answer_key",
-           "all_subsets"]
+__all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components",
+           "simulated_questions", "answer_key", "all_subsets"]
 
 _SMM_SAID = "(shared knowledge considered)"
 _ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
@@ -84,6 +84,23 @@ class PlantedTable:
 
 
 DEFAULT_TABLE = PlantedTable()
+
+# Harder worlds for `benchmarks/tune_simulated.py --table`: what a tuner can miss.
+PLANTED_TABLES: dict[str, PlantedTable] = {
+    "default": DEFAULT_TABLE,
+    # shared mental model and mutual monitoring help only together, and stage 1 never runs them together
+    "hidden_interaction": PlantedTable(
+        main={"shared_mental_model": 0.0, "leadership": 0.02, "team_orientation": -0.03, "trust": -0.05,
+              "mutual_monitoring": 0.0, "closed_loop": -0.05},
+        interactions={("shared_mental_model", "mutual_monitoring"): 0.12}),
+    # the default effects under noise of +-0.15 per question and configuration
+    "noisy": PlantedTable(noise=0.15),
+    # effects of about 2 points, the size of Table 1's differences between components
+    "small_effects": PlantedTable(
+        main={"shared_mental_model": 0.02, "leadership": 0.02, "team_orientation": 0.0, "trust": -0.02,
+              "mutual_monitoring": 0.02, "closed_loop": -0.02},
+        interactions={("leadership", "team_orientation"): 0.03}),
+}
 
 
 def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
