@@ -18,6 +18,10 @@ logger = logging.getLogger(__name__)
 _SAMPLE_FIELDS = {"seed", "question_ids", "program"}
 
 
+# the label of a run that kept questions its Special Set / program was tuned on (`run --allow-overlap`)
+OVERLAP_MARK = " [tuning overlap]"
+
+
 @dataclass(frozen=True)
 class Run:
     """One run directory: its typed rows and the identity fields report grouping uses."""
@@ -125,12 +129,16 @@ def load_run(run_dir: Path) -> Run:
     system = _field(summary, typed, "system") or "teamwork"
     planned = manifest.get("n_questions", summary.get("n_planned"))
     identity = _identity(manifest, run_dir)
+    config = config_name(_field(summary, typed, "label"), system)
+    overlap = manifest.get("overlap") if isinstance(manifest.get("overlap"), dict) else {}
+    if overlap.get("allowed") and overlap.get("overlapping"):  # never averaged with clean runs: its own row
+        config += OVERLAP_MARK
     return Run(
         path=run_dir,
         rows=tuple(typed),
         summary=summary,
         dataset=str(_field(summary, typed, "dataset") or "unknown"),
-        config=config_name(_field(summary, typed, "label"), system),
+        config=config,
         system=str(system),
         seed=_field(summary, typed, "seed"),
         dataset_sha256=_field(summary, typed, "dataset_sha256"),

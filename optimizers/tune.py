@@ -604,6 +604,12 @@ def _tuning_record(given: Mapping[str, Any] | None, settings: TuneSettings,
     if record.get("question_ids") not in (None, ids):
         raise ConfigError("the tuning record names other questions than the ones tuned on")
     record["question_ids"] = ids
+    from teammed.records import question_fingerprint
+
+    prints = [question_fingerprint(q) for q in questions]
+    if record.get("question_sha256") not in (None, prints):
+        raise ConfigError("the tuning record's fingerprints are not those of the questions tuned on")
+    record["question_sha256"] = prints  # run matches overlap by content, never by id alone
     return record
 
 

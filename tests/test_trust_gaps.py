@@ -68,19 +68,19 @@ def test_run_after_tune_evaluates_no_tuning_question(tuned, tmp_path, capsys, fl
 
 
 def test_legacy_tuning_ids_are_still_read(tmp_path):
-    from teammed.cli_data import tuned_ids
+    from teammed.cli_data import tuned_on
     from teammed.errors import DataError
 
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps({"format": "teammed-special-set/1", "components": [], "tuning_ids": ["a", "b"]}))
-    assert tuned_ids(legacy)[0] == {"a", "b"}
+    assert [r["question_ids"] for r in tuned_on(legacy).records] == [["a", "b"]]
     program = tmp_path / "program.json"
     program.write_text(json.dumps({"teammed": {"meta": {"tuning_ids": ["c"]}}}))
-    assert tuned_ids(program)[0] == {"c"}
+    assert [r["question_ids"] for r in tuned_on(program).records] == [["c"]]
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps({"tuning": {"question_ids": "a,b"}}))
     with pytest.raises(DataError, match="tuning"):
-        tuned_ids(broken)
+        tuned_on(broken)
 
 
 def test_tune_keys_two_files_of_one_name_apart(tmp_path):
@@ -142,3 +142,56 @@ def test_report_loading_layer_reads_typed_rows_and_records(tmp_path):
 
     with pytest.raises(DataError, match="upgrade teammed"):
         load_run(out)
+
+
+def test_overlap_is_matched_by_content_never_by_id_alone(tmp_path, capsys):
+    """A Special Set tuned on one file, run on another whose ids collide: nothing is left out. The same
+    questions under other ids (another copy of the benchmark) are left out."""
+    tuned = simulated_questions(70, seed=5, prefix="cli")
+    data = _write(tmp_path / "tuned.jsonl", tuned)
+    out = tmp_path / "tuned_out"
+    assert main(["tune", "--dataset", str(data), *TUNE_SMALL, "--out", str(out)]) == 0
+    [special] = [p for p in out.glob("*.json") if not p.name.startswith("tune_") and "program" not in p.name]
+    record = json.loads(special.read_text())["tuning"]
+    assert len(record["question_sha256"]) == len(record["question_ids"])
+    # other questions under the very same ids
+    other = [json.loads(line) for line in data.read_text().splitlines()]
+    for row in other:
+        row["question"] = "A different patient: " + row["question"]
+    colliding = tmp_path / "colliding.jsonl"
+    colliding.write_text("".join(json.dumps(r) + "\n" for r in other))
+    run_out = tmp_path / "run_colliding"
+    assert main(["run", "--dataset", str(colliding), "--split", "all", "--config", str(special), "--model", "scripted",
+                 "--n", "70", "--out", str(run_out), "--no-cache"]) == 0
+    assert json.loads((run_out / "run.json").read_text())["overlap"]["overlapping"] == 0
+    assert len((run_out / "results.jsonl").read_text().splitlines()) == 70
+    # the tuned questions under new ids (the same benchmark from another loader) are still caught
+    renamed = [json.loads(line) for line in data.read_text().splitlines()]
+    for row in renamed:
+        row["id"] = "copy-" + row["id"]
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps(r) + "\n" for r in renamed))
+    run_copy = tmp_path / "run_copy"
+    assert main(["run", "--dataset", str(copy), "--split", "all", "--config", str(special), "--model", "scripted",
+                 "--n", "70", "--out", str(run_copy), "--no-cache"]) == 0
+    assert json.loads((run_copy / "run.json").read_text())["overlap"]["overlapping"] == len(record["question_ids"])
+
+
+def test_a_run_that_kept_tuning_questions_is_its_own_labelled_row_in_report(tmp_path):
+    from teammed.evals.report import build_report
+
+    tuned = simulated_questions(70, seed=6, prefix="ov")
+    data = _write(tmp_path / "d.jsonl", tuned)
+    assert main(["tune", "--dataset", str(data), *TUNE_SMALL, "--out", str(tmp_path / "t")]) == 0
+    [special] = [p for p in (tmp_path / "t").glob("*.json") if not p.name.startswith("tune_")
+                 and "program" not in p.name]
+    runs = []
+    for name, extra in (("clean", []), ("kept", ["--allow-overlap"])):
+        out = tmp_path / name
+        assert main(["run", "--dataset", str(data), "--split", "all", "--config", str(special), "--model",
+                     "scripted", "--n", "70", "--out", str(out), "--no-cache", *extra]) == 0
+        runs.append(out)
+    text = build_report(runs, tmp_path / "report").read_text()
+    table = text.split("## Table 1")[1].split("##")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "Config" not in line]
+    assert len([r for r in rows if "[tuning overlap]" in r]) == 1 and len(rows) >= 2

@@ -263,15 +263,18 @@ def _program_identity(args: argparse.Namespace) -> dict[str, Any]:
             "program_config": saved.model_dump(mode="json") if saved is not None else None}
 
 
-def _without_overlap(sample: list, tuned: set[str], source: str | None, *, allow: bool) -> tuple[list, dict]:
-    """Leave out the questions the Special Set / program was tuned on (unless ``allow``)."""
-    overlap = [q.id for q in sample if q.id in tuned]
+def _without_overlap(sample: list, tuned: Any, choice: Any, *, allow: bool) -> tuple[list, dict]:
+    """Leave out the questions the Special Set / program was tuned on (unless ``allow``); ``tuned`` is a
+    `teammed.cli_data.TunedOn` (None: nothing recorded), matched by content, never by id alone."""
+    source = tuned.source if tuned is not None else None
+    overlap = (tuned.overlapping(sample, dataset=choice.name, dataset_sha256=choice.sha256)
+               if tuned is not None else [])
     record = {"source": source, "overlapping": len(overlap), "allowed": allow,
               "excluded_ids": [] if allow else overlap}
     if overlap and not allow:
         print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
               f"(--allow-overlap keeps them)", file=sys.stderr)
-        sample = [q for q in sample if q.id not in tuned]
+        sample = [q for q in sample if q.id not in set(overlap)]
     elif overlap:
         print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
               f"(kept: --allow-overlap)", file=sys.stderr)
@@ -300,7 +303,7 @@ def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed import __version__
     from teammed.backends.resolve import describe
-    from teammed.cli_data import load_for, tuned_ids
+    from teammed.cli_data import load_for, tuned_on
     from teammed.data import sample_questions
     from teammed.evals import summarize
     from teammed.progress import RunProgress, expected_calls_per_question
@@ -317,7 +320,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     grid = len(seeds) > 1 or len(plan) > 1
     stamp = time.strftime("%Y%m%d-%H%M%S")
     program = _program_identity(args)
-    tuned, tuned_source = tuned_ids(args.program or args.config)
+    tuned = tuned_on(args.program or args.config)
     cells = []
     for label, config in plan:
         if program:  # a compiled program never merges with the uncompiled configuration
@@ -325,7 +328,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for seed in seeds:
             sample = sample_questions(choice.questions, n=args.n, seed=seed, stratify_by=args.stratify,
                                       shuffle_options=args.shuffle_options)
-            sample, overlap = _without_overlap(sample, tuned, tuned_source, allow=args.allow_overlap)
+            sample, overlap = _without_overlap(sample, tuned, choice, allow=args.allow_overlap)
             out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{choice.name}"
             if grid or not args.out:
                 out = out / f"{label}" / f"seed{seed}"

@@ -6,13 +6,15 @@ benchmarks get different keys (``sampled_50-1a2b3c4d``), so they never share a s
 a Special Set file or a report column. Tuning commands (`search`, `compile`) and evaluation
 (`run`) read disjoint questions by default (see `teammed.data.splits.plan_split`); a Special
 Set or compiled program records the ids it was tuned on (`tuning_record`) and `run` leaves
-any overlap with them out (`tuned_ids`).
+any overlap with them out (`tuned_on`, matched by content, never by id alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from typing import Any
 from teammed.errors import ConfigError, DataError
 from teammed.types import Question
 
-__all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_ids"]
+__all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_on", "TunedOn"]
 
 
 @dataclass(frozen=True)
@@ -66,25 +68,65 @@ def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
                          sha256=dataset_digest(source), split=plan.name, questions=questions, source=source)
 
 
-def tuning_record(choice: DatasetChoice, ids: list[str]) -> dict[str, Any]:
+def tuning_record(choice: DatasetChoice, questions: Sequence[Question]) -> dict[str, Any]:
     """What a Special Set / compiled program stores about the questions it was tuned on."""
+    from teammed.records import question_fingerprint
+
     return {"dataset": choice.name, "dataset_sha256": choice.sha256, "split": choice.split,
-            "question_ids": list(ids)}
+            "question_ids": [q.id for q in questions],
+            "question_sha256": [question_fingerprint(q) for q in questions]}
 
 
-def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
-    """The question ids a Special Set file (``--config``) or compiled program (``--program``) was
-    tuned on, and where that came from (None when the file records none)."""
+@dataclass(frozen=True)
+class TunedOn:
+    """The tuning records of a Special Set or program file, and how `run` matches its questions to them.
+
+    A question is one it was tuned on when its content fingerprint is recorded, or, for records
+    without fingerprints (written before them), when its id is and the record's data set is this
+    one: the same content hash, else (with a warning) the same name. Ids alone never match across
+    data sets: MedQA's question 12 is not MedBullets' question 12.
+    """
+
+    source: str
+    records: tuple[dict[str, Any], ...]
+
+    def overlapping(self, sample: Sequence[Question], *, dataset: str, dataset_sha256: str) -> list[str]:
+        from teammed.records import question_fingerprint
+
+        prints = {p for r in self.records for p in r["question_sha256"] or ()}
+        by_id: set[str] = set()
+        for record in self.records:
+            if record["question_sha256"] is not None:
+                continue
+            same_content = record["dataset_sha256"] == dataset_sha256
+            if same_content or record["dataset"] in (None, dataset):
+                if not same_content:
+                    print(f"warning: {self.source} records its tuning questions by id only (written before "
+                          f"fingerprints); matching them by id because its data set is named "
+                          f"{record['dataset'] or 'nothing'}, like this one ({dataset}). Re-create it with this "
+                          f"teammed to match by content", file=sys.stderr)
+                by_id.update(record["question_ids"])
+            else:
+                print(f"warning: {self.source} was tuned on {record['dataset']} (sha256 "
+                      f"{str(record['dataset_sha256'])[:12]}), not {dataset}, and records ids only: ids alone "
+                      f"cannot say which of these questions it saw, so none is left out for that record",
+                      file=sys.stderr)
+        return [q.id for q in sample if question_fingerprint(q) in prints or q.id in by_id]
+
+
+def tuned_on(path: Path | None) -> TunedOn | None:
+    """The tuning records of a Special Set file (``--config``) or compiled program (``--program``);
+    None when there is no file or it records none."""
     if path is None:
-        return set(), None
+        return None
     try:
         document = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(document, dict):
-        return set(), None
+        return None
     from teammed.optimizers.saved import ENVELOPE
-    from teammed.records import read_tuning
+    from teammed.records import read_tuning_records
 
     envelope = document.get(ENVELOPE)
     if not isinstance(envelope, dict):  # program format 1 kept meta at the top level
@@ -92,9 +134,6 @@ def tuned_ids(path: Path | None) -> tuple[set[str], str | None]:
     meta = envelope.get("meta")
     # the shared record (``tuning`` / meta ``tuned_on``) and the legacy ``tuning_ids`` tune wrote before it;
     # a record present but unreadable is refused, never dropped
-    found = [ids for ids in (read_tuning(document, where=str(path)),
-                             read_tuning(meta, where=f"{path} (meta)") if meta is not document else None)
-             if ids is not None]
-    if not found:
-        return set(), None
-    return {i for ids in found for i in ids}, str(path)
+    records = [*read_tuning_records(document, where=str(path)),
+               *(read_tuning_records(meta, where=f"{path} (meta)") if meta is not document else [])]
+    return TunedOn(str(path), tuple(records)) if records else None

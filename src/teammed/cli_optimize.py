@@ -100,7 +100,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
                               "accuracy_before": before, "accuracy_after": after,
                               "n_failed_before": sum(r["error"] is not None for r in before_rows),
                               "n_failed_after": sum(r["error"] is not None for r in after_rows),
-                              "tuned_on": tuning_record(choice, [q.id for q in train + val]),
+                              "tuned_on": tuning_record(choice, [*train, *val]),
                               "held_out_ids": [q.id for q in test]})
     print(f"{args.optimizer}: held-out accuracy {before:.1%} -> {after:.1%} ({len(test)} questions)")
     print(f"compiled program: {path}")
@@ -138,7 +138,7 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
                 batch_size=args.batch_size, out_dir=work_dir, dataset=choice.name,
                 search_turns=args.search_turns, search_agents=args.search_agents,
                 search_early_consensus=args.search_early_consensus, num_threads=args.concurrency,
-                tuning=tuning_record(choice, [q.id for q in questions]), on_trial=on_trial,
+                tuning=tuning_record(choice, questions), on_trial=on_trial,
             )
     except (SearchAborted, NoTrialSucceeded) as exc:
         print(f"teammed: error: {exc}", file=sys.stderr)

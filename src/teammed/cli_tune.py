@@ -134,7 +134,7 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
             outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
                            settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
                            storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
-                           tuning=tuning_record(choice, [q.id for q in tune_q]))
+                           tuning=tuning_record(choice, tune_q))
         except TuneAborted as exc:
             print(f"teammed: error: {exc}", file=sys.stderr)
             return 1

@@ -56,6 +56,8 @@ __all__ = [
     "redacted_argv",
     "tuning_record",
     "read_tuning",
+    "read_tuning_records",
+    "question_fingerprint",
 ]
 
 SCHEMA_VERSION = 2
@@ -457,11 +459,46 @@ def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def tuning_record(*, dataset: str, dataset_sha256: str | None, split: str | None,
-                  question_ids: Sequence[str]) -> dict[str, Any]:
+                  question_ids: Sequence[str], question_sha256: Sequence[str] | None = None) -> dict[str, Any]:
     """The one record a Special Set (``tuning``) or compiled program (meta ``tuned_on``) keeps of
-    the questions it was tuned on; `run` leaves any overlap with ``question_ids`` out."""
-    return {"dataset": dataset, "dataset_sha256": dataset_sha256, "split": split,
-            "question_ids": [str(i) for i in question_ids]}
+    the questions it was tuned on: their ids within the data set (name and content hash) and each
+    question's content fingerprint (`question_fingerprint`); `run` leaves out what matches."""
+    record: dict[str, Any] = {"dataset": dataset, "dataset_sha256": dataset_sha256, "split": split,
+                              "question_ids": [str(i) for i in question_ids]}
+    if question_sha256 is not None:
+        record["question_sha256"] = list(question_sha256)
+    return record
+
+
+def question_fingerprint(question: Question) -> str:
+    """A question's content, independent of its id, loader and option order: sha256 of the stem, the
+    context and the sorted option texts (16 hex digits). The same MedQA question read from two files
+    has one fingerprint; two questions that merely share an id do not."""
+    parts = [question.question.strip(), (question.context or "").strip(),
+             *sorted(text.strip() for text in question.options.values())]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def read_tuning_records(document: Any, *, where: str) -> list[dict[str, Any]]:
+    """Every tuning record a Special Set or program document (or its meta) keeps, normalised to
+    ``{dataset, dataset_sha256, question_ids, question_sha256}`` (None where the file has no such
+    field: the legacy ``tuning_ids`` list has ids only). A record present but unreadable is refused."""
+    if not isinstance(document, dict):
+        return []
+    records = []
+    for key in _TUNING_KEYS:
+        if key not in document or document[key] is None:
+            continue
+        value = document[key]
+        record = value if isinstance(value, dict) else {"question_ids": value}
+        ids, prints = record.get("question_ids"), record.get("question_sha256")
+        if not isinstance(ids, list) or not (prints is None or isinstance(prints, list)):
+            raise DataError(f"{where}: its {key!r} record of tuning questions is not readable (expected "
+                            f"question_ids as a list); fix the file or re-create it with this teammed")
+        records.append({"dataset": record.get("dataset"), "dataset_sha256": record.get("dataset_sha256"),
+                        "question_ids": [str(i) for i in ids],
+                        "question_sha256": [str(p) for p in prints] if prints is not None else None})
+    return records
 
 
 # Where tuning records have been written: the shared record first, then the legacy bare id lists
@@ -471,21 +508,9 @@ _TUNING_KEYS = ("tuning", "tuned_on", "tuning_ids")
 
 def read_tuning(document: Any, *, where: str) -> list[str] | None:
     """The tuned-on question ids a Special Set or program document (or its meta) records, None when it
-    records none. Every known key is read and merged (a record is never silently dropped); a key that
-    is present but unreadable is refused, naming ``where``."""
-    if not isinstance(document, dict):
-        return None
-    found: list[str] | None = None
-    for key in _TUNING_KEYS:
-        if key not in document or document[key] is None:
-            continue
-        value = document[key]
-        ids = value.get("question_ids") if isinstance(value, dict) else value
-        if not isinstance(ids, list):
-            raise DataError(f"{where}: its {key!r} record of tuning questions is not readable (expected "
-                            f"question_ids as a list); fix the file or re-create it with this teammed")
-        found = (found or []) + [str(i) for i in ids]
-    return found
+    records none (all records merged; see `read_tuning_records` for their data sets and fingerprints)."""
+    records = read_tuning_records(document, where=where)
+    return [i for r in records for i in r["question_ids"]] if records else None
 
 
 def redacted_argv(argv: Sequence[str]) -> list[str]:
