@@ -130,8 +130,8 @@ def load_run(run_dir: Path) -> Run:
     planned = manifest.get("n_questions", summary.get("n_planned"))
     identity = _identity(manifest, run_dir)
     config = config_name(_field(summary, typed, "label"), system)
-    overlap = manifest.get("overlap") if isinstance(manifest.get("overlap"), dict) else {}
-    if overlap.get("allowed") and overlap.get("overlapping"):  # never averaged with clean runs: its own row
+    overlap = manifest.get("overlap")
+    if isinstance(overlap, dict) and overlap.get("allowed") and overlap.get("overlapping"):  # never averaged with clean runs: its own row
         config += OVERLAP_MARK
     return Run(
         path=run_dir,
