@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -131,7 +130,7 @@ def save_program(
         "meta": {
             "dspy_version": _version("dspy"),
             "teammed_version": _version("teammed"),
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            # no timestamp: the same compile writes the same bytes (the file's mtime says when)
             **(meta or {}),
         },
     }
