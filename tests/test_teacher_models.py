@@ -128,7 +128,7 @@ def test_a_signal_during_a_hung_tune_ends_it_promptly(tmp_path, sig):
     env = {**os.environ, "OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     with FakeOpenAI(logic) as server:
         process = subprocess.Popen([sys.executable, "-m", "teammed.cli", "tune", "--dataset", "demo",
-                                    "--budget", "calls=500", "--optimizer", "none", "--batch-size", "2",
+                                    "--budget", "calls=1e5", "--optimizer", "none", "--batch-size", "2",
                                     "--n-eval", "2", "--model", "openai/student", "--api-base", server.api_base,
                                     "--no-cache", "--out", str(tmp_path / "tuned")],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
