@@ -67,6 +67,7 @@ article>details[open]>summary{border-bottom:1px solid var(--line)}
 .badge{display:inline-block;border-radius:10px;padding:0 .55em;font-size:.78em;font-weight:600;white-space:nowrap}
 .b-correct{background:#dafbe1;color:var(--ok)}.b-wrong{background:#ffebe9;color:var(--bad)}
 .b-failed{background:#fff8c5;color:var(--fail)}
+.b-repair{background:#ddf4ff;color:#0550ae;font-weight:500}
 .run{font-size:.78em;color:var(--muted);white-space:nowrap}
 .stem-short{flex:1;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#1f2328}
 .pick{white-space:nowrap;font-size:.88em}
@@ -338,6 +339,17 @@ def anchor_id(run_index: int, question_id: Any) -> str:
     return f"r{run_index}-{slug}"
 
 
+def _repairs(row: ResultRow) -> str:
+    """Badges for what was not answered cleanly: unparseable outputs, repaired outputs and rankings, and
+    fallbacks (a behaviour's output replaced by its rule); nothing for a clean question."""
+    marks = [(row.parse_failures, "unparsed", "outputs that could not be parsed (dropped, never counted as a choice)"),
+             (row.repaired, "repaired", "outputs repaired into the schema"),
+             (row.ranking_repairs, "ranking repaired", "rankings completed or de-duplicated"),
+             (row.fallbacks, "fallback", "behaviours whose output was replaced by their rule")]
+    return "".join(f' <span class="badge b-repair" title="{_e(why)}">{n} {_e(what)}</span>'
+                   for n, what, why in marks if n)
+
+
 def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
     state = status_of(row)
     anchor = anchor_id(run_index, row.id)
@@ -348,7 +360,7 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
     if state == "failed":
         error = str(row.error or "no answer")
         pick = f"gold {fmt(row.gold) or '—'} · {error if len(error) <= 60 else error[:57] + '…'}"
-    summary = (f'<span class="badge b-{state}">{state}</span> <b>{_e(row.id)}</b>'
+    summary = (f'<span class="badge b-{state}">{state}</span>{_repairs(row)} <b>{_e(row.id)}</b>'
                f'<span class="run">{_e(run_title)}</span><span class="stem-short">{_e(short)}</span>'
                f'<span class="pick">{_e(pick)}</span>'
                f'<a class="anchor" href="#{anchor}" title="link to this question">#</a>')

@@ -131,7 +131,8 @@ def load_run(run_dir: Path) -> Run:
     identity = _identity(manifest, run_dir)
     config = config_name(_field(summary, typed, "label"), system)
     overlap = manifest.get("overlap")
-    if isinstance(overlap, dict) and overlap.get("allowed") and overlap.get("overlapping"):  # never averaged with clean runs: its own row
+    # a run that kept tuning questions is never averaged with clean runs: its own row
+    if isinstance(overlap, dict) and overlap.get("allowed") and overlap.get("overlapping"):
         config += OVERLAP_MARK
     return Run(
         path=run_dir,

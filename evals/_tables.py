@@ -95,6 +95,75 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     return markdown_table(["Config", *columns], body)
 
 
+def cells_table(groups: Sequence[Stats]) -> str:
+    """Table 1 cell by cell: model, seeds, n, mean ± SE and the question-level 95% interval."""
+    body = []
+    for g in groups:
+        q = g.get("questions") or {}
+        ci = q.get("ci95")
+        body.append([g["config"], g["dataset"], ", ".join(g.get("models") or []) or _DASH, str(len(g["seeds"])),
+                     str(q.get("n", 0)), _mean_se_cell(g["accuracy"]),
+                     f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else _DASH])
+    return markdown_table(["Config", "Dataset", "Model", "Seeds", "n", "Accuracy (%)", "95% CI (questions)"], body)
+
+
+def cells_csv(groups: Sequence[Stats]) -> str:
+    """Table 1's cells as CSV: one row per configuration and data set, accuracies as percentages."""
+    import csv
+    import io
+
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["config", "dataset", "model", "seeds", "n_questions", "n_correct", "n_failed", "mean", "se",
+                     "ci95_low", "ci95_high"])
+    for g in groups:
+        acc, q = g["accuracy"], g.get("questions") or {}
+        ci = q.get("ci95") or (None, None)
+        writer.writerow([g["config"], g["dataset"], "+".join(g.get("models") or []), len(g["seeds"]), q.get("n", 0),
+                         q.get("correct", 0), _get(g, "metrics", "n_failed") or 0,
+                         *(("" if v is None else f"{100 * v:.2f}") for v in (acc.get("mean"), acc.get("se"), *ci))])
+    return buffer.getvalue()
+
+
+_LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def latex_escape(text: str) -> str:
+    """``text`` with LaTeX's special characters escaped."""
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def accuracy_latex(groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str]) -> str:
+    """Table 1 as a LaTeX ``tabular`` (booktabs): mean $\\pm$ SE in %, best per column in bold, n per cell."""
+    cells = {(g["config"], g["dataset"]): g for g in groups}
+    best = {d: max((cells[(c, d)]["accuracy"]["mean"] for c in configs if (c, d) in cells
+                    and cells[(c, d)]["accuracy"].get("mean") is not None), default=None) for d in datasets}
+    models = sorted({m for g in groups for m in g.get("models") or []})
+    lines = ["% teammed report: Table 1, accuracy (%) as mean $\\pm$ SE over seeds; n = labelled questions",
+             f"% model(s): {', '.join(models) or 'not recorded'}",
+             "\\begin{tabular}{l" + "c" * len(datasets) + "}", "\\toprule",
+             " & ".join(["Config", *map(latex_escape, datasets)]) + " \\\\", "\\midrule"]
+    for config in configs:
+        row = [latex_escape(config)]
+        for d in datasets:
+            g = cells.get((config, d))
+            acc = g["accuracy"] if g else {}
+            if not g or acc.get("mean") is None:
+                row.append("--")
+                continue
+            text = f"{100 * acc['mean']:.1f}"
+            if acc.get("se") is not None:
+                text += f" $\\pm$ {100 * acc['se']:.1f}"
+            if acc["mean"] == best[d]:
+                text = f"\\textbf{{{text}}}"
+            n = (g.get("questions") or {}).get("n", 0)
+            row.append(f"{text} {{\\scriptsize ($n$={n})}}")
+        lines.append(" & ".join(row) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
 def spread_table(groups: Sequence[Stats]) -> str | None:
     """Per (configuration, data set): the most common answer, its share, and a CONSTANT flag."""
     body = []

@@ -18,6 +18,7 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import PAGE_QUESTIONS, page_name, transcripts_pages
+from teammed.evals._rows import is_correct, is_labeled
 from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run, unique_dirs, unique_runs
 from teammed.evals.metrics import (
     accuracy,
@@ -26,7 +27,7 @@ from teammed.evals.metrics import (
     summarize,
     trust_by_stage,
 )
-from teammed.evals.stats import holm, mean_se, paired_comparison
+from teammed.evals.stats import holm, mean_se, paired_comparison, wilson_interval
 from teammed.records import write_atomic
 
 __all__ = ["build_report", "ReportError"]
@@ -40,6 +41,11 @@ class ReportError(TeammedError, ValueError):
 
 def _group_stats(group: Group) -> dict[str, Any]:
     per_seed = [a for run in group.runs if (a := accuracy(run.rows)) is not None]
+    labeled = [row for run in group.runs for row in run.rows if is_labeled(row)]
+    n_correct = sum(map(is_correct, labeled))
+    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
+                for run in group.runs]
+    models = sorted({m for text in answered for m in text.split("+") if m})
     if per_seed:
         acc = mean_se(per_seed)
         accuracy_stats = {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
@@ -54,6 +60,10 @@ def _group_stats(group: Group) -> dict[str, Any]:
         "runs": [str(run.path) for run in group.runs],
         "partial": partial,
         "accuracy": accuracy_stats,
+        # question level: every labelled answer of every seed, with its Wilson 95% interval
+        "questions": {"n": len(labeled), "correct": n_correct,
+                      "ci95": list(wilson_interval(n_correct, len(labeled))) if labeled else None},
+        "models": models,
         "metrics": summarize(group.rows),
     }
 
@@ -109,7 +119,9 @@ def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
 
 def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str], datasets: list[str],
              out_dir: Path) -> list[Path]:
-    trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs}
+    # the trust plot shows the systems with a trust network only (base's neutral scores are not trust)
+    trusting = {g.config for g in groups if _has_trust(g)}
+    trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs if c in trusting}
     roles: dict[str, dict[str, int]] = {d: {} for d in datasets}
     for s in stats:
         for role, n in s["metrics"].get("teamwork", {}).get("roles_recruited", {}).items():
@@ -121,6 +133,17 @@ def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str
         _plots.roles_heatmap(roles, out_dir / "roles_heatmap.png"),
     ]
     return [path for path in drawn if path is not None]
+
+
+def _has_trust(group: Group) -> bool:
+    """Whether a group's system runs the trust component: its run identity's (or rows') configuration."""
+    for run in group.runs:
+        config = (run.identity.program_config or run.identity.config) if run.identity is not None else None
+        if config is None:
+            config = next((row.config for row in run.rows if row.config), None)
+        if config and config.get("trust"):
+            return True
+    return False
 
 
 def _section(title: str, body: str | None, note: str = "") -> list[str]:
@@ -152,6 +175,12 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         "*majority class*: the accuracy of always answering the most common gold letter, pooled over the "
         "questions of all seeds (a run's own summary line gives it for that run's questions). "
         "† marks a partial run (fewer rows than planned: stopped, killed or still running).",
+    )
+    lines += _section(
+        "Table 1, cell by cell", _tables.cells_table(stats),
+        "Per configuration and data set: the model(s) that answered, the seeds, n = labelled questions over "
+        "all seeds, accuracy as mean ± SE over seeds, and the 95% Wilson interval of the pooled question-level "
+        "accuracy. The same numbers are in `table1.csv`; `table1.tex` is Table 1 as a LaTeX tabular.",
     )
     lines += _section(
         "Answer spread", _tables.spread_table(stats),
@@ -238,6 +267,8 @@ def build_report(
     numbers["figures"] = [p.name for p in figures]
     summary = json.dumps(rounded(numbers), indent=2, default=str)
     write_atomic(out_dir / "summary.json", summary)
+    write_atomic(out_dir / "table1.csv", _tables.cells_csv(numbers["groups"]))
+    write_atomic(out_dir / "table1.tex", _tables.accuracy_latex(numbers["groups"], configs, datasets))
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
               for group in groups for run in group.runs]  # names that tell same-named systems apart
     pages = transcripts_pages(titled, page_size=PAGE_QUESTIONS)

@@ -29,6 +29,7 @@ __all__ = [
     "mde_from_se",
     "PublishedCheck",
     "published_consistency",
+    "wilson_interval",
 ]
 
 logger = logging.getLogger(__name__)
@@ -135,6 +136,18 @@ def paired_comparison(
     return {**boot, "b": b, "c": c, "p_mcnemar": mcnemar(b, c),
             "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
             "mde_alpha": alpha, "mde_power": power}
+
+
+def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``correct / n`` (shares, 0-1); sound at 0 and n."""
+    if n <= 0 or not 0 <= correct <= n:
+        raise ValueError(f"need 0 <= correct <= n and n > 0 (got correct={correct}, n={n})")
+    z = statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = correct / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    low, high = max(0.0, centre - half), min(1.0, centre + half)
+    return (0.0 if correct == 0 else low), (1.0 if correct == n else high)  # exact at the ends, no rounding dust
 
 
 # ---------------------------------------------------------------- many tests, small samples

@@ -93,7 +93,7 @@ def _row(dataset: str, label: str, system: str, seed: int, i: int, correct: bool
         "n_agents": 3 if teamwork else 1,
         "roles": ["Cardiologist", "Nephrologist", "Internist"] if teamwork else [],
         "trust": {"agent_1": 0.9, "agent_2": 0.6, "agent_3": 0.8} if teamwork else None,
-        "config": {"label": label},
+        "config": {"label": label, "trust": label == "all"},
         "record": _teamwork_record(gold, prediction, i) if teamwork else None,
         "transcript": [
             {"phase": "R2", "turn": None, "agent": "agent_1", "role": "Cardiologist", "kind": "assessment",
@@ -238,3 +238,45 @@ def test_load_run_without_summary_reads_identity_from_rows(tmp_path: Path) -> No
     tmp_path.joinpath("results.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
     run = load_run(tmp_path)
     assert (run.dataset, run.config, run.system, run.seed) == ("medqa", "cot", "cot", 3)
+
+
+def test_the_trust_plot_shows_only_systems_with_a_trust_network(ablation_runs, tmp_path, monkeypatch) -> None:
+    from teammed.evals import _plots
+
+    drawn = {}
+    original = _plots.trust_over_deliberation
+
+    def spy(series, path):
+        drawn.update(series)
+        return original(series, path)
+
+    monkeypatch.setattr(_plots, "trust_over_deliberation", spy)
+    build_report(ablation_runs, tmp_path / "r", baseline="base")
+    assert set(drawn) == {"all"}  # base records neutral scores but runs no trust component
+
+
+def test_table_one_cell_by_cell_and_its_exports(report: Path) -> None:
+    import csv
+
+    text = report.read_text(encoding="utf-8")
+    cells = text.split("## Table 1, cell by cell")[1].split("##")[0]
+    line = next(row for row in cells.splitlines() if row.startswith("| all | medqa |"))
+    # 25 of 30 questions over 3 seeds (8, 8, 9 of 10): Wilson 95% interval [66.4, 92.7]
+    assert line == "| all | medqa | scripted | 3 | 30 | 83.3 ± 3.3 | [66.4, 92.7] |"
+    rows = list(csv.DictReader((report.parent / "table1.csv").read_text().splitlines()))
+    row = next(r for r in rows if (r["config"], r["dataset"]) == ("all", "medqa"))
+    assert (row["n_questions"], row["n_correct"], row["mean"], row["ci95_low"]) == ("30", "25", "83.33", "66.44")
+    latex = (report.parent / "table1.tex").read_text()
+    assert "\\begin{tabular}{lcc}" in latex and "\\textbf{83.3 $\\pm$ 3.3} {\\scriptsize ($n$=30)}" in latex
+    assert latex.rstrip().endswith("\\end{tabular}")
+
+
+def test_latex_escapes_what_names_may_hold() -> None:
+    from teammed.evals._tables import latex_escape
+
+    assert latex_escape("smm+trust_v2 & 50% #1") == "smm+trust\\_v2 \\& 50\\% \\#1"
+
+
+def test_the_viewer_marks_questions_with_unparsed_or_repaired_outputs(report: Path) -> None:
+    page = (report.parent / "transcripts.html").read_text(encoding="utf-8")
+    assert page.count('class="badge b-repair"') >= 1 and "1 unparsed" in page  # question 0 had a parse failure

@@ -67,3 +67,14 @@ def test_a_possible_cell_is_recognised_from_its_own_counts():
     assert not published_consistency(71.7, 1.1, n=50, k=3).mean_possible  # 71.7 x 1.5 = 107.55
     with pytest.raises(ValueError, match="k >= 2"):
         published_consistency(50.0, 1.0, n=50, k=1)
+
+
+def test_wilson_interval_matches_known_values_and_stays_in_bounds():
+    from teammed.evals.stats import wilson_interval
+
+    low, high = wilson_interval(25, 30)
+    assert (round(low, 4), round(high, 4)) == (0.6644, 0.9266)  # the textbook Wilson score interval
+    assert wilson_interval(0, 10)[0] == 0.0 and 0.27 < wilson_interval(0, 10)[1] < 0.28
+    assert wilson_interval(10, 10)[1] == 1.0
+    with pytest.raises(ValueError):
+        wilson_interval(3, 0)
