@@ -229,6 +229,8 @@ class LiteLLMBackend(MeteredLM):
             missing = list(litellm.validate_environment(model=self.model).get("missing_keys") or [])
         except Exception:  # a provider litellm cannot check: let the first call tell
             missing = []
+        if self.model.partition("/")[0] in ("ollama", "ollama_chat"):
+            missing = [m for m in missing if m != "OLLAMA_API_BASE"]  # litellm's default: localhost:11434
         if missing:
             raise FatalBackendError(f"{self.model} needs credentials that are not set.", kind="authentication",
                                     fix=f"Set {' and '.join(missing)} in the environment "

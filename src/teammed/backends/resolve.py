@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import os
 import signal
 import sys
@@ -38,6 +39,7 @@ __all__ = ["Deployment", "BackendOptions", "open_deployments", "open_lm", "descr
 
 LOCAL_MODEL = "openai/local"
 DEFAULT_MAX_PARALLEL = 4
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -389,9 +391,10 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
         stack.callback(lm.close)  # runs before the server stops: waiting retries give up
         return lm, 1
     check_routable(spec, api_base=options.api_base)
+    parallel, timeout_s = _sized_for_server(options)
     lm = LiteLLMBackend(spec, api_base=options.api_base, structured_output=options.structured_output,
-                        retry=options.retry, cache=options.cache, timeout_s=options.timeout_for(),
-                        max_parallel_requests=options.max_parallel_requests or DEFAULT_MAX_PARALLEL,
+                        retry=options.retry, cache=options.cache, timeout_s=timeout_s,
+                        max_parallel_requests=parallel,
                         max_tokens=max_tokens, temperature=options.temperature, transport=options.transport)
     try:
         lm.check_credentials()
@@ -402,6 +405,22 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     stack.callback(_unregister, lm)
     stack.callback(lm.close)
     return lm, concurrency
+
+
+def _sized_for_server(options: BackendOptions) -> tuple[int, float]:
+    """Requests in flight and the timeout for an ``--api-base`` server: what the flags say, else a llama.cpp
+    server's slot count and the local timeout (`teammed.backends.local_probe`), else the remote defaults."""
+    parallel, timeout_s = options.max_parallel_requests, options.timeout_s
+    if options.api_base and (parallel is None or timeout_s is None):
+        from teammed.backends.local_probe import llamacpp_slots
+
+        slots = llamacpp_slots(options.api_base)
+        if slots is not None:
+            parallel = parallel or slots
+            timeout_s = timeout_s if timeout_s is not None else LOCAL_TIMEOUT_S
+            logger.info("%s is a llama.cpp server with %d slot(s): %d request(s) in flight, %.0f s timeout",
+                        redact(options.api_base), slots, parallel, timeout_s)
+    return parallel or DEFAULT_MAX_PARALLEL, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S
 
 
 @contextlib.contextmanager
