@@ -43,12 +43,25 @@ def test_quickstart_is_exactly_two_commands():
     ]
 
 
-def test_every_documented_command_exists():
+DOCS = README.parent / "docs"
+
+
+def test_every_command_has_its_docs_page_and_every_page_a_command():
     import argparse
 
     from teammed.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    documented = set(re.findall(r"^### `teammed (\w+)", README.read_text(), flags=re.M))
-    assert documented and documented <= set(sub.choices), documented - set(sub.choices)
-    assert set(sub.choices) <= documented, set(sub.choices) - documented
+    documented = {p.stem for p in (DOCS / "commands").glob("*.md")} - {"index", "presets"}
+    assert documented == set(sub.choices)
+    for name in documented:  # each page is about its command
+        assert (DOCS / "commands" / f"{name}.md").read_text().startswith(f"# `teammed {name}")
+    nav = (README.parent / "mkdocs.yml").read_text()
+    assert all(f"commands/{name}.md" in nav for name in documented)
+
+
+def test_the_readme_is_short_and_its_example_is_the_docs_example():
+    assert len(README.read_text().splitlines()) <= 200
+    (readme_code,) = _blocks("python")
+    docs_code = re.findall(r"```python\n(.*?)```", (DOCS / "python-api.md").read_text(), flags=re.S)
+    assert docs_code == [readme_code]  # the docs show the example the test above runs
