@@ -404,3 +404,15 @@ def test_search_writes_where_its_help_says(tmp_path, flags):
     import optuna
 
     assert optuna.get_all_study_names(f"sqlite:///{out / f'{key}_study' / 'study.db'}") == [f"teammed-{key}"]
+
+
+@pytest.mark.parametrize("flags, text", [
+    (["--preset", "all"], "--preset configures the teamwork system, not mdagents; drop it or use --system teamwork"),
+    (["--preset", "all", "--n-turns", "3"],
+     "--preset and --n-turns configure the teamwork system, not mdagents; drop them or use --system teamwork"),
+])
+def test_teamwork_flags_for_a_peer_system_are_refused_in_a_sentence(capsys, flags, text):
+    from teammed.cli import main
+
+    assert main(["run", "--dataset", "demo", "--system", "mdagents", "--model", "scripted", *flags]) == 2
+    assert text in capsys.readouterr().err

@@ -99,8 +99,10 @@ def _check_system_flags(args: argparse.Namespace) -> None:
         return
     given = [f"--{name.replace('_', '-')}" for name in _TEAMWORK_FLAGS if getattr(args, name, None) is not None]
     if given:
-        raise TeammedError(f"{', '.join(given)} configure the teamwork system, not {args.system}; drop "
-                           f"{'them' if len(given) > 1 else 'it'} or use --system teamwork")
+        several = len(given) > 1
+        raise TeammedError(f"{' and '.join(given) if len(given) == 2 else ', '.join(given)} "
+                           f"{'configure' if several else 'configures'} the teamwork system, not {args.system}; "
+                           f"drop {'them' if several else 'it'} or use --system teamwork")
 
 
 def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
