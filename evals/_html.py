@@ -84,6 +84,15 @@ tr.gold td{background:#dafbe1}tr.picked-wrong td{background:#ffebe9}
 pre{background:#f6f8fa;padding:.4em;overflow-x:auto;font-size:.8em}
 mark{background:#fff3a3}
 .hidden{display:none}
+@media (max-width:640px){
+ main{padding:0 .6em}
+ .toolbar{padding:.5em .6em}
+ .toolbar input[type=search]{min-width:0;width:100%}
+ table{display:block;overflow-x:auto;max-width:100%}
+ article>details>summary{flex-wrap:wrap;gap:.2em .5em}
+ .stem-short{flex-basis:100%;white-space:normal}
+ .run,.pick{white-space:normal}
+}
 """
 
 _JS = """

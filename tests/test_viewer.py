@@ -107,3 +107,13 @@ def test_check_viewer_builds_its_runs_with_todays_runner(tmp_path):
     spec.loader.exec_module(check_viewer)
     dirs = check_viewer.build_runs(tmp_path / "runs")
     assert len(dirs) == 3 and all((d / "results.jsonl").is_file() for d in dirs)
+
+
+def test_the_viewer_fits_a_phone_width():
+    """At 390 px tables scroll inside themselves and a question's summary wraps (checked by eye in headless
+    Chromium; here the rules that do it)."""
+    from teammed.evals._html import _CSS
+
+    phone = _CSS.split("@media (max-width:640px){", 1)[1]
+    assert "table{display:block;overflow-x:auto" in phone and "summary{flex-wrap:wrap" in phone
+    assert "min-width:0" in phone  # the search box no longer forces 24em
