@@ -178,3 +178,17 @@ def test_raw_newlines_in_strings_and_out_of_range_grades_parse_cleanly():
     assert not outcome.repaired and outcome.values["justification"] == "line one\nline two"
     grades = parse_outputs(AssessmentQuality, '{"grades": [1.0, 2.5]}')
     assert not grades.repaired and grades.values["grades"] == [1.0, 2.5]
+
+
+def test_the_cli_scripted_backend_keeps_no_prompts():
+    """A long `--model scripted` dry run must not hold every prompt it sent (it held ~127 KB per question)."""
+    from teammed.backends.resolve import BackendOptions, open_deployments
+    from teammed.backends.scripted import ScriptedLM
+
+    with open_deployments(["scripted"], options=BackendOptions()) as deployments:
+        lm = deployments[0].lm
+        lm(messages=[{"role": "user", "content": "x"}])
+        assert lm.calls == []
+    kept = ScriptedLM()
+    kept(messages=[{"role": "user", "content": "x"}])
+    assert len(kept.calls) == 1  # tests still see what was asked

@@ -371,7 +371,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     """One LM for ``spec`` with ``options``, closed when ``stack`` unwinds; returns (lm, questions in flight)."""
     max_tokens = max_tokens or options.max_tokens
     if spec == "scripted" or spec.startswith("scripted:"):
-        return ScriptedLM(delay_s=float(spec.partition(":")[2] or 0)), concurrency
+        return ScriptedLM(delay_s=float(spec.partition(":")[2] or 0), keep_calls=False), concurrency
     if spec == "simulated" or spec.startswith("simulated:"):  # tests and benchmarks only, never a default
         from teammed.backends.simulated import SimulatedTeamLM
 

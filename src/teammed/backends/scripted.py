@@ -82,13 +82,15 @@ class ScriptedLM(MeteredLM):
     """A fake LM answering ``responder(call)``; a dict is sent as JSON, a str verbatim.
 
     ``responder`` may return None to use `ScriptedCall.default`. Each call is appended to
-    ``calls`` (thread-safe) so tests can assert on what was asked.
+    ``calls`` (thread-safe) so tests can assert on what was asked; ``keep_calls=False`` (the CLI's
+    ``--model scripted``) keeps none, so a long dry run does not hold every prompt it sent.
     """
 
     def __init__(self, responder: Callable[[ScriptedCall], Any] | None = None, *, model: str = "scripted",
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, keep_calls: bool = True):
         super().__init__(model=model, cache=False)
         self.delay_s = delay_s
+        self.keep_calls = keep_calls
         self.responder = responder or (lambda call: None)
         self.calls: list[ScriptedCall] = []
         self._lock = threading.Lock()
@@ -97,8 +99,9 @@ class ScriptedLM(MeteredLM):
         fmt = kwargs.get("response_format") or {}
         schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema") or {"properties": {}}
         call = ScriptedCall(schema.get("title", "?"), _parse_inputs(messages), schema, messages)
-        with self._lock:
-            self.calls.append(call)
+        if self.keep_calls:
+            with self._lock:
+                self.calls.append(call)
         if self.delay_s:
             time.sleep(self.delay_s)
         answer = self.responder(call)
