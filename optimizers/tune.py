@@ -21,8 +21,10 @@ memo's reuse rate is reported on its own. The budget is checked before each unit
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import logging
 import random
@@ -251,9 +253,12 @@ class _Pipeline:
         n = self.s.compile_train
         train = examples_from_questions(self.tune_q[:n])
         val = examples_from_questions(self.tune_q[n:2 * n]) or train
-        with usage.track() as used:
+        printed = io.StringIO()  # DSPy's optimizers print ("Bootstrapped ..."): tune's output is its own
+        with usage.track() as used, contextlib.redirect_stdout(printed):
             compiled = compile_program(student, optimizer=self.s.optimizer, trainset=train, valset=val, lm=self.lm,
                                        seed=self.s.seed)
+        for line in filter(None, printed.getvalue().splitlines()):
+            logger.debug("dspy (compile %s): %s", cell["name"], line)
         state = json.loads(json.dumps(compiled.dump_state(), default=str))
         own = sorted(state)
         if cell.get("without") is not None:
@@ -503,6 +508,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                           f"{len(tune_questions)}); use more questions or a smaller --batch-size")
     if not eval_questions:
         raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # tune reports its own progress, not Optuna's
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
     plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions))
     study, reference = open_tune_study(storage, study_name, out_dir)

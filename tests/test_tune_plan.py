@@ -100,3 +100,17 @@ def test_cli_tune_refuses_a_small_budget_before_opening_a_backend_and_prints_its
     assert "stages: 1; 2" in captured.out and "4 not run" in captured.out
     assert "it/s" not in captured.err and "%|" not in captured.err  # teammed's lines only, no tqdm bars
     assert list((tmp_path / "t").glob("*.json"))
+
+
+def test_tune_with_bootstrap_prints_teammeds_lines_only(tmp_path, capsys):
+    """DSPy's optimizers print "Bootstrapped ..." and draw tqdm bars; Optuna logs study creation: none of it
+    reaches tune's output."""
+    from teammed.cli import main
+
+    assert main(["tune", "--dataset", "demo", "--budget", "calls=1e6", "--optimizer", "bootstrap", "--batch-size",
+                 "2", "--pool-size", "2", "--stage1-batches", "1", "--n-eval", "3", "--model", "simulated:1",
+                 "--no-cache", "--out", str(tmp_path / "t")]) == 0
+    captured = capsys.readouterr()
+    text = captured.out + captured.err
+    assert "Bootstrapped" not in text and "it/s" not in text and "A new study created" not in text
+    assert "plan for calls=" in captured.err and "stages: 1; 2; 3; 4" in captured.out
