@@ -92,7 +92,13 @@ def test_one_sided_sign_test():
 def test_racing_drops_equal_configurations_at_most_alpha_per_race_and_worse_ones_quickly():
     """By simulation: 8 equal configurations raced 10 rounds (every look counted) and an incumbent picked
     after the data; the fixed-n sign test this replaced dropped about a third of them."""
-    from benchmarks.racing_error import scenario
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "racing_error.py"
+    spec = importlib.util.spec_from_file_location("racing_error", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    scenario = module.scenario
 
     common = {"races": 150, "rounds": 10, "batch": 10, "alpha": 0.05, "seed": 5}
     equal = scenario({f"c{i}": 0.6 for i in range(8)}, **common)
