@@ -258,8 +258,8 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values())})
     # Holm within each family of tests the table makes
-    for value, key in zip(holm([r["p_vs_published"] for r in out]), range(len(out)), strict=True):
-        out[key]["p_vs_published_holm"] = value
+    for cell_row, adjusted in zip(out, holm([r["p_vs_published"] for r in out]), strict=True):
+        cell_row["p_vs_published_holm"] = adjusted
     zero = [r["vs_zero_shot"] for r in out if r["vs_zero_shot"] is not None]
     for comparison, value in zip(zero, holm([z["p"] for z in zero]), strict=True):
         comparison["p_holm"] = value

@@ -155,27 +155,26 @@ def test_overlap_is_matched_by_content_never_by_id_alone(tmp_path, capsys):
     record = json.loads(special.read_text())["tuning"]
     assert len(record["question_sha256"]) == len(record["question_ids"])
     # other questions under the very same ids
-    other = [json.loads(line) for line in data.read_text().splitlines()]
-    for row in other:
-        row["question"] = "A different patient: " + row["question"]
-    colliding = tmp_path / "colliding.jsonl"
-    colliding.write_text("".join(json.dumps(r) + "\n" for r in other))
-    run_out = tmp_path / "run_colliding"
-    assert main(["run", "--dataset", str(colliding), "--split", "all", "--config", str(special), "--model", "scripted",
-                 "--n", "70", "--out", str(run_out), "--no-cache"]) == 0
-    assert json.loads((run_out / "run.json").read_text())["overlap"]["overlapping"] == 0
-    assert len((run_out / "results.jsonl").read_text().splitlines()) == 70
+    colliding = _rewritten(data, tmp_path / "colliding.jsonl", question=lambda text: "A different patient: " + text)
+    assert _overlap_of_run(colliding, special, tmp_path / "run_colliding") == 0
+    assert len((tmp_path / "run_colliding" / "results.jsonl").read_text().splitlines()) == 70
     # the tuned questions under new ids (the same benchmark from another loader) are still caught
-    renamed = [json.loads(line) for line in data.read_text().splitlines()]
-    for row in renamed:
-        row["id"] = "copy-" + row["id"]
-    copy = tmp_path / "copy.jsonl"
-    copy.write_text("".join(json.dumps(r) + "\n" for r in renamed))
-    run_copy = tmp_path / "run_copy"
-    assert main(["run", "--dataset", str(copy), "--split", "all", "--config", str(special), "--model", "scripted",
-                 "--n", "70", "--out", str(run_copy), "--no-cache"]) == 0
-    assert json.loads((run_copy / "run.json").read_text())["overlap"]["overlapping"] == len(record["question_ids"])
+    copy = _rewritten(data, tmp_path / "copy.jsonl", id=lambda text: "copy-" + text)
+    assert _overlap_of_run(copy, special, tmp_path / "run_copy") == len(record["question_ids"])
 
+
+def _rewritten(data: Path, path: Path, **edits) -> Path:
+    """``data``'s rows with ``edits[field](value)`` applied, written to ``path``."""
+    rows = [json.loads(line) for line in data.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, **{k: f(r[k]) for k, f in edits.items()}}) + "\n" for r in rows))
+    return path
+
+
+def _overlap_of_run(data: Path, special: Path, out: Path) -> int:
+    """How many questions a scripted run of all of ``data`` under the Special Set found tuned on."""
+    assert main(["run", "--dataset", str(data), "--split", "all", "--config", str(special), "--model", "scripted",
+                 "--n", "70", "--out", str(out), "--no-cache"]) == 0
+    return json.loads((out / "run.json").read_text())["overlap"]["overlapping"]
 
 def test_a_run_that_kept_tuning_questions_is_its_own_labelled_row_in_report(tmp_path):
     from teammed.evals.report import build_report

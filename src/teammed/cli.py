@@ -276,7 +276,8 @@ def _without_overlap(sample: list, tuned: Any, choice: Any, *, allow: bool) -> t
     if overlap and not allow:
         print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
               f"(--allow-overlap keeps them)", file=sys.stderr)
-        sample = [q for q in sample if q.id not in set(overlap)]
+        left_out = set(overlap)
+        sample = [q for q in sample if q.id not in left_out]
     elif overlap:
         print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
               f"(kept: --allow-overlap)", file=sys.stderr)

@@ -36,8 +36,9 @@ def llamacpp_slots(api_base: str, *, timeout_s: float = 2.0, api_key: str | None
                 if isinstance(slots, int) and slots > 0:
                     return slots
             listed = client.get(f"{root}/slots")
-            if listed.status_code == 200 and isinstance(listed.json(), list) and listed.json():
-                return len(listed.json())
+            slots_list = listed.json() if listed.status_code == 200 else None
+            if isinstance(slots_list, list) and slots_list:
+                return len(slots_list)
     except (httpx.HTTPError, ValueError, AttributeError) as exc:
         logger.debug("no llama.cpp server at %s (%s)", root, type(exc).__name__)
     return None
