@@ -10,9 +10,10 @@ from teammed.optimizers.compile import (
 )
 from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
 from teammed.optimizers.report import search_report
-from teammed.optimizers.saved import load_program, save_program
 from teammed.optimizers.search import open_study, search_special_set
 from teammed.optimizers.special_set import SpecialSet, load_special_set, write_special_set
+from teammed.programs.load import load_program
+from teammed.programs.persist import save_program
 
 __all__ = [
     "OPTIMIZERS",

@@ -59,8 +59,13 @@ def best_row(rows: Sequence[Row]) -> Row | None:
 
 
 def pareto_front(rows: Sequence[Row]) -> list[Row]:
-    """Completed configurations no other beats on both accuracy (higher) and tokens (fewer)."""
-    done = _complete(rows)
+    """The rows no other beats on both accuracy (higher) and tokens per question (fewer), cheapest first.
+
+    The one Pareto front of search and tune. A row with a ``state`` (a study's, `evaluated_rows`)
+    counts only when COMPLETE: a pruned evaluation saw too few questions. tune's rows have none:
+    each is every tuning question a configuration was evaluated on.
+    """
+    done = [r for r in rows if r.get("state", "COMPLETE") == "COMPLETE"]
 
     def dominated(r: Row) -> bool:
         return any(o["accuracy"] >= r["accuracy"] and o["tokens_per_question"] <= r["tokens_per_question"]

@@ -189,7 +189,7 @@ def reproduce_table1(
 
         if kind == "preset":
             return TeamworkProgram(preset(what))
-        from teammed.optimizers.saved import load_program
+        from teammed.programs.load import load_program
 
         program, _ = load_program(special[code]["program"], system="teamwork")
         return program

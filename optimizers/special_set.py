@@ -57,10 +57,6 @@ class SpecialSet(BaseModel):
     created: str
     tuning: dict[str, Any] | None = None  # data set identity and the question ids the search was tuned on
 
-    @property
-    def teamwork_config(self) -> TeamworkConfig:
-        return TeamworkConfig.build(**self.config)
-
 
 def _public(row: Row) -> dict[str, Any]:
     return {k: row[k] for k in _PUBLIC}

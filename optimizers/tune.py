@@ -40,9 +40,11 @@ from teammed import usage
 from teammed.backends.base import MeteredLM
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
 from teammed.errors import ConfigError, DataError, TeammedError
+from teammed.optimizers._evaluated import pareto_front
 from teammed.optimizers._scoring import score_examples
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
 from teammed.optimizers.compile import compile_program, examples_from_questions
+from teammed.optimizers.special_set import FORMAT
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_plan import TunePlan, plan_tune, upper_calls
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
@@ -54,7 +56,6 @@ __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disj
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "teammed-special-set/1"
 STAGE1_PRESETS = ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
 _PRESET_OF = dict(zip(COMPONENTS, ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring",
                                    "closed_loop"), strict=True))
@@ -449,14 +450,6 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "tokens_per_question": round(sum(r["tokens"] for r in rows) / n, 2) if n else None}
 
 
-def _pareto(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    front = [p for p in points if not any(o["accuracy"] >= p["accuracy"] and o["tokens_per_question"] <=
-                                          p["tokens_per_question"] and o is not p and
-                                          (o["accuracy"], -o["tokens_per_question"]) !=
-                                          (p["accuracy"], -p["tokens_per_question"]) for o in points)]
-    return sorted(front, key=lambda p: p["tokens_per_question"])
-
-
 def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
     """Every configuration evaluated on tuning questions: questions seen, accuracy, billable cost."""
     table: dict[tuple[str, str], dict[str, Any]] = {}
@@ -558,7 +551,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, held_out_components_only=components_only,
                   stages_completed=_stages_completed(p, plan), tried=_tried(queue), spent=_spent(queue))
-    report["pareto_front"] = _pareto([r for r in report["tried"] if r["accuracy"] is not None])
+    report["pareto_front"] = pareto_front([r for r in report["tried"] if r["accuracy"] is not None])
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
                "config": winner_config, "program": str(program_path), "model": settings.model,
@@ -621,7 +614,7 @@ def _tuning_record(given: Mapping[str, Any] | None, settings: TuneSettings,
 
 def _save_winner(p: _Pipeline, config: Mapping[str, Any], out_dir: Path, s: TuneSettings,
                  tuned_on: Mapping[str, Any]) -> Path:
-    from teammed.optimizers.saved import save_program
+    from teammed.programs.persist import save_program
 
     program = p._program(config, p.prompts3)
     return save_program(program, out_dir / f"{s.dataset}.program.json", system="teamwork",

@@ -65,8 +65,8 @@ _WHERE = {
     "Behaviour": "teammed.programs.behaviour",
     "SchemaAdapter": "teammed.adapter",
     "validated_options": "teammed.programs.options",
-    "save_program": "teammed.optimizers.saved",
-    "load_program": "teammed.optimizers.saved",
+    "save_program": "teammed.programs.persist",
+    "load_program": "teammed.programs.load",
     "Deliberation": "teammed.programs.record",
     **{name: "teammed.programs.peers" for name in __all__[6:16]},
 }

@@ -9,8 +9,9 @@ from typing import Any
 
 import dspy
 
-from teammed.adapter import calling_signature
+from teammed.adapter import SchemaAdapter
 from teammed.lm_usage import counted_calls
+from teammed.usage import calling_signature
 
 __all__ = ["Behaviour", "showing_image", "as_image"]
 
@@ -78,8 +79,6 @@ def _default_adapter() -> Any:
     """teammed's schema adapter when the caller configured none (a plain ``dspy.LM`` works as is)."""
     if dspy.settings.adapter is not None:
         return None
-    from teammed.adapter import SchemaAdapter
-
     return SchemaAdapter()
 
 
@@ -121,9 +120,12 @@ class Behaviour(dspy.Module):
             with contextlib.ExitStack() as stack:
                 if adapter is not None:
                     stack.enter_context(dspy.context(adapter=adapter))
-                counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
-                if counting is not None:  # a plain LM under someone else's adapter
-                    stack.enter_context(counting)
+                # teammed's adapter records each call itself (`call_lm`); under any other adapter a
+                # plain LM's calls are recorded around the behaviour
+                if not isinstance(dspy.settings.adapter, SchemaAdapter):
+                    counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
+                    if counting is not None:
+                        stack.enter_context(counting)
                 return self.predict(**inputs)
         finally:
             calling_signature.reset(token)

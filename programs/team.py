@@ -1,23 +1,13 @@
-"""The team's members and the readable transcript (the typed record lives in `record`)."""
+"""The team's members (`Agent`, defined with the record) and the readable transcript."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from teammed.deliberation import Agent  # a member of the team is part of the record
+
 __all__ = ["Agent", "Transcript", "as_plain"]
-
-
-@dataclass(frozen=True)
-class Agent:
-    id: str
-    role: str
-    expertise: str
-    weight: float
-
-    def brief(self) -> str:
-        """How the agent is introduced to itself (weights stay hidden from agents)."""
-        return f"{self.role}; focus: {self.expertise}" if self.expertise else self.role
 
 
 @dataclass

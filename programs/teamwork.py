@@ -58,6 +58,8 @@ __all__ = ["TeamworkProgram"]
 class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
+    system_name = "teamwork"
+
     def __init__(self, config: TeamworkConfig | None = None, *, vision: bool = False):
         super().__init__()
         self.config = config or TeamworkConfig()
@@ -89,7 +91,7 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
                 talk = talk.model_copy(update={"mediations": [*talk.mediations, bg.result(pending)]})
         record = Deliberation.assemble(team=team, r2=r2, talk=talk, decision=decision,
                                        trust=trust if self.config.trust else None)
-        _count_repairs(record.ranking_repairs + record.invalid_letters)
+        usage.record_ranking_repair(record.ranking_repairs + record.invalid_letters)
         return dspy.Prediction(answer=record.answer, rationale=rationale_of(record, team=team, options=options),
                                confidence=decision.confidence, record=record,
                                transcript=transcript_of(record, team=team, r2=r2))
@@ -236,8 +238,8 @@ class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
         counted = {v.agent: v.ranking for v in talk.final if not v.fell_back}
         abstained = [v.agent for v in talk.final if v.fell_back]
         if not counted:
-            _count_repairs(sum(a.repaired + a.invalid_letters for a in r2.assessments)
-                           + sum(t.repaired + t.invalid_letters for t in talk.turns))
+            usage.record_ranking_repair(sum(a.repaired + a.invalid_letters for a in r2.assessments)
+                                        + sum(t.repaired + t.invalid_letters for t in talk.turns))
             raise NoAnswerError(
                 f"no agent produced a parseable final ranking ({len(abstained)} of {len(team.agents)} fell back to "
                 "a default); the team has no answer. Check that the model returns the requested JSON "
@@ -300,13 +302,6 @@ def _leader_context(team: Team, r2: RoundTwo, talk: DiscussionLog, trust: dict[s
     smm = SharedMentalModel(question_analysis=team.question_analysis, verified_facts=list(r2.verified_facts),
                             debated_points=[p.model_dump() for p in talk.debated_points])
     return "\n".join(filter(None, [smm.context(), f"Reliability: {format_trust(trust)}" if trust else ""]))
-
-
-def _count_repairs(n: int) -> None:
-    """Ranking repairs (invalid letters included) into the question's `Usage`, where it counts them."""
-    record = getattr(usage, "record_ranking_repair", None)
-    if record is not None and n:
-        record(n=n)
 
 
 def _team_confidence(levels: list[str | None]) -> str:

@@ -183,11 +183,23 @@ def test_journal_storage_resumes(tmp_path):
 
 
 def test_optional_dimensions_are_searched(tmp_path):
+    """Each optional dimension is a parameter of every trial, over its documented choices, the
+    configuration evaluated is the one sampled, and the sampler moves it off the base's value (a
+    search that ignored the dimensions would leave every trial at BASE's n_turns, n_agents and
+    early_consensus, with no such parameter)."""
     search(tmp_path, trials=6, sampler="tpe", storage=str(tmp_path / "s.log"), search_turns=True,
            search_agents=True, search_early_consensus=True)
-    configs = [t.user_attrs["config"] for t in load(str(tmp_path / "s.log")).get_trials()]
-    assert {c["n_turns"] for c in configs} <= {2, 3} and {c["n_agents"] for c in configs} <= {"auto", 2, 3, 4}
-    assert {c["early_consensus"] for c in configs} <= {None, 0.8, 1.0}
+    trials = load(str(tmp_path / "s.log")).get_trials()
+    choices = {"n_turns": (2, 3), "n_agents": ("auto", 2, 3, 4), "early_consensus": (None, 0.8, 1.0)}
+    assert len(trials) == 6
+    for trial in trials:
+        assert set(choices) <= set(trial.params), f"trial {trial.number} searched only {sorted(trial.params)}"
+        for name, values in choices.items():
+            assert tuple(trial.distributions[name].choices) == values, (trial.number, name)
+            assert trial.user_attrs["config"][name] == trial.params[name], (trial.number, name)
+    base = BASE.model_dump(mode="json")
+    for name in choices:
+        assert any(t.user_attrs["config"][name] != base[name] for t in trials), name
 
 
 def test_arguments_are_checked(tmp_path):

@@ -35,15 +35,11 @@ __all__ = [
     "ConsensusVote",
 ]
 
+# Each system by the name it is saved under (its class's ``system_name``).
 SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
-    "zero_shot": ZeroShot,
-    "few_shot": FewShot,
-    "cot": SingleAgentCoT,
-    "mdagents": AdaptiveComplexity,
-    "kamac": KnowledgeDrivenTeam,
-    "consultation": ConsultationTeam,
-    "majority_vote": MajorityVote,
-    "consensus": ConsensusVote,
+    cls.system_name: cls
+    for cls in (ZeroShot, FewShot, SingleAgentCoT, AdaptiveComplexity, KnowledgeDrivenTeam, ConsultationTeam,
+                MajorityVote, ConsensusVote)
 }
 
 

@@ -20,7 +20,7 @@ import random
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import dspy
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -82,7 +82,7 @@ class PeerSystem(SavesConfig, ForwardOnWorkers, dspy.Module):
     when no letter any agent gave named an option, the call raises `NoAnswerError`.
     """
 
-    accepts_images = True
+    system_name: ClassVar[str]  # each system's name in `teammed.programs.peers.SYSTEMS`
 
     def __call__(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)

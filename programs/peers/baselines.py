@@ -54,6 +54,8 @@ def _single(phase: str, out: Any, options: dict[str, str], reasoning: str, behav
 class ZeroShot(PeerSystem):
     """One model answers the question directly."""
 
+    system_name = "zero_shot"
+
     def __init__(self) -> None:
         super().__init__()
         self.answer = Behaviour(DirectAnswer)
@@ -77,6 +79,8 @@ class FewShot(PeerSystem):
     demos; optimizers may replace them later like any predictor's demos.
     """
 
+    system_name = "few_shot"
+
     def __init__(self, *, trainset: Sequence[Any] = (), k: int = 3, seed: int = 0) -> None:
         super().__init__()
         self.config = FewShotSettings.build("FewShot", k=k, seed=seed)
@@ -95,6 +99,8 @@ class SingleAgentCoT(PeerSystem):
     Formerly ``ChainOfThought``, renamed so as not to shadow `dspy.ChainOfThought` (a module, not a
     whole answering system); the old name is a deprecated alias for one release.
     """
+
+    system_name = "cot"
 
     def __init__(self) -> None:
         super().__init__()

@@ -129,6 +129,8 @@ class _Case:
 class ConsultationTeam(PeerSystem):
     """Manager, specialist team, debate to a consensus threshold, reassignment, fallback."""
 
+    system_name = "consultation"
+
     def __init__(
         self,
         *,

@@ -114,6 +114,8 @@ class _Team:
 class KnowledgeDrivenTeam(PeerSystem):
     """Start with few experts; discuss; recruit the missing specialty; let a moderator decide."""
 
+    system_name = "kamac"
+
     def __init__(self, *, initial_experts: int = 1, max_rounds: int = 3, max_recruits: int = 2) -> None:
         super().__init__()
         self.config = KnowledgeSettings.build(

@@ -96,6 +96,8 @@ class _Case:
 class AdaptiveComplexity(PeerSystem):
     """Complexity-routed deliberation; ``examples`` are the primary-care agent's demo pool."""
 
+    system_name = "mdagents"
+
     def __init__(
         self,
         *,

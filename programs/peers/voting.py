@@ -138,6 +138,8 @@ def _decide(p: _Panel, method: str) -> dspy.Prediction:
 class MajorityVote(PeerSystem):
     """``n_experts`` independent answers; the plurality wins, ties to the earliest letter."""
 
+    system_name = "majority_vote"
+
     def __init__(self, *, n_experts: int = 5) -> None:
         super().__init__()
         self.config = VotingSettings.build("MajorityVote", n_experts=n_experts, max_rounds=0)
@@ -151,6 +153,8 @@ class MajorityVote(PeerSystem):
 
 class ConsensusVote(PeerSystem):
     """Independent answers, then up to ``max_rounds`` of revision until unanimous; else majority."""
+
+    system_name = "consensus"
 
     def __init__(self, *, n_experts: int = 5, max_rounds: int = 2) -> None:
         super().__init__()

@@ -13,7 +13,6 @@ back instead of raising; repairs and fallbacks are counted in the current `Usage
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 from typing import Any
@@ -27,15 +26,12 @@ from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER
 from teammed import usage
 from teammed.lm_usage import acall_lm, call_lm
 from teammed.schema import DIALECTS, output_schema, parse_outputs
+from teammed.usage import calling_signature
 
 __all__ = ["SchemaAdapter", "response_format_for", "calling_signature", "compact_system_text", "compact_task_text",
            "PREAMBLE", "CASE_FIELDS"]
 
 logger = logging.getLogger(__name__)
-
-# The behaviour being called: set by `teammed.programs.Behaviour`, so names survive
-# optimizers that rebuild signatures (``with_instructions`` renames them).
-calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed_signature", default="?")
 
 
 # The system message of every compact request: the same bytes for every behaviour, question and

@@ -124,12 +124,11 @@ class _CallCounter(BaseCallback):
 def counted_calls(lm: Any, signature: str) -> Any:
     """A ``dspy.context`` that records ``lm``'s calls in the current `Usage` (for adapters other than teammed's).
 
-    Returns None when nothing needs recording: no usage is being tracked, ``lm`` records itself,
-    or teammed's `SchemaAdapter` is in effect (it records each call itself).
+    Returns None when nothing needs recording: no usage is being tracked or ``lm`` records itself.
+    Not for calls under teammed's `SchemaAdapter`, which records each call itself (`call_lm`):
+    `teammed.programs.Behaviour` opens this context only under another adapter.
     """
-    from teammed.adapter import SchemaAdapter
-
-    if usage.current() is None or lm is None or _is_metered(lm) or isinstance(dspy.settings.adapter, SchemaAdapter):
+    if usage.current() is None or lm is None or _is_metered(lm):
         return None
     collector = _Collector(dspy.settings.usage_tracker)
     counter = _CallCounter(signature, collector)

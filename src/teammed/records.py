@@ -35,7 +35,7 @@ from teammed.errors import DataError
 from teammed.types import Question
 
 if TYPE_CHECKING:
-    from teammed.programs.record import Deliberation
+    from teammed.deliberation import Deliberation
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -331,7 +331,7 @@ def read_record(value: Any, *, answer: str | None = None) -> Deliberation | Peer
     A teamwork record written before the record kept its ``answer`` (record version 1, the same
     keys otherwise) reads as a `Deliberation` answering ``answer`` (the row's prediction), when given.
     """
-    from teammed.programs.record import Deliberation
+    from teammed.deliberation import Deliberation
 
     if isinstance(value, Deliberation | PeerRecord):
         return value
@@ -364,13 +364,13 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
 
     from pydantic import TypeAdapter
 
-    from teammed.programs.record import Deliberation
+    from teammed.deliberation import Deliberation
 
     if not _TEAMWORK_KEYS <= set(value):
         return None
     data: dict[str, Any] = {}
     for name, field in Deliberation.model_fields.items():
-        annotation = field.annotation
+        annotation: Any = field.annotation  # always set on a declared field
         if name in value:
             raw = value[name]
             try:
@@ -515,14 +515,8 @@ def read_tuning(document: Any, *, where: str) -> list[str] | None:
 
 def redacted_argv(argv: Sequence[str]) -> list[str]:
     """The command line with credentials masked (URL passwords, key parameters, sk- keys)."""
-    try:
-        from teammed.redact import redact  # issue 10's full redaction, when present
-    except ImportError:
-        import re
+    from teammed.redact import redact
 
-        def redact(text: object) -> str:
-            value = re.sub(r"([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@", r"\1:***@", str(text))
-            return re.sub(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}\b", "sk-***", value)
     return [redact(a) for a in argv]
 
 

@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from teammed.programs.record import Deliberation
+from teammed.deliberation import Deliberation
 from teammed.records import PeerRecord, TranscriptEvent, read_record
 
 __all__ = ["render_transcript"]

@@ -28,7 +28,14 @@ from typing import Protocol
 logger = logging.getLogger(__name__)
 
 __all__ = ["Usage", "track", "current", "record_call", "record_parse", "record_ranking_repair",
-           "record_format_degradation", "record_fallback", "CallListener", "listen", "notify_call_started"]
+           "record_format_degradation", "record_fallback", "CallListener", "listen", "notify_call_started",
+           "calling_signature"]
+
+# The behaviour being called, the label every call is recorded under (``calls_by_signature``).
+# Set by `teammed.programs.Behaviour` and by `teammed.adapter.SchemaAdapter`, read by the
+# backends (`teammed.backends.base.MeteredLM`) and `teammed.lm_usage`, so names survive
+# optimizers that rebuild signatures (``with_instructions`` renames them).
+calling_signature: contextvars.ContextVar[str] = contextvars.ContextVar("teammed_signature", default="?")
 
 
 @dataclass

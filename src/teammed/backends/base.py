@@ -21,7 +21,7 @@ import dspy
 from dspy.utils.callback import with_callbacks
 
 from teammed import usage
-from teammed.adapter import calling_signature
+from teammed.usage import calling_signature
 
 __all__ = ["MeteredLM", "CallOptions", "call_options", "cached_prompt_tokens"]
 

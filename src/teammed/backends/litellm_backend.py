@@ -202,10 +202,6 @@ class LiteLLMBackend(MeteredLM):
         self._closed.set()
         self._waiters.release_all()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed.is_set()
-
     def where(self) -> str:
         return f" at {redact(self.api_base)}" if self.api_base else ""
 

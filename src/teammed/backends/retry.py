@@ -13,10 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-__all__ = ["RetryPolicy", "TRANSIENT_STATUS", "FATAL_STATUS"]
-
-TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
-FATAL_STATUS = frozenset({400, 401, 403, 404, 422})
+__all__ = ["RetryPolicy"]
 
 
 @dataclass(frozen=True)
