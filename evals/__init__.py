@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["summarize", "build_report", "mean_se", "mcnemar", "paired_bootstrap", "ReportError"]
+__all__ = ["summarize", "Summarizer", "build_report", "mean_se", "mcnemar", "paired_bootstrap", "ReportError"]
 
-_HOME = {"summarize": "metrics", "build_report": "report", "ReportError": "report", "mean_se": "stats",
-         "mcnemar": "stats", "paired_bootstrap": "stats"}
+_HOME = {"summarize": "metrics", "Summarizer": "metrics", "build_report": "report", "ReportError": "report",
+         "mean_se": "stats", "mcnemar": "stats", "paired_bootstrap": "stats"}
 
 
 def __getattr__(name: str) -> Any:

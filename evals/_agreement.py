@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from teammed.evals._rows import final_choices, mean, r2_choices
-from teammed.records import ResultRow
+from teammed.evals._facts import RowLike, facts_of
+from teammed.evals._rows import mean
 
 __all__ = ["r2_disagreement_rate", "final_convergence"]
 
 
-def r2_disagreement_rate(rows: Iterable[ResultRow]) -> float | None:
+def r2_disagreement_rate(rows: Iterable[RowLike]) -> float | None:
     """Share of questions whose independent (R2) first choices are not unanimous.
 
     Only questions with at least two R2 answers count: one agent cannot disagree.
     """
-    flags = [len(set(firsts)) > 1 for firsts in map(r2_choices, rows) if len(firsts) >= 2]
+    flags = [len(set(row.r2)) > 1 for row in facts_of(rows) if len(row.r2) >= 2]
     return sum(flags) / len(flags) if flags else None
 
 
-def final_convergence(rows: Iterable[ResultRow]) -> dict[str, float] | None:
+def final_convergence(rows: Iterable[RowLike]) -> dict[str, float] | None:
     """Agreement of the final first choices, over questions with final answers.
 
     ``agreement_with_team``: mean (over questions) share of agents whose final first choice
@@ -28,8 +28,8 @@ def final_convergence(rows: Iterable[ResultRow]) -> dict[str, float] | None:
     """
     shares: list[float] = []
     unanimous: list[bool] = []
-    for row in rows:
-        firsts = final_choices(row)
+    for row in facts_of(rows):
+        firsts = row.final
         if not firsts:
             continue
         shares.append(sum(choice == row.prediction for choice in firsts) / len(firsts))

@@ -9,19 +9,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from teammed.evals._facts import RowFacts, RowLike, facts_of
 from teammed.evals._rows import mean, ratio
-from teammed.records import ResultRow
 
 __all__ = ["binary_confusion", "binary_scores", "binary_metrics"]
 
 _SCORES = ("precision", "recall", "specificity", "f1")
 
 
-def _binary(rows: Iterable[ResultRow]) -> list[ResultRow]:
-    return [row for row in rows if row.binary_positive and row.gold is not None]
+def _binary(rows: Iterable[RowLike]) -> list[RowFacts]:
+    return [row for row in facts_of(rows) if row.binary_positive and row.gold is not None]
 
 
-def binary_confusion(rows: Iterable[ResultRow]) -> dict[str, int]:
+def _group(row: RowFacts, by: str) -> str:
+    """The row's value of a field (``dataset``, ``seed``, ...) or of a kept extra (``problem``)."""
+    value = getattr(row, by) if by in RowFacts.__dataclass_fields__ else row.extra.get(by)
+    return str(value)
+
+
+def binary_confusion(rows: Iterable[RowLike]) -> dict[str, int]:
     """TP/FP/TN/FN over the binary rows."""
     counts = {"TP": 0, "FP": 0, "TN": 0, "FN": 0}
     for row in _binary(rows):
@@ -47,15 +53,15 @@ def _macro(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
     return {k: mean(v for g in groups.values() if (v := g[k]) is not None) for k in _SCORES}
 
 
-def binary_metrics(rows: Iterable[ResultRow], *, by: str = "dataset") -> dict[str, Any] | None:
+def binary_metrics(rows: Iterable[RowLike], *, by: str = "dataset") -> dict[str, Any] | None:
     """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
     average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
     binary = _binary(rows)
     if not binary:
         return None
-    grouped: dict[str, list[ResultRow]] = {}
+    grouped: dict[str, list[RowFacts]] = {}
     for row in binary:
-        grouped.setdefault(str(getattr(row, by, None)), []).append(row)  # a field, or a kept extra
+        grouped.setdefault(_group(row, by), []).append(row)
     per_group = {}
     for name, members in sorted(grouped.items()):
         counts = binary_confusion(members)

@@ -10,27 +10,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from teammed.evals._rows import is_correct, is_labeled
-from teammed.records import ResultRow
+from teammed.evals._facts import RowLike, facts_of
 
 __all__ = ["DEFAULT_CONFIDENCE_MAP", "accuracy_by_confidence", "ece", "brier"]
 
 DEFAULT_CONFIDENCE_MAP: Mapping[str, float] = {"High": 0.9, "Medium": 0.6, "Low": 0.3}
 
 
-def _scored(rows: Iterable[ResultRow], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
+def _scored(rows: Iterable[RowLike], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
     out = []
-    for row in rows:
-        if not is_labeled(row):
+    for row in facts_of(rows):
+        if not row.labeled:
             continue
         level = row.confidence
         if level in confidence_map:
-            out.append((str(level), float(confidence_map[level]), is_correct(row)))
+            out.append((str(level), float(confidence_map[level]), bool(row.correct) and not row.failed))
     return out
 
 
 def accuracy_by_confidence(
-    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[RowLike], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> dict[str, dict[str, float]]:
     """Per confidence level present: ``{"n": count, "accuracy": share correct}``, in map order."""
     scored = _scored(rows, confidence_map)
@@ -43,7 +42,7 @@ def accuracy_by_confidence(
 
 
 def ece(
-    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[RowLike], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> float | None:
     """Expected calibration error with one bin per confidence level.
 
@@ -57,7 +56,7 @@ def ece(
 
 
 def brier(
-    rows: Iterable[ResultRow], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
+    rows: Iterable[RowLike], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> float | None:
     """Mean squared gap between the mapped confidence and correctness (1/0)."""
     scored = _scored(rows, confidence_map)

@@ -1,21 +1,18 @@
 """Teamwork-component metrics: shared mental model, trust, mutual monitoring, leadership.
 
-Each reads the rows' `Deliberation`; rows without one (peer systems, failed questions, records
-of an older shape) are left out.
+Each reads the facts of the rows' `Deliberation` (`teammed.evals._facts`); rows without one
+(peer systems, failed questions, records of an older shape) are left out.
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
-from teammed.evals._rows import deliberation, mean, number, ratio
-from teammed.records import ResultRow
-
-if TYPE_CHECKING:
-    from teammed.programs.record import Deliberation
+from teammed.evals._facts import RowFacts, RowLike, TeamFacts, facts_of, row_facts
+from teammed.evals._rows import mean, ratio
 
 __all__ = [
     "smm_facts_per_question",
@@ -27,53 +24,42 @@ __all__ = [
 ]
 
 
-def _deliberated(rows: Iterable[ResultRow]) -> list[tuple[ResultRow, Deliberation]]:
-    """The rows that carry a `Deliberation`, each with it."""
-    return [(row, found) for row in rows if (found := deliberation(row)) is not None]
+def _deliberated(rows: Iterable[RowLike]) -> list[tuple[RowFacts, TeamFacts]]:
+    """The rows that carry a `Deliberation`, each with its facts."""
+    return [(row, row.team_facts) for row in facts_of(rows) if row.team_facts is not None]
 
 
-def smm_facts_per_question(rows: Iterable[ResultRow]) -> float | None:
+def smm_facts_per_question(rows: Iterable[RowLike]) -> float | None:
     """Mean number of verified facts in the shared mental model, over questions that built one."""
-    return mean(len(d.smm.verified_facts) for _, d in _deliberated(rows))
+    return mean(team.smm_facts for _, team in _deliberated(rows))
 
 
-def _scores(mapping: Any) -> dict[str, float]:
-    """Agent -> score over the finite numbers of a trust mapping (a row's ``trust`` is untyped)."""
-    if not isinstance(mapping, Mapping):
-        return {}
-    return {str(k): v for k, raw in mapping.items() if (v := number(raw)) is not None}
-
-
-def final_trust(row: ResultRow) -> dict[str, float]:
+def final_trust(row: RowLike) -> dict[str, float]:
     """Agent -> final trust: the row's ``trust``, else the last stage of the trust history."""
-    scores = _scores(row.trust)
-    if scores:
-        return scores
-    found = deliberation(row)
-    return _scores(found.trust_history[-1].scores) if found is not None and found.trust_history else {}
+    return dict(row_facts(row).trust)
 
 
-def trust_divergence(rows: Iterable[ResultRow]) -> float | None:
+def trust_divergence(rows: Iterable[RowLike]) -> float | None:
     """Mean over questions of the (population) std of the agents' final trust.
 
     A team is the whole population of its agents, hence ``pstdev``; questions with fewer
     than two trust scores are left out.
     """
-    spreads = [statistics.pstdev(s.values()) for s in map(final_trust, rows) if len(s) >= 2]
+    spreads = [statistics.pstdev(row.trust.values()) for row in facts_of(rows) if len(row.trust) >= 2]
     return mean(spreads)
 
 
-def trust_by_stage(rows: Iterable[ResultRow]) -> dict[str, float]:
+def trust_by_stage(rows: Iterable[RowLike]) -> dict[str, float]:
     """Mean trust over every (question, agent) at each stage, stages in first-seen order."""
     pooled: dict[str, list[float]] = {}
-    for _, found in _deliberated(rows):
-        for stage in found.trust_history:
-            if stage.stage:
-                pooled.setdefault(stage.stage, []).extend(_scores(stage.scores).values())
+    for _, team in _deliberated(rows):
+        for stage, scores in team.trust_history:
+            if stage:
+                pooled.setdefault(stage, []).extend(scores)
     return {stage: sum(v) / len(v) for stage, v in pooled.items() if v}
 
 
-def mutual_monitoring_impact(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
+def mutual_monitoring_impact(rows: Iterable[RowLike]) -> dict[str, Any] | None:
     """What the challenges did, over questions with a `Deliberation` (monitored or not).
 
     ``change_rate`` is the share of challenges after which the challenged agent changed its
@@ -85,12 +71,11 @@ def mutual_monitoring_impact(rows: Iterable[ResultRow]) -> dict[str, Any] | None
         return None
     total = changed = with_gold = toward = away = 0
     verdicts: Counter[str] = Counter()
-    for row, found in monitored:
-        for challenge in found.challenges:
+    for row, team in monitored:
+        for verdict, before, after in team.challenges:
             total += 1
-            if challenge.verdict:
-                verdicts[challenge.verdict] += 1
-            before, after = challenge.choice_before, challenge.choice_after
+            if verdict:
+                verdicts[verdict] += 1
             if before == after:
                 continue
             changed += 1
@@ -112,14 +97,14 @@ def mutual_monitoring_impact(rows: Iterable[ResultRow]) -> dict[str, Any] | None
     }
 
 
-def leadership_interventions(rows: Iterable[ResultRow]) -> dict[str, float] | None:
+def leadership_interventions(rows: Iterable[RowLike]) -> dict[str, float] | None:
     """Tie statistics over questions with a `Deliberation` (its ``tie`` is None when there was none).
 
     ``leader_rate`` is the share of those questions whose tie the leader resolved.
     """
-    ties = [found.tie for _, found in _deliberated(rows)]
-    if not ties:
+    teams = [team for _, team in _deliberated(rows)]
+    if not teams:
         return None
-    tied = [tie for tie in ties if tie is not None]
-    by_leader = sum(tie.resolved_by == "leader" for tie in tied)
-    return {"n": len(ties), "tie_rate": len(tied) / len(ties), "leader_rate": by_leader / len(ties)}
+    tied = [team for team in teams if team.tied]
+    by_leader = sum(team.tie == "leader" for team in tied)
+    return {"n": len(teams), "tie_rate": len(tied) / len(teams), "leader_rate": by_leader / len(teams)}

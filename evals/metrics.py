@@ -1,10 +1,11 @@
-"""Metrics over typed result rows (`teammed.records.ResultRow`), and `summarize`, which gathers
-every applicable one.
+"""Metrics over result rows (`teammed.records.ResultRow`), and `summarize`, which gathers every
+applicable one; `Summarizer` computes the same as rows stream by.
 
-Every function is pure and reads the typed row and its record (`Deliberation` or `PeerRecord`,
-see `teammed.evals._rows`): rows from systems that keep no teamwork record, or whose optional
-fields are null, simply contribute nothing to the metrics that need them. `summarize` also
-accepts rows in their stored (dict) form and types them once, at its entry.
+Every function is pure and reads the rows' `RowFacts` (`teammed.evals._facts`: what the metrics
+need of a row and its record, `Deliberation` or `PeerRecord`, taken once): rows from systems that
+keep no teamwork record, or whose optional fields are null, simply contribute nothing to the
+metrics that need them. Each accepts typed rows or their facts; `summarize` also accepts rows in
+their stored (dict) form.
 """
 
 from __future__ import annotations
@@ -18,18 +19,9 @@ from teammed import answer_stats
 from teammed.evals._agreement import final_convergence, r2_disagreement_rate
 from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
 from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
+from teammed.evals._facts import RowFacts, RowLike, facts_of, row_facts
 from teammed.evals._roles import decisiveness, roles_recruited
-from teammed.evals._rows import (
-    AnyRow,
-    deliberation,
-    is_correct,
-    is_labeled,
-    mean,
-    number,
-    peer_record,
-    ratio,
-    typed_rows,
-)
+from teammed.evals._rows import AnyRow, mean, ratio
 from teammed.evals._teamwork import (
     final_trust,
     leadership_interventions,
@@ -38,7 +30,6 @@ from teammed.evals._teamwork import (
     trust_by_stage,
     trust_divergence,
 )
-from teammed.records import ResultRow
 
 __all__ = [
     "DEFAULT_CONFIDENCE_MAP",
@@ -64,6 +55,9 @@ __all__ = [
     "binary_metrics",
     "peer_structure",
     "summarize",
+    "Summarizer",
+    "RowFacts",
+    "row_facts",
     "rounded",
 ]
 
@@ -72,38 +66,33 @@ _PER_QUESTION = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_t
                  "cache_hits", "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
 
 
-def accuracy(rows: Iterable[ResultRow]) -> float | None:
+def accuracy(rows: Iterable[RowLike]) -> float | None:
     """Share of labeled questions answered correctly; failed questions stay in the denominator,
     unlabeled ones (no gold) are left out (None when no row is labeled)."""
-    rows = [row for row in rows if is_labeled(row)]
-    return sum(map(is_correct, rows)) / len(rows) if rows else None
+    labeled = [row for row in facts_of(rows) if row.labeled]
+    return sum(bool(row.correct) and not row.failed for row in labeled) / len(labeled) if labeled else None
 
 
-def majority_baseline(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
+def majority_baseline(rows: Iterable[RowLike]) -> dict[str, Any] | None:
     """The accuracy of always answering the most common gold letter, over labeled rows."""
-    base = answer_stats.majority_baseline(rows)
+    base = answer_stats.majority_baseline(facts_of(rows))
     return base.model_dump() if base is not None else None
 
 
-def answer_spread(rows: Iterable[ResultRow]) -> dict[str, Any] | None:
+def answer_spread(rows: Iterable[RowLike]) -> dict[str, Any] | None:
     """The most common predicted letter among answered (not failed) rows and its share;
     ``constant`` when the share is at least `CONSTANT_SHARE` over at least `CONSTANT_MIN_N` answers."""
-    spread = answer_stats.answer_spread(rows)
+    spread = answer_stats.answer_spread(facts_of(rows))
     return spread.model_dump() if spread is not None else None
 
 
-def _recorded(row: ResultRow, field: str) -> float | None:
-    """A numeric field's finite value where the row recorded it: a counter a row never wrote (one
-    from another tool, or an older one) is absent, not zero; a null ``spent_*`` is absent too."""
-    return number(getattr(row, field)) if field in row.model_fields_set else None
+def _column(rows: list[RowFacts], field: str) -> list[float]:
+    """The values of a numeric field over the rows that recorded it: a counter a row never wrote
+    (one from another tool, or an older one) is absent, not zero; a null ``spent_*`` is absent too."""
+    return [v for row in rows if (v := row.recorded.get(field)) is not None]
 
 
-def _column(rows: list[ResultRow], field: str) -> list[float]:
-    """The recorded finite values of a numeric field."""
-    return [v for row in rows if (v := _recorded(row, field)) is not None]
-
-
-def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
+def efficiency(rows: Iterable[RowLike]) -> dict[str, float]:
     """Per-question means of the usage counters present, plus pooled rates.
 
     ``total_tokens`` is prompt + completion over rows that report both;
@@ -111,58 +100,49 @@ def efficiency(rows: Iterable[ResultRow]) -> dict[str, float]:
     ``cached_prompt_share`` is the provider-cached prompt tokens over the prompt tokens of the rows
     that record both (rows written before cached tokens were recorded are left out).
     """
-    rows = list(rows)
-    out = {key: m for key in _PER_QUESTION if (m := mean(_column(rows, key))) is not None}
-    totals = [
-        p + c
-        for row in rows
-        if (p := _recorded(row, "prompt_tokens")) is not None
-        and (c := _recorded(row, "completion_tokens")) is not None
-    ]
+    facts = facts_of(rows)
+    out = {key: m for key in _PER_QUESTION if (m := mean(_column(facts, key))) is not None}
+
+    def pairs(first: str, second: str) -> list[tuple[float, float]]:
+        return [(a, b) for row in facts
+                if (a := row.recorded.get(first)) is not None and (b := row.recorded.get(second)) is not None]
+
+    totals = pairs("prompt_tokens", "completion_tokens")
     if totals:
-        out["total_tokens"] = sum(totals) / len(totals)
-    cached = [
-        (c, p)
-        for row in rows
-        if (c := _recorded(row, "cached_prompt_tokens")) is not None
-        and (p := _recorded(row, "prompt_tokens")) is not None
-    ]
+        out["total_tokens"] = sum(p + c for p, c in totals) / len(totals)
+    cached = pairs("cached_prompt_tokens", "prompt_tokens")
     share = ratio(sum(c for c, _ in cached), sum(p for _, p in cached))
     if share is not None:
         out["cached_prompt_share"] = share
     for field, name in (("parse_failures", "parse_failure_rate"), ("repaired", "repaired_rate")):
-        pairs = [
-            (v, c)
-            for row in rows
-            if (v := _recorded(row, field)) is not None and (c := _recorded(row, "calls"))
-        ]
-        rate = ratio(sum(v for v, _ in pairs), sum(c for _, c in pairs))
+        counted = [(v, c) for v, c in pairs(field, "calls") if c]
+        rate = ratio(sum(v for v, _ in counted), sum(c for _, c in counted))
         if rate is not None:
             out[name] = rate
     return out
 
 
-def peer_structure(rows: Iterable[ResultRow]) -> dict[str, Any]:
+def peer_structure(rows: Iterable[RowLike]) -> dict[str, Any]:
     """Structure of peer systems where recorded: routes taken (MDAgents), experts per question,
     rounds and reassignments (KAMAC and consultation), as shares and means."""
-    records = [found for row in rows if (found := peer_record(row)) is not None]
+    records = [row.peer for row in facts_of(rows) if row.peer is not None]
     out: dict[str, Any] = {}
     routes = Counter(r.route for r in records if r.route)
     if routes:
         total = sum(routes.values())
         out["routes"] = {route: n / total for route, n in sorted(routes.items())}
-    experts = [len(r.experts) for r in records if r.experts is not None]
+    experts = [r.n_experts for r in records if r.n_experts is not None]
     if experts:
         out["experts_per_question"] = sum(experts) / len(experts)
-    for name, raw in (("rounds", [r.rounds for r in records]), ("reassignments", [r.reassignments for r in records])):
-        values = [v for value in raw if (v := number(value)) is not None]
+    for name, values in (("rounds", [r.rounds for r in records if r.rounds is not None]),
+                         ("reassignments", [r.reassignments for r in records if r.reassignments is not None])):
         if values:
             out[name] = sum(values) / len(values)
     return out
 
 
-def _teamwork(rows: list[ResultRow], *, min_role_appearances: int) -> dict[str, Any]:
-    records = [found for row in rows if (found := deliberation(row)) is not None]
+def _teamwork(rows: list[RowFacts], *, min_role_appearances: int) -> dict[str, Any]:
+    teams = [row.team_facts for row in rows if row.team_facts is not None]
     return {
         "agents_per_question": mean(_column(rows, "n_agents")),
         "smm_facts_per_question": smm_facts_per_question(rows),
@@ -170,30 +150,30 @@ def _teamwork(rows: list[ResultRow], *, min_role_appearances: int) -> dict[str, 
         "trust_by_stage": trust_by_stage(rows),
         "mutual_monitoring": mutual_monitoring_impact(rows),
         "leadership": leadership_interventions(rows),
-        "early_consensus_rate": mean(float(r.early_consensus) for r in records),
-        "ranking_repairs": mean(float(r.ranking_repairs) for r in records),
+        "early_consensus_rate": mean(float(t.early_consensus) for t in teams),
+        "ranking_repairs": mean(float(t.ranking_repairs) for t in teams),
         "roles_recruited": roles_recruited(rows),
         "decisiveness": decisiveness(rows, min_appearances=min_role_appearances),
     }
 
 
 def summarize(
-    rows: Iterable[AnyRow],
+    rows: Iterable[AnyRow | RowFacts],
     *,
     confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP,
     min_role_appearances: int = 1,
 ) -> dict[str, Any]:
     """Every applicable metric of a run (or any set of rows) as JSON-ready, rounded values.
 
-    ``rows`` are `ResultRow` values or their stored (dict) form, typed here once. Sections with
+    ``rows`` are `ResultRow` values, their stored (dict) form or their `RowFacts`. Sections with
     no data (e.g. ``teamwork`` for a zero-shot run, ``binary`` for a four-option data set) are
     left out; see the individual functions for definitions.
     """
-    typed = typed_rows(rows)
+    typed = facts_of(rows)
     summary: dict[str, Any] = {
         "n": len(typed),
         "n_failed": sum(row.failed for row in typed),
-        "n_unlabeled": sum(not is_labeled(row) for row in typed),
+        "n_unlabeled": sum(not row.labeled for row in typed),
         "accuracy": accuracy(typed),
         "majority_baseline": majority_baseline(typed),
         "answer_spread": answer_spread(typed),
@@ -214,6 +194,26 @@ def summarize(
     if summary["calibration"]["ece"] is not None:
         summary["calibration"]["confidence_map"] = dict(confidence_map)
     return rounded(_pruned(summary))
+
+
+class Summarizer:
+    """`summarize` as rows stream by: `add` keeps each row's `RowFacts` (a few hundred bytes), never
+    the row, and `result` returns what `summarize` returns over the same rows, in any order."""
+
+    def __init__(self, *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP,
+                 min_role_appearances: int = 1) -> None:
+        self._options: dict[str, Any] = {"confidence_map": confidence_map,
+                                         "min_role_appearances": min_role_appearances}
+        self._facts: list[RowFacts] = []
+
+    def add(self, row: AnyRow | RowFacts) -> None:
+        self._facts.append(row_facts(row))
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def result(self) -> dict[str, Any]:
+        return summarize(self._facts, **self._options)
 
 
 def _pruned(value: Any) -> Any:

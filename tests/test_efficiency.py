@@ -78,9 +78,10 @@ def test_help_and_cli_import_load_no_model_or_plotting_stack():
 def test_summarizing_a_run_does_not_load_plotting():
     code = ("import sys\n"
             "import teammed.runner\n"
-            "from teammed.evals import summarize\n"  # what `teammed run` passes the runner as metrics=
-            "s = summarize([{'id': 'q', 'gold': 'A', 'prediction': 'A', 'correct': True, 'failed': False}])\n"
-            "assert s['n'] == 1, s\n"
+            "from teammed.evals import Summarizer\n"  # what `teammed run` passes the runner as metrics=
+            "s = Summarizer()\n"
+            "s.add({'id': 'q', 'gold': 'A', 'prediction': 'A', 'correct': True, 'failed': False})\n"
+            "assert s.result()['n'] == 1, s\n"
             "print(sorted(m for m in ('matplotlib', 'optuna') if m in sys.modules))")
     assert _python(code) == "[]"
 

@@ -63,3 +63,29 @@ def test_a_main_thread_wait_wakes_every_slice():
         finally:
             interrupts.cf.wait = real_wait
     assert len(calls) >= 2 and set(calls) == {interrupts.SLICE_S}
+
+
+def test_submitted_as_completed_keeps_at_most_its_window_submitted_and_stops_when_told():
+    pool = interrupts.Pool(4)
+    submitted: list[int] = []
+    most = 0
+    yielded = 0
+
+    def submit(item: int):
+        submitted.append(item)
+        return pool.submit(lambda: item)
+
+    for future in interrupts.submitted_as_completed(submit, range(40), window=3):
+        most = max(most, len(submitted) - yielded)
+        yielded += 1
+        assert future.result() in range(40)
+    assert sorted(submitted) == list(range(40)) and yielded == 40 and most <= 3
+
+    submitted.clear()
+    go = threading.Event()
+    go.set()
+    for _ in interrupts.submitted_as_completed(submit, range(40), window=2, more=go.is_set):
+        if len(submitted) >= 5:
+            go.clear()  # a run that is stopping submits nothing more
+    assert 5 <= len(submitted) <= 6
+    pool.shutdown()

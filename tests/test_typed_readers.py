@@ -26,6 +26,7 @@ from teammed.optimizers.metrics import deliberation_feedback
 from teammed.programs.record import Deliberation, LeaderOverride, TieBreak
 from teammed.records import PeerRecord, ResultRow, read_record
 from teammed.render import render_transcript
+from teammed.runner import read_results
 from tests.typed_fixtures import a_challenge, a_deliberation, a_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,16 +126,19 @@ def test_runs_load_typed_rows_and_records(runs: dict[str, Path]) -> None:
 def test_the_runner_hands_metrics_the_typed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
 
-    def spy(rows: list[Any]) -> dict[str, Any]:
-        seen.extend(rows)
-        return summarize(rows)
+    class Spy(teammed.evals.Summarizer):
+        def add(self, row: Any) -> None:
+            seen.append(row)
+            super().add(row)
 
-    monkeypatch.setattr(teammed.evals, "summarize", spy)
+    monkeypatch.setattr(teammed.evals, "Summarizer", Spy)
     assert main(["run", "--dataset", "demo", "--preset", "base", "--n-agents", "2", *SCRIPTED,
                  "--out", str(tmp_path / "run")]) == 0
     assert seen and all(isinstance(row, ResultRow) for row in seen)
     written = json.loads((tmp_path / "run" / "summary.json").read_text())["metrics"]
     assert written == summarize([row.model_dump(mode="json") for row in seen])
+    # the metrics streamed by equal the metrics of the rows on disk
+    assert written == summarize(read_results(tmp_path / "run" / "results.jsonl"))
 
 
 # --- rows written before schema versions, peer systems, older records --------------------------------

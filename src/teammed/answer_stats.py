@@ -7,18 +7,30 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from teammed.records import ResultRow
-
-__all__ = ["CONSTANT_SHARE", "CONSTANT_MIN_N", "MajorityBaseline", "AnswerSpread", "majority_baseline",
+__all__ = ["CONSTANT_SHARE", "CONSTANT_MIN_N", "Answered", "MajorityBaseline", "AnswerSpread", "majority_baseline",
            "answer_spread"]
 
 # A system is flagged as a constant predictor when, over at least CONSTANT_MIN_N answered
 # questions, one letter is CONSTANT_SHARE or more of its answers.
 CONSTANT_SHARE = 0.9
 CONSTANT_MIN_N = 10
+
+
+class Answered(Protocol):
+    """What these figures read of a row: a `teammed.records.ResultRow`, or a digest of one."""
+
+    @property
+    def labeled(self) -> bool: ...
+    @property
+    def gold(self) -> str | None: ...
+    @property
+    def prediction(self) -> str | None: ...
+    @property
+    def failed(self) -> bool: ...
 
 
 class MajorityBaseline(BaseModel):
@@ -39,7 +51,7 @@ class AnswerSpread(BaseModel):
     constant: bool
 
 
-def majority_baseline(rows: Iterable[ResultRow]) -> MajorityBaseline | None:
+def majority_baseline(rows: Iterable[Answered]) -> MajorityBaseline | None:
     """Over the labeled rows; None when there is none."""
     golds = [str(row.gold) for row in rows if row.labeled and row.gold is not None]
     if not golds:
@@ -48,7 +60,7 @@ def majority_baseline(rows: Iterable[ResultRow]) -> MajorityBaseline | None:
     return MajorityBaseline(letter=letter, accuracy=count / len(golds))
 
 
-def answer_spread(rows: Iterable[ResultRow]) -> AnswerSpread | None:
+def answer_spread(rows: Iterable[Answered]) -> AnswerSpread | None:
     """Over the answered rows; ``constant`` when the top letter's share is at least `CONSTANT_SHARE` of
     at least `CONSTANT_MIN_N` answers. None when no row was answered."""
     answers = [str(p) for row in rows if (p := row.prediction) is not None and not row.failed]

@@ -308,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.resolve import describe
     from teammed.cli_data import load_for, tuned_on
     from teammed.data import sample_questions
-    from teammed.evals import summarize
+    from teammed.evals import Summarizer
     from teammed.progress import RunProgress, expected_calls_per_question
     from teammed.records import RunIdentity, prompt_digest, redacted_argv
     from teammed.redact import redact
@@ -383,7 +383,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
                                  concurrency=in_flight) as bar:
                     summary = run_questions(sample, program_factory=factory, deployments=deployments,
-                                            settings=settings, progress=bar.update, metrics=summarize,
+                                            settings=settings, progress=bar.update, metrics=Summarizer,
                                             questions_in_flight=in_flight,
                                             on_start=functools.partial(print, header, file=sys.stderr))
             except RunStopped as exc:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "Workers", "workers", "on_main_thread", "block_stop_signals",
-           "result", "wait_all", "as_completed"]
+           "result", "wait_all", "as_completed", "submitted_as_completed"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -91,6 +91,44 @@ def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
         box = [future]
         del future
         yield box.pop()  # not kept in a local while the consumer holds it
+
+
+def submitted_as_completed(submit: Callable[[T], cf.Future[Any]], items: Iterable[T], *, window: int,
+                           more: Callable[[], bool] = lambda: True) -> Iterator[cf.Future[Any]]:
+    """`as_completed` over ``submit(item)`` for each item, submitting lazily: at most ``window``
+    futures are submitted and not yet handed to the consumer, so results that finish faster than
+    the consumer takes them (a fast backend, a slow disk) wait in the pool's queue as *items*,
+    never as finished results piling up in memory. ``more()`` false stops submitting (a run that
+    is stopping). On the main thread it waits in slices, like `as_completed`.
+    """
+    finished: queue.SimpleQueue[cf.Future[Any]] = queue.SimpleQueue()
+    source = iter(items)
+    in_flight = 0
+
+    def top_up() -> None:
+        nonlocal in_flight
+        while in_flight < window and more():
+            item = next(source, _END)
+            if item is _END:
+                return
+            submit(item).add_done_callback(finished.put)  # at once if it already ended
+            in_flight += 1
+
+    top_up()
+    timeout = SLICE_S if on_main_thread() else None
+    while in_flight:
+        try:
+            future = finished.get(timeout=timeout)
+        except queue.Empty:
+            continue  # a slice went by: pending signals ran their handlers
+        in_flight -= 1
+        box = [future]
+        del future
+        yield box.pop()  # not kept in a local while the consumer holds it
+        top_up()
+
+
+_END: Any = object()
 
 
 class Pool(cf.ThreadPoolExecutor):

@@ -25,7 +25,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -547,9 +547,10 @@ def _umask() -> int:
     return mask
 
 
-def write_atomic(path: Path | str, text: str) -> Path:
-    """Write ``text`` so that ``path`` holds either the old or the new content, never a mix:
-    a temporary file in the same directory, fsync'd, then ``os.replace``; removed on failure.
+def write_atomic(path: Path | str, text: str | Iterable[str]) -> Path:
+    """Write ``text`` (a string, or chunks written as they come) so that ``path`` holds either the
+    old or the new content, never a mix: a temporary file in the same directory, fsync'd, then
+    ``os.replace``; removed on failure.
 
     The file gets the mode any new file gets (0644 under the usual umask), so colleagues in a
     shared project folder can read results; nothing teammed writes holds a credential (see
@@ -561,7 +562,10 @@ def write_atomic(path: Path | str, text: str) -> Path:
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                handle.writelines(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

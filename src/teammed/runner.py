@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 
@@ -61,7 +61,10 @@ __all__ = [
     "answer_question",
     "run_questions",
     "read_results",
+    "iter_results",
     "summarize_rows",
+    "RowDigest",
+    "RowSummarizer",
     "answer_spread",
     "environment",
     "CONSTANT_SHARE",
@@ -258,38 +261,58 @@ def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *
 
 
 # ---------------------------------------------------------------- files
-def _split_lines(data: bytes) -> tuple[list[bytes], int]:
-    """Complete lines and the byte length they cover (a trailing fragment is excluded)."""
-    end = data.rfind(b"\n") + 1
-    return data[:end].splitlines(), end
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """The complete, non-blank lines of a file with their line numbers, one at a time (a torn last
+    line is left out)."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.endswith(b"\n"):
+                return  # a torn last line
+            if line.strip():
+                yield number, line
 
 
-def read_results(path: Path) -> list[ResultRow]:
-    """The rows of a results file. A torn last line (a crash mid-write) is left out; any other
-    unreadable line is an error naming the line."""
+def iter_results(path: Path) -> Iterator[tuple[ResultRow, bytes]]:
+    """Each row of a results file with its stored line, read one line at a time. A torn last line
+    (a crash mid-write) is left out; any other unreadable line is an error naming the line."""
     if not path.exists():
-        return []
-    lines, _ = _split_lines(path.read_bytes())
-    rows = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+        return
+    for number, line in _lines(path):
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); the file was damaged: remove "
                             f"that line and run again with --resume") from None
-        rows.append(load_row(data, where=f"{path}:{number}"))
-    return rows
+        yield load_row(data, where=f"{path}:{number}"), line
+
+
+def read_results(path: Path) -> list[ResultRow]:
+    """The rows of a results file (see `iter_results`)."""
+    return [row for row, _ in iter_results(path)]
+
+
+def _complete_length(path: Path, *, chunk: int = 1 << 16) -> tuple[int, int]:
+    """The file's size and the length of its complete lines (up to and including its last newline),
+    found by reading backwards from the end, never the whole file."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        end = size
+        while end > 0:
+            start = max(0, end - chunk)
+            handle.seek(start)
+            found = handle.read(end - start).rfind(b"\n")
+            if found >= 0:
+                return size, start + found + 1
+            end = start
+        return size, 0
 
 
 def _cut_torn_tail(path: Path) -> int:
     """Truncate a trailing fragment (no final newline); return how many bytes were cut."""
     if not path.exists():
         return 0
-    data = path.read_bytes()
-    _, end = _split_lines(data)
-    cut = len(data) - end
+    size, end = _complete_length(path)
+    cut = size - end
     if cut:
         with path.open("r+b") as handle:
             handle.truncate(end)
@@ -349,7 +372,53 @@ def environment() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- summary
-def answer_spread(rows: Sequence[ResultRow]) -> dict[str, Any]:
+class RowSummarizer(Protocol):
+    """Richer metrics computed as rows stream by (``metrics=`` of `run_questions`; `teammed run`
+    passes `teammed.evals.Summarizer`): ``add`` each row once, then ``result``."""
+
+    def add(self, row: ResultRow) -> None: ...
+
+    def result(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RowDigest:
+    """What a run's summary reads of a row: its answer and its counters. A run keeps this per
+    question (about half a kilobyte), never the row, whose transcript and record are on disk."""
+
+    id: str
+    labeled: bool
+    gold: str | None
+    prediction: str | None
+    correct: bool | None
+    failed: bool
+    error: str | None
+    error_type: str | None
+    calls: int
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    latency_s: float
+    cache_hits: int
+    retries: int
+    parse_failures: int
+    repaired: int
+    ranking_repairs: int
+    fallbacks: int
+    spent_prompt_tokens: int | None
+    spent_completion_tokens: int | None
+    spent_cost_usd: float | None
+
+    @classmethod
+    def of(cls, row: ResultRow) -> RowDigest:
+        return cls(**{name: getattr(row, name) for name in cls.__dataclass_fields__})
+
+
+Summarized = ResultRow | RowDigest
+
+
+def answer_spread(rows: Sequence[Summarized]) -> dict[str, Any]:
     """`teammed.answer_stats.answer_spread` as ``summary.json`` stores it (rounded; empty fields when
     nothing was answered)."""
     spread = answer_stats.answer_spread(rows)
@@ -359,7 +428,7 @@ def answer_spread(rows: Sequence[ResultRow]) -> dict[str, Any]:
             "constant": spread.constant}
 
 
-def majority_baseline(rows: Sequence[ResultRow]) -> dict[str, Any]:
+def majority_baseline(rows: Sequence[Summarized]) -> dict[str, Any]:
     """`teammed.answer_stats.majority_baseline` as ``summary.json`` stores it."""
     base = answer_stats.majority_baseline(rows)
     if base is None:
@@ -367,15 +436,15 @@ def majority_baseline(rows: Sequence[ResultRow]) -> dict[str, Any]:
     return {"letter": base.letter, "accuracy": round(base.accuracy, 4)}
 
 
-def cached_share(rows: Sequence[ResultRow]) -> float | None:
+def cached_share(rows: Sequence[Summarized]) -> float | None:
     """The share of the rows' prompt tokens the provider reported as read from its prompt cache
     (None without prompt tokens)."""
     prompt = sum(r.prompt_tokens for r in rows)
     return round(sum(r.cached_prompt_tokens for r in rows) / prompt, 4) if prompt else None
 
 
-def summarize_rows(rows: Sequence[ResultRow]) -> dict[str, Any]:
-    """Counts, accuracy and accounting over rows.
+def summarize_rows(rows: Sequence[Summarized]) -> dict[str, Any]:
+    """Counts, accuracy and accounting over rows (or their `RowDigest`).
 
     Failed questions stay in the accuracy denominator; unlabeled ones (no gold) are left out
     of it and counted in ``n_unlabeled``. Tokens and cost per question are billable (the same
@@ -478,7 +547,7 @@ class _Streak:
                           f"questions not attempted remain: run again with --resume --retry-failed to continue")
 
 
-def _all_failed(rows: Sequence[ResultRow]) -> RunFailed | None:
+def _all_failed(rows: Sequence[Summarized]) -> RunFailed | None:
     """`RunFailed` naming the commonest error when every row failed (an evaluation that measured nothing)."""
     if not rows or not all(r.failed for r in rows):
         return None
@@ -522,11 +591,15 @@ def run_questions(
     deployments: Sequence[Deployment],
     settings: RunSettings,
     progress: Callable[[dict[str, Any]], None] | None = None,
-    metrics: Callable[[list[ResultRow]], dict[str, Any]] | None = None,
+    metrics: Callable[[], RowSummarizer] | None = None,
     questions_in_flight: int | None = None,
     on_start: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """Answer every question not already in ``results.jsonl``; write rows, run.json and summary.json.
+
+    The summary is computed as rows stream by: the run keeps a `RowDigest` of each row (and
+    ``metrics()``, when given, a summarizer that sees every row once: `RowSummarizer`), never
+    the rows themselves, so memory grows by well under a kilobyte per question.
 
     ``questions_in_flight`` questions run at once (default: the deployments' request slots
     summed); requests in flight are bounded by each deployment's LM, not here, so one
@@ -556,23 +629,8 @@ def run_questions(
         else:
             _check_identity(out, identity)
             _cut_torn_tail(results_path)
-        existing = read_results(results_path)
-        seen = Counter(r.id for r in existing)
-        repeated = sorted(i for i, k in seen.items() if k > 1)
-        if repeated:
-            raise DataError(f"{results_path} holds {len(repeated)} questions more than once (e.g. {repeated[0]}); "
-                            f"it was written by two runs at once: start a fresh --out")
-        strangers = sorted(set(seen) - set(ids))
-        if strangers:
-            raise DataError(f"{results_path} holds questions outside this run (e.g. {strangers[0]}); start a "
-                            f"fresh --out")
-        retried = 0
-        if settings.retry_failed:
-            kept = [r for r in existing if not r.failed]
-            retried = len(existing) - len(kept)
-            if retried:
-                write_atomic(results_path, "".join(r.to_json() + "\n" for r in kept))
-                existing = kept
+        existing, summarizer, retried = _scan_existing(results_path, ids, retry_failed=settings.retry_failed,
+                                                       metrics=metrics)
         done_ids = {r.id for r in existing}
         todo = [q for q in questions if q.id not in done_ids]
         manifest = {"identity": identity.model_dump(mode="json"), "system": identity.system,
@@ -586,7 +644,7 @@ def run_questions(
         rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
                                  questions_in_flight=questions_in_flight,
                                  settings=settings, results_path=results_path, existing=existing,
-                                 progress=progress, total=len(questions))
+                                 summarizer=summarizer, progress=progress, total=len(questions))
         order = {qid: i for i, qid in enumerate(ids)}
         rows.sort(key=lambda r: order[r.id])
         summary = {
@@ -600,8 +658,8 @@ def run_questions(
             "seed": identity.seed, "model": identity.model, "program_sha256": identity.program_sha256,
             **environment(),
         }
-        if metrics is not None:
-            summary["metrics"] = metrics(list(rows))  # the typed rows; `teammed.evals.summarize` reads them
+        if summarizer is not None:
+            summary["metrics"] = summarizer.result()
         write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=str))
         # the dialect each deployment ended on (a refused response_format degrades it during the run)
         ended = backend_settings(deployments)
@@ -622,7 +680,7 @@ class _Tally:
     def __init__(self) -> None:
         self.calls = self.failed = self.labeled = self.correct = 0
 
-    def add(self, row: ResultRow) -> None:
+    def add(self, row: RowDigest) -> None:
         self.calls += row.calls
         self.failed += bool(row.failed)
         if row.correct is not None:
@@ -633,14 +691,42 @@ class _Tally:
         return self.correct / self.labeled if self.labeled else 0.0
 
 
+def _scan_existing(results_path: Path, ids: Sequence[str], *, retry_failed: bool,
+                   metrics: Callable[[], RowSummarizer] | None,
+                   ) -> tuple[list[RowDigest], RowSummarizer | None, int]:
+    """Read the rows already written, one at a time: their digests and a summarizer that has seen
+    them, and how many failed rows ``retry_failed`` removed (the file rewritten without them)."""
+    digests = [RowDigest.of(row) for row, _ in iter_results(results_path)]
+    seen = Counter(d.id for d in digests)
+    repeated = sorted(i for i, k in seen.items() if k > 1)
+    if repeated:
+        raise DataError(f"{results_path} holds {len(repeated)} questions more than once (e.g. {repeated[0]}); "
+                        f"it was written by two runs at once: start a fresh --out")
+    strangers = sorted(set(seen) - set(ids))
+    if strangers:
+        raise DataError(f"{results_path} holds questions outside this run (e.g. {strangers[0]}); start a "
+                        f"fresh --out")
+    retried = sum(d.failed for d in digests) if retry_failed else 0
+    if retried:  # the n-th complete line is the n-th digest
+        kept = (line.decode() for (_, line), digest in zip(_lines(results_path), digests, strict=True)
+                if not digest.failed)
+        write_atomic(results_path, kept)
+        digests = [d for d in digests if not d.failed]
+    summarizer = metrics() if metrics is not None else None
+    if summarizer is not None:
+        for row, _ in iter_results(results_path):
+            summarizer.add(row)
+    return digests, summarizer, retried
+
+
 def _execute(todo: list[Question], *, program_factory, deployments, settings: RunSettings,  # type: ignore[no-untyped-def]
-             results_path: Path, existing: list[ResultRow], progress, total: int,
-             questions_in_flight: int | None = None) -> tuple[list[ResultRow], RunStopped | None]:
+             results_path: Path, existing: list[RowDigest], summarizer: RowSummarizer | None, progress,
+             total: int, questions_in_flight: int | None = None) -> tuple[list[RowDigest], RunStopped | None]:
     lock = threading.Lock()
     rows = list(existing)
     tally = _Tally()
-    for row in rows:
-        tally.add(row)
+    for digest in rows:
+        tally.add(digest)
     streak = _Streak(settings.max_consecutive_failures)
     started = time.monotonic()
     stopping = threading.Event()
@@ -665,8 +751,10 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
     stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
-            # no list of the futures here: each holds its full row (transcript included) until dropped
-            answered = interrupts.as_completed([pool.submit(work, i, q) for i, q in enumerate(todo)])
+            # questions are submitted as earlier ones are written (a window of twice the workers): a
+            # finished question's row (transcript included) never waits in memory for the writer
+            answered = interrupts.submitted_as_completed(lambda item: pool.submit(work, *item), enumerate(todo),
+                                                         window=2 * workers, more=lambda: not stopping.is_set())
             for finished, future in enumerate(answered, start=1):
                 if future.cancelled():
                     continue
@@ -678,12 +766,15 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     sink.write(row.to_json() + "\n")
                     sink.flush()
                     os.fsync(sink.fileno())
-                    # the transcript and rationale are on disk; the summary does not need them
-                    rows.append(row.model_copy(update={"transcript": [], "rationale": None}))
+                    # the row is on disk: the summary keeps its digest, the metrics what they read of it
+                    digest = RowDigest.of(row)
+                    rows.append(digest)
+                    if summarizer is not None:
+                        summarizer.add(row)
                 if stop and stopped is None:
                     stopped = stop[0]
                     pool.cancel_queued()
-                tally.add(row)
+                tally.add(digest)
                 if progress is not None:
                     elapsed = time.monotonic() - started
                     progress({
