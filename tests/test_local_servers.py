@@ -81,6 +81,26 @@ def test_flags_win_over_what_the_server_says():
         assert _opened(server.api_base, timeout_s=30.0) == (3, 30.0)
 
 
+def test_the_command_line_sizes_a_llamacpp_server_by_its_slots_unless_told():
+    """The same through `teammed run`'s flags. Without --max-parallel-requests the CLI used to pass its
+    default (4 x --concurrency) as if it were the flag, so a 3-slot server got 16 requests in flight."""
+    from teammed.cli import build_parser
+    from teammed.cli_backend import open_from_args
+
+    def opened(api_base: str, *flags: str) -> tuple[int, float]:
+        args = build_parser().parse_args(["run", "--dataset", "demo", "--model", "openai/any", "--api-base",
+                                          api_base, "--no-cache", *flags])
+        with open_from_args(args) as deployments:
+            return deployments[0].lm.max_parallel_requests, deployments[0].lm.timeout_s
+
+    with _LlamaCpp(3) as server:
+        assert opened(server.api_base) == (3, LOCAL_TIMEOUT_S)
+        assert opened(server.api_base, "--max-parallel-requests", "2", "--timeout", "30") == (2, 30.0)
+    with FakeOpenAI(lambda n, body: completion("{}")) as server:  # not llama.cpp: 4 x --concurrency
+        assert opened(server.api_base) == (16, DEFAULT_TIMEOUT_S)
+        assert opened(server.api_base, "--concurrency", "2") == (8, DEFAULT_TIMEOUT_S)
+
+
 def test_another_server_keeps_the_remote_defaults():
     with FakeOpenAI(lambda n, body: completion("{}")) as server:
         assert _opened(server.api_base) == (4, DEFAULT_TIMEOUT_S)

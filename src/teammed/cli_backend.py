@@ -66,8 +66,10 @@ def backend_options(args: argparse.Namespace) -> Any:
     return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
                           max_tokens=args.max_tokens, temperature=getattr(args, "temperature", 0.0),
                           structured_output=None if dialect == "auto" else dialect,
-                          max_parallel_requests=getattr(args, "max_parallel_requests", None)
-                          or 4 * getattr(args, "concurrency", 1), transport=getattr(args, "transport", "auto"))
+                          # the flag alone: without it an --api-base llama.cpp server is sized by its slots
+                          max_parallel_requests=getattr(args, "max_parallel_requests", None),
+                          default_parallel_requests=4 * getattr(args, "concurrency", 1),
+                          transport=getattr(args, "transport", "auto"))
 
 
 def open_from_args(args: argparse.Namespace) -> Any:

@@ -66,7 +66,8 @@ class BackendOptions:
     max_tokens: int = 512
     temperature: float = 0.0  # --temperature: every call of every backend of the command
     structured_output: str | None = None
-    max_parallel_requests: int | None = None
+    max_parallel_requests: int | None = None  # --max-parallel-requests: wins over what a server says
+    default_parallel_requests: int | None = None  # neither flag nor server: the CLI's 4 x --concurrency
     transport: str = "auto"  # "litellm": no direct client even for OpenAI-compatible servers
 
     def timeout_for(self, *, local: bool = False) -> float:
@@ -267,6 +268,7 @@ def _router_deployments(path: Path | str, options: BackendOptions,
                               f"({', '.join(sorted(dialects))}); give them one, or different model_names")
         limits = [m["max_parallel_requests"] for m in members]
         total = sum(int(x) for x in limits) if all(limits) else (options.max_parallel_requests
+                                                                   or options.default_parallel_requests
                                                                    or DEFAULT_MAX_PARALLEL * len(members))
         first = members[0]["litellm_params"]
         keyed = all(m["litellm_params"].get("api_base") for m in members)
@@ -420,7 +422,8 @@ def _sized_for_server(options: BackendOptions) -> tuple[int, float]:
             timeout_s = timeout_s if timeout_s is not None else LOCAL_TIMEOUT_S
             logger.info("%s is a llama.cpp server with %d slot(s): %d request(s) in flight, %.0f s timeout",
                         redact(options.api_base), slots, parallel, timeout_s)
-    return parallel or DEFAULT_MAX_PARALLEL, timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S
+    return (parallel or options.default_parallel_requests or DEFAULT_MAX_PARALLEL,
+            timeout_s if timeout_s is not None else DEFAULT_TIMEOUT_S)
 
 
 @contextlib.contextmanager
