@@ -76,6 +76,8 @@ class RowFacts:
     id: str
     dataset: str | None
     seed: int | None
+    system: str | None
+    answered_models: str | None  # `ResultRow.answered_models`
     labeled: bool
     gold: str | None
     prediction: str | None
@@ -162,7 +164,8 @@ def row_facts(row: AnyRow | RowFacts) -> RowFacts:
                 if field in row.model_fields_set and (v := number(getattr(row, field))) is not None}
     extra = {k: v for k, v in (row.model_extra or {}).items() if isinstance(v, str | int | float | bool) or v is None}
     return RowFacts(
-        id=row.id, dataset=_text(row.dataset), seed=row.seed, labeled=row.labeled, gold=_text(row.gold),
+        id=row.id, dataset=_text(row.dataset), seed=row.seed, system=_text(row.system),
+        answered_models=_text(row.answered_models), labeled=row.labeled, gold=_text(row.gold),
         prediction=_text(row.prediction), correct=row.correct, failed=row.failed,
         confidence=_text(row.confidence), binary_positive=_text(row.binary_positive), recorded=recorded,
         roles=_texts(row_roles(row)), r2=_texts(r2_choices(row)), final=_texts(final_choices(row)),

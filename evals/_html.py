@@ -13,8 +13,8 @@ from __future__ import annotations
 import html
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 from teammed.evals._rows import (
     AnyRow,
@@ -29,7 +29,7 @@ from teammed.evals._rows import (
 from teammed.programs.record import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
 from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
-__all__ = ["transcripts_html", "fmt"]
+__all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
 
 _CSS = """
 .pages{margin:.6em 0;color:var(--muted,#555)}.pages a,.pages b{margin:0 .25em}
@@ -379,10 +379,27 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
 
 
-def _overview(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
+class Shown(Protocol):
+    """What the overview, the toolbar and a run's header read of a row: a `ResultRow` or its `RowFacts`."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def correct(self) -> bool | None: ...
+    @property
+    def failed(self) -> bool: ...
+
+
+def _status(row: Shown) -> str:
+    return "failed" if row.failed else "correct" if row.correct else "wrong"
+
+
+def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
     body = []
     for i, (title, rows) in enumerate(runs):
-        states = [status_of(r) for r in rows]
+        states = [_status(r) for r in rows]
         n = len(rows)
         accuracy = f"{100 * states.count('correct') / n:.1f}%" if n else "–"
         systems = ", ".join(dict.fromkeys(str(r.system or "") for r in rows)) or "–"
@@ -394,7 +411,7 @@ def _overview(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
     return f'<table class="runs"><tr>{header}</tr>{"".join(body)}</table>'
 
 
-def _toolbar(runs: Sequence[tuple[str, Sequence[ResultRow]]]) -> str:
+def _toolbar(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
     statuses = "".join(
         f'<label><input type="radio" name="status" value="{v}"{" checked" if v == "all" else ""}><span>{t}</span>'
         f"</label>" for v, t in (("all", "All"), ("correct", "Correct"), ("wrong", "Wrong"), ("failed", "Failed"))
@@ -422,23 +439,42 @@ def page_name(k: int) -> str:
 def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
     """The page: a filter bar, an overview of the runs, one collapsible block per question.
     Rows are `ResultRow` values or their stored (dict) form, typed here once."""
-    typed = [(title, typed_rows(rows)) for title, rows in runs]
-    return _page(typed, None, "")
+    return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
+
+
+RowsOf = Callable[[int, set[str]], Iterable[ResultRow]]
+"""``rows_of(run_index, ids)``: the rows of one run whose ids are among ``ids``, in any order."""
 
 
 def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
                       page_size: int = PAGE_QUESTIONS) -> list[str]:
+    """The viewer of rows held in memory, page by page (see `paged_transcripts`)."""
+    typed = [(title, typed_rows(rows)) for title, rows in runs]
+
+    def rows_of(index: int, ids: set[str]) -> list[ResultRow]:
+        return [row for row in typed[index][1] if row.id in ids]
+
+    return ["".join(page) for page in paged_transcripts(typed, rows_of, page_size=page_size)]
+
+
+def paged_transcripts(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, *,
+                      page_size: int = PAGE_QUESTIONS) -> list[Iterator[str]]:
     """The viewer split into pages of at most ``page_size`` question ids (in natural id order, the
     same ids for every run, so a question's runs stay side by side); every page shows the whole
-    runs' overview and links to the other pages (`page_name`)."""
+    runs' overview and links to the other pages (`page_name`).
+
+    ``runs`` pairs each title with what the overview reads of its rows (rows or their facts); the
+    full rows of a page are asked of ``rows_of`` while the page is written, one run at a time, so
+    a report never holds more than one page of one run's transcripts. Each page is an iterator of
+    text chunks, for `teammed.records.write_atomic`.
+    """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
-    typed = [(title, typed_rows(rows)) for title, rows in runs]
-    ids = sorted({r.id for _, rows in typed for r in rows}, key=_natural)
+    ids = sorted({r.id for _, rows in runs for r in rows}, key=_natural)
     chunks = [ids[i:i + page_size] for i in range(0, len(ids), page_size)] or [[]]
     if len(chunks) == 1:
-        return [_page(typed, None, "")]
-    return [_page(typed, set(chunk), _pager(k, chunks)) for k, chunk in enumerate(chunks, start=1)]
+        return [_page(runs, rows_of, set(ids), "")]
+    return [_page(runs, rows_of, set(chunk), _pager(k, chunks)) for k, chunk in enumerate(chunks, start=1)]
 
 
 def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:
@@ -449,20 +485,17 @@ def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:
             f"{len(chunks)}: {links}</nav>")
 
 
-def _page(runs: Sequence[tuple[str, Sequence[ResultRow]]], keep: set[str] | None, pager: str) -> str:
-    sections = []
+def _page(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, keep: set[str], pager: str) -> Iterator[str]:
+    yield ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+           '<meta name="viewport" content="width=device-width, initial-scale=1">'
+           f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
+           f"<h1>Deliberation transcripts</h1>{pager}{_overview(runs)}")
     for i, (title, rows) in enumerate(runs):
-        correct, failed = sum(map(is_correct, rows)), sum(bool(r.failed) for r in rows)
-        header = (f'<h2 id="run{i}">{_e(title)}</h2><p class="run">{correct} of {len(rows)} correct, '
-                  f'{failed} failed</p>')
-        shown = [r for r in rows if keep is None or r.id in keep]
-        ordered = sorted(shown, key=lambda r: _natural(r.id))  # the same order in every run
-        blocks = "".join(_question(row, run_index=i, run_title=title) for row in ordered)
-        sections.append(f'<section class="runsec">{header}{blocks}</section>')
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
-        f"<h1>Deliberation transcripts</h1>{pager}{_overview(runs)}{''.join(sections)}{pager}</main>"
-        f"<script>{_JS}</script></body></html>\n"
-    )
+        states = [_status(r) for r in rows]
+        yield (f'<section class="runsec"><h2 id="run{i}">{_e(title)}</h2><p class="run">{states.count("correct")} '
+               f'of {len(rows)} correct, {states.count("failed")} failed</p>')
+        shown = sorted(rows_of(i, keep), key=lambda r: _natural(r.id))  # the same order in every run
+        for row in shown:
+            yield _question(row, run_index=i, run_title=title)
+        yield "</section>"
+    yield f"{pager}</main><script>{_JS}</script></body></html>\n"

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from teammed.errors import DataError
-from teammed.records import ResultRow, RunIdentity, load_row
+from teammed.evals._facts import RowFacts, row_facts
+from teammed.records import ResultRow, RunIdentity, iter_rows
 
 logger = logging.getLogger(__name__)
 
@@ -24,10 +25,12 @@ OVERLAP_MARK = " [tuning overlap]"
 
 @dataclass(frozen=True)
 class Run:
-    """One run directory: its typed rows and the identity fields report grouping uses."""
+    """One run directory: what the report reads of its rows (`RowFacts`, one per row; the full rows
+    stay on disk and are read again, a page at a time, for the transcripts: `rows_of`) and the
+    identity fields report grouping uses."""
 
     path: Path
-    rows: tuple[ResultRow, ...]  # the typed, versioned rows (`teammed.records.ResultRow`)
+    rows: tuple[RowFacts, ...]
     summary: dict[str, Any]
     dataset: str
     config: str
@@ -36,6 +39,17 @@ class Run:
     dataset_sha256: str | None = None
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
+    row_config: dict[str, Any] | None = None  # the first row's teamwork configuration, when rows carry one
+
+    def rows_of(self, ids: set[str]) -> list[ResultRow]:
+        """The full rows (transcripts included) of this run whose ids are among ``ids``, read from
+        its ``results.jsonl`` one line at a time."""
+        mine = {row.id for row in self.rows} & ids  # a run split by model keeps only its own part
+        return [row for row, _ in iter_rows(self.path / "results.jsonl") if row.id in mine]
+
+    def read_rows(self) -> list[ResultRow]:
+        """All of this run's full, typed rows, read from its ``results.jsonl``."""
+        return self.rows_of({row.id for row in self.rows})
 
     @property
     def answered_by(self) -> str | None:
@@ -74,29 +88,33 @@ class Group:
     runs: tuple[Run, ...]
 
     @property
-    def rows(self) -> list[ResultRow]:
+    def rows(self) -> list[RowFacts]:
         return [row for run in self.runs for row in run.rows]
 
 
-def _read_rows(path: Path) -> list[ResultRow]:
-    """The typed rows of a ``results.jsonl``: rows written before schema versions are upgraded, rows
-    of a newer schema (or invalid ones) refused with a message naming the line and the fix."""
-    rows: list[ResultRow] = []
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if number == len(lines) and not text.endswith("\n"):
-                logger.warning("%s: ignoring a torn last line (the run was interrupted; --resume cuts it)", path)
-                continue
-            message = f"{path}:{number} is not valid JSON ({exc.msg}); fix or remove that line"
-            raise DataError(message) from None
-        rows.append(load_row(row, where=f"{path}:{number}"))
-    return rows
+class _Firsts:
+    """The first value each of a few row fields takes, gathered as rows stream by."""
+
+    KEYS = ("system", "label", "dataset", "seed", "dataset_sha256", "config")
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def see(self, row: ResultRow) -> None:
+        for key in self.KEYS:
+            if key not in self.values and (value := getattr(row, key, None)) is not None and value != {}:
+                self.values[key] = value
+
+
+def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
+    """The facts of every row of a ``results.jsonl`` (rows written before schema versions are
+    upgraded, rows of a newer schema or invalid ones refused naming the line and the fix), and
+    the first value of the fields a run's identity falls back on. One row is held at a time."""
+    facts, firsts = [], _Firsts()
+    for row, _ in iter_rows(path):
+        facts.append(row_facts(row))
+        firsts.see(row)
+    return facts, firsts
 
 
 def config_name(label: Any, system: Any) -> str:
@@ -108,11 +126,11 @@ def config_name(label: Any, system: Any) -> str:
     return system if label in ("", system) else f"{system}/{label}"
 
 
-def _field(summary: dict[str, Any], rows: list[ResultRow], key: str) -> Any:
+def _field(summary: dict[str, Any], firsts: _Firsts, key: str) -> Any:
     """``summary[key]``, else the first row's typed field of that name that is set."""
     if summary.get(key) is not None:
         return summary[key]
-    return next((value for row in rows if (value := getattr(row, key, None)) is not None), None)
+    return firsts.values.get(key)
 
 
 def load_run(run_dir: Path) -> Run:
@@ -121,15 +139,15 @@ def load_run(run_dir: Path) -> Run:
     results = run_dir / "results.jsonl"
     if not results.is_file():
         raise DataError(f"{run_dir} has no results.jsonl; pass run directories written by `teammed run`")
-    typed = _read_rows(results)
+    typed, firsts = _read_facts(results)
     if not typed:
         raise DataError(f"{results} has no result rows; rerun it or leave that run directory out")
     summary = _json(run_dir / "summary.json")
     manifest = _json(run_dir / "run.json")
-    system = _field(summary, typed, "system") or "teamwork"
+    system = _field(summary, firsts, "system") or "teamwork"
     planned = manifest.get("n_questions", summary.get("n_planned"))
     identity = _identity(manifest, run_dir)
-    config = config_name(_field(summary, typed, "label"), system)
+    config = config_name(_field(summary, firsts, "label"), system)
     overlap = manifest.get("overlap")
     # a run that kept tuning questions is never averaged with clean runs: its own row
     if isinstance(overlap, dict) and overlap.get("allowed") and overlap.get("overlapping"):
@@ -138,13 +156,14 @@ def load_run(run_dir: Path) -> Run:
         path=run_dir,
         rows=tuple(typed),
         summary=summary,
-        dataset=str(_field(summary, typed, "dataset") or "unknown"),
+        dataset=str(_field(summary, firsts, "dataset") or "unknown"),
         config=config,
         system=str(system),
-        seed=_field(summary, typed, "seed"),
-        dataset_sha256=_field(summary, typed, "dataset_sha256"),
+        seed=_field(summary, firsts, "seed"),
+        dataset_sha256=_field(summary, firsts, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
         identity=identity,
+        row_config=firsts.values.get("config"),
     )
 
 
@@ -263,7 +282,7 @@ def split_by_model(runs: list[Run]) -> list[Run]:
     their own part), so a report never averages two models as one system."""
     out: list[Run] = []
     for run in runs:
-        parts: dict[str, list[ResultRow]] = {}
+        parts: dict[str, list[RowFacts]] = {}
         for row in run.rows:
             parts.setdefault(row.answered_models or "", []).append(row)
         if len([k for k in parts if k]) < 2:

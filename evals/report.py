@@ -17,8 +17,7 @@ from typing import Any
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
-from teammed.evals._html import PAGE_QUESTIONS, page_name, transcripts_pages
-from teammed.evals._rows import is_correct, is_labeled
+from teammed.evals._html import PAGE_QUESTIONS, page_name, paged_transcripts
 from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run, unique_dirs, unique_runs
 from teammed.evals.metrics import (
     accuracy,
@@ -41,8 +40,8 @@ class ReportError(TeammedError, ValueError):
 
 def _group_stats(group: Group) -> dict[str, Any]:
     per_seed = [a for run in group.runs if (a := accuracy(run.rows)) is not None]
-    labeled = [row for run in group.runs for row in run.rows if is_labeled(row)]
-    n_correct = sum(map(is_correct, labeled))
+    labeled = [row for run in group.runs for row in run.rows if row.labeled]
+    n_correct = sum(bool(row.correct) and not row.failed for row in labeled)
     answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
                 for run in group.runs]
     models = sorted({m for text in answered for m in text.split("+") if m})
@@ -140,7 +139,7 @@ def _has_trust(group: Group) -> bool:
     for run in group.runs:
         config = (run.identity.program_config or run.identity.config) if run.identity is not None else None
         if config is None:
-            config = next((row.config for row in run.rows if row.config), None)
+            config = run.row_config
         if config and config.get("trust"):
             return True
     return False
@@ -269,11 +268,12 @@ def build_report(
     write_atomic(out_dir / "summary.json", summary)
     write_atomic(out_dir / "table1.csv", _tables.cells_csv(numbers["groups"]))
     write_atomic(out_dir / "table1.tex", _tables.accuracy_latex(numbers["groups"], configs, datasets))
+    shown = [run for group in groups for run in group.runs]
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
-              for group in groups for run in group.runs]  # names that tell same-named systems apart
-    pages = transcripts_pages(titled, page_size=PAGE_QUESTIONS)
+              for run in shown]  # names that tell same-named systems apart
+    pages = paged_transcripts(titled, lambda index, ids: shown[index].rows_of(ids), page_size=PAGE_QUESTIONS)
     for k, page in enumerate(pages, start=1):
-        write_atomic(out_dir / page_name(k), page)
+        write_atomic(out_dir / page_name(k), page)  # written as its rows are read: one run's page at a time
     for stale in out_dir.glob("transcripts-*.html"):  # pages of an earlier, longer report
         number = stale.stem.removeprefix("transcripts-")
         if number.isdigit() and int(number) > len(pages):

@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from teammed.evals._rows import AnyRow, is_correct, is_labeled, typed_rows
+from teammed.evals._facts import RowFacts, facts_of
+from teammed.evals._rows import AnyRow
 
 __all__ = [
     "MeanSE",
@@ -67,13 +68,15 @@ def mcnemar(b: int, c: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
-def _by_key(rows: Iterable[AnyRow]) -> dict[tuple[str, str], bool]:
-    return {(str(row.seed), row.id): is_correct(row) for row in typed_rows(rows) if is_labeled(row)}
+def _by_key(rows: Iterable[AnyRow | RowFacts]) -> dict[tuple[str, str], bool]:
+    return {(str(row.seed), row.id): bool(row.correct) and not row.failed for row in facts_of(rows) if row.labeled}
 
 
-def match_pairs(rows: Iterable[AnyRow], baseline_rows: Iterable[AnyRow]) -> list[tuple[bool, bool]]:
+def match_pairs(
+    rows: Iterable[AnyRow | RowFacts], baseline_rows: Iterable[AnyRow | RowFacts]
+) -> list[tuple[bool, bool]]:
     """(config correct, baseline correct) for each ``(seed, id)`` both answered, in key order.
-    Rows are `ResultRow` values or their stored (dict) form."""
+    Rows are `ResultRow` values, their stored (dict) form or their `RowFacts`."""
     ours, theirs = _by_key(rows), _by_key(baseline_rows)
     shared = sorted(ours.keys() & theirs.keys())
     if len(shared) < max(len(ours), len(theirs)):
@@ -89,8 +92,8 @@ def discordant(pairs: Sequence[tuple[bool, bool]]) -> tuple[int, int]:
 
 
 def paired_bootstrap(
-    rows: Iterable[AnyRow],
-    baseline_rows: Iterable[AnyRow],
+    rows: Iterable[AnyRow | RowFacts],
+    baseline_rows: Iterable[AnyRow | RowFacts],
     *,
     n_resamples: int = 2000,
     seed: int = 0,
@@ -123,7 +126,11 @@ def paired_bootstrap(
 
 
 def paired_comparison(
-    rows: Iterable[AnyRow], baseline_rows: Iterable[AnyRow], *, n_resamples: int = 2000, seed: int = 0
+    rows: Iterable[AnyRow | RowFacts],
+    baseline_rows: Iterable[AnyRow | RowFacts],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
 ) -> dict[str, Any] | None:
     """Accuracy difference, McNemar's b, c and p, and the bootstrap CI, over matched pairs."""
     rows, baseline_rows = list(rows), list(baseline_rows)
@@ -133,9 +140,15 @@ def paired_comparison(
     b, c = discordant(pairs)
     boot = paired_bootstrap(rows, baseline_rows, n_resamples=n_resamples, seed=seed) or {}
     alpha, power = 0.05, 0.8
-    return {**boot, "b": b, "c": c, "p_mcnemar": mcnemar(b, c),
-            "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
-            "mde_alpha": alpha, "mde_power": power}
+    return {
+        **boot,
+        "b": b,
+        "c": c,
+        "p_mcnemar": mcnemar(b, c),
+        "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
+        "mde_alpha": alpha,
+        "mde_power": power,
+    }
 
 
 def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -220,7 +233,7 @@ def published_consistency(mean: float, se: float, *, n: int, k: int, decimals: i
     """Check a published cell against its protocol (``k`` seeds x ``n`` questions); see `PublishedCheck`."""
     if n <= 0 or k <= 1:
         raise ValueError(f"need n >= 1 questions and k >= 2 runs (got n={n}, k={k})")
-    tolerance = 0.5 * 10 ** -decimals + 1e-9
+    tolerance = 0.5 * 10**-decimals + 1e-9
     total = round(mean * k * n / 100)  # correct answers over all runs
     mean_possible = 0 <= total <= k * n and abs(100 * total / (k * n) - mean) <= tolerance
     if not mean_possible:

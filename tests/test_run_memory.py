@@ -89,3 +89,36 @@ def test_a_digest_reads_what_the_summary_reads() -> None:
     digest = RowDigest.of(row)
     assert (digest.id, digest.prediction, digest.calls, digest.spent_cost_usd) == ("q", "B", 3, 0.25)
     assert not hasattr(digest, "question") and not hasattr(digest, "transcript")
+
+
+def test_a_report_reads_full_rows_one_page_of_one_run_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    import teammed.evals._html as html
+    import teammed.evals.report as report
+    from teammed.evals import build_report
+
+    questions = _questions(N)
+    for seed, answer in ((1, "A"), (2, "B")):
+        identity = _identity(questions, seed=seed)
+        run_questions(questions, program_factory=lambda a=answer: _Program(answer=a), metrics=Summarizer,
+                      deployments=[Deployment("scripted", ScriptedLM(), 1)],
+                      settings=RunSettings(out_dir=tmp_path / f"run{seed}", identity=identity))
+    page = 7
+    monkeypatch.setattr(report, "PAGE_QUESTIONS", page)
+    alive: list[int] = []
+    render = html._question
+
+    def counting(row: ResultRow, **kwargs: Any) -> str:
+        alive.append(_alive_rows())
+        return render(row, **kwargs)
+
+    monkeypatch.setattr(html, "_question", counting)
+    before = _alive_rows()
+    build_report([tmp_path / "run1", tmp_path / "run2"], tmp_path / "report")
+    assert len(alive) == 2 * N and max(alive) - before <= page + 1, max(alive)
+    # the pages written from disk are the pages of the same rows held in memory
+    monkeypatch.setattr(html, "_question", render)
+    rows = [read_results(tmp_path / f"run{seed}" / "results.jsonl") for seed in (1, 2)]
+    titles = [f"fake · t · seed {seed}" for seed in (1, 2)]
+    expected = html.transcripts_pages(list(zip(titles, rows, strict=True)), page_size=page)
+    written = [(tmp_path / "report" / html.page_name(k)).read_text() for k in range(1, len(expected) + 1)]
+    assert len(expected) == -(-N // page) and written == expected

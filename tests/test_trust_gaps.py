@@ -130,11 +130,11 @@ def test_report_loading_layer_reads_typed_rows_and_records(tmp_path):
 
     out = tmp_path / "run"
     assert main(["run", "--dataset", "demo", "--preset", "leadership", *SCRIPTED, "--n", "2", "--out", str(out)]) == 0
-    run = load_run(out)
-    assert run.rows and all(isinstance(row, ResultRow) for row in run.rows)
-    record = deliberation(run.rows[0])
+    rows = load_run(out).read_rows()
+    assert rows and all(isinstance(row, ResultRow) for row in rows)
+    record = deliberation(rows[0])
     assert isinstance(record, Deliberation) and len(record.agents) == 2
-    assert agent_roles(run.rows[0]) == {a.id: a.role for a in record.agents}
+    assert agent_roles(rows[0]) == {a.id: a.role for a in record.agents}
     lines = (out / "results.jsonl").read_text().splitlines()
     newer = json.loads(lines[0]) | {"schema_version": 99}
     (out / "results.jsonl").write_text(json.dumps(newer) + "\n")

@@ -102,7 +102,7 @@ def _hand_rows() -> list[ResultRow]:
 
 
 def test_summarize_reads_typed_rows_as_it_read_their_stored_form(runs: dict[str, Path]) -> None:
-    written = [row for path in runs.values() for row in load_run(path).rows]  # every field recorded
+    written = [row for path in runs.values() for row in load_run(path).read_rows()]  # every field recorded
     table = written + _hand_rows()  # hand-made rows leave usage counters unrecorded (absent, not zero)
     assert all(isinstance(row, ResultRow) for row in table)
     out = summarize(table)
@@ -114,13 +114,13 @@ def test_summarize_reads_typed_rows_as_it_read_their_stored_form(runs: dict[str,
 
 
 def test_runs_load_typed_rows_and_records(runs: dict[str, Path]) -> None:
-    teamwork, peer = load_run(runs["all"]), load_run(runs["kamac"])
-    assert all(isinstance(row, ResultRow) for row in teamwork.rows + peer.rows)
-    assert all(isinstance(deliberation(row), Deliberation) for row in teamwork.rows)
-    assert [deliberation(row) for row in peer.rows] == [None] * len(peer.rows)
-    peers = [peer_record(row) for row in peer.rows]
+    teamwork, peer = load_run(runs["all"]).read_rows(), load_run(runs["kamac"]).read_rows()
+    assert all(isinstance(row, ResultRow) for row in teamwork + peer)
+    assert all(isinstance(deliberation(row), Deliberation) for row in teamwork)
+    assert [deliberation(row) for row in peer] == [None] * len(peer)
+    peers = [peer_record(row) for row in peer]
     assert all(isinstance(found, PeerRecord) and found.agents for found in peers)
-    assert all(peer_record(row) is None for row in teamwork.rows)
+    assert all(peer_record(row) is None for row in teamwork)
 
 
 def test_the_runner_hands_metrics_the_typed_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -168,12 +168,12 @@ def _legacy(run: Path, out: Path) -> Path:
 def test_legacy_rows_peer_rows_and_older_records_go_through_the_report(runs: dict[str, Path],
                                                                        tmp_path: Path) -> None:
     legacy = _legacy(runs["leadership"], tmp_path / "legacy")
-    loaded = load_run(legacy)
-    assert {row.model_extra.get("legacy_schema_version") for row in loaded.rows if row.model_extra} == {1}
-    v1 = [row for row in loaded.rows if row.id not in ("older", "unreadable")]
+    loaded = load_run(legacy).read_rows()
+    assert {row.model_extra.get("legacy_schema_version") for row in loaded if row.model_extra} == {1}
+    v1 = [row for row in loaded if row.id not in ("older", "unreadable")]
     assert all(isinstance(found := deliberation(row), Deliberation) and found.answer == row.prediction
                for row in v1)  # a record version 1 reads as a Deliberation answering the row's prediction
-    older, unreadable = (next(row for row in loaded.rows if row.id == name) for name in ("older", "unreadable"))
+    older, unreadable = (next(row for row in loaded if row.id == name) for name in ("older", "unreadable"))
     assert deliberation(older) is None and isinstance(team_record(older), PeerRecord)
     # entries of the wrong type read as empty, as the dict readers' ``items()`` read them: an empty team
     assert team_record(unreadable) == PeerRecord()
@@ -189,7 +189,7 @@ def test_legacy_rows_peer_rows_and_older_records_go_through_the_report(runs: dic
     assert metrics["legacy"]["teamwork"]["decisiveness"]["Internist"] == {"pivotal": 0, "appearances": 1, "score": 0.0}
     assert metrics["kamac"]["teamwork"]["roles_recruited"] and "peers" in metrics["mdagents"]
     page = (report.parent / "transcripts.html").read_text(encoding="utf-8")
-    assert page.count('<article class="q"') == len(loaded.rows) + 3 * 4 + 4
+    assert page.count('<article class="q"') == len(loaded) + 3 * 4 + 4
 
 
 def test_records_of_a_peer_system_or_an_older_shape_are_read_minimally() -> None:

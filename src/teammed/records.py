@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -36,6 +37,8 @@ from teammed.types import Question
 
 if TYPE_CHECKING:
     from teammed.deliberation import Deliberation
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -48,6 +51,7 @@ __all__ = [
     "TranscriptEvent",
     "read_record",
     "load_row",
+    "iter_rows",
     "identity_differences",
     "dataset_digest",
     "file_digest",
@@ -442,6 +446,28 @@ def load_row(data: Any, *, where: str = "row") -> ResultRow:
         field = ".".join(map(str, first["loc"]))
         raise DataError(f"{where} is not a valid result row ({field}: {first['msg']}); fix or remove "
                         f"that line") from None
+
+
+def iter_rows(path: Path, *, fix: str = "fix or remove that line") -> Iterator[tuple[ResultRow, bytes]]:
+    """Each row of a ``results.jsonl`` with its stored line, read one line at a time (the one reader
+    of result files: the runner's resume and the report both read through it).
+
+    A last line without its newline that is not valid JSON is a torn write (a crash mid-line): it
+    is left out with a warning (``--resume`` cuts it). Any other unreadable line is a `DataError`
+    naming the file, the line and ``fix``.
+    """
+    with Path(path).open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                if not line.endswith(b"\n"):
+                    logger.warning("%s: ignoring a torn last line (the run was interrupted; --resume cuts it)", path)
+                    return
+                raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); {fix}") from None
+            yield load_row(data, where=f"{path}:{number}"), line
 
 
 def _upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
