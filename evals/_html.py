@@ -136,7 +136,16 @@ _JS = """
     if(!location.hash)return; var id=location.hash.slice(1);
     try{id=decodeURIComponent(id);}catch(e){}  /* a malformed escape (#%E0%A4%A) is looked up as written */
     var a=document.getElementById(id);
-    if(a&&a.tagName==='ARTICLE'){a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();}
+    if(a&&a.tagName==='ARTICLE'){
+      a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();
+      /* the bar wraps on narrow windows: scroll the question out from under it, whatever its height */
+      var bar=document.querySelector('.toolbar').getBoundingClientRect().bottom;
+      if(a.getBoundingClientRect().top<bar+8)window.scrollBy(0,a.getBoundingClientRect().top-bar-8);
+      /* where it landed, for checks: the question's top, the sticky bar's bottom, whether the page ends here */
+      var top=a.getBoundingClientRect().top;
+      var end=window.scrollY+window.innerHeight>=document.documentElement.scrollHeight-1;
+      document.body.setAttribute('data-anchor',Math.round(top)+' '+Math.round(bar)+' '+(end?'end':'mid'));
+    }
   }
   window.addEventListener('hashchange',openHash);
   apply(false);

@@ -140,6 +140,10 @@ def _flags(profile: str) -> list[str]:
 
 
 def screenshot(url: str, path: Path, *, size: str = "1400,1000") -> None:
+    """A screenshot of ``url`` as first shown, unscrolled. Headless Chromium's ``--screenshot`` paints a
+    page scrolled by its script (an ``#anchor``) blank above the sticky bar: a plain page of 400
+    paragraphs and ``window.scrollTo(0, 3000)`` comes out all blank. Where a linked question lands
+    is checked from the DOM instead (`checks`)."""
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run([chromium(), *_flags(profile), f"--screenshot={path}", f"--window-size={size}",
                         "--virtual-time-budget=3000", url], check=True, capture_output=True, timeout=120)
@@ -174,6 +178,17 @@ def checks(page: Path) -> list[str]:
     for malformed in ('?status=%22%5D', '?status=x%22%5D%2C*%5B&run=%22', '#%E0%A4%A'):  # "] and a torn escape
         if 'data-ready="showing' not in dom(url + malformed):
             problems.append(f"the script threw on the malformed URL ...{malformed}")
+    # a linked question lands just below the sticky bar, never under it (expanded or not)
+    ids = re.findall(r'<article class="q" id="([^"]+)"', html_text)
+    for query in ("", "?expand=1"):
+        for anchor in ids[len(ids) // 2:len(ids) // 2 + 1]:
+            landed = re.search(r'data-anchor="(-?\d+) (-?\d+) (end|mid)"', dom(f"{url}{query}#{anchor}"))
+            if not landed:
+                problems.append(f"#{anchor}{query}: the linked question was not opened")
+                continue
+            top, bar, where = int(landed.group(1)), int(landed.group(2)), landed.group(3)
+            if top < bar or (where == "mid" and top > bar + 48):
+                problems.append(f"{query}#{anchor}: the question's top is at {top}px, the sticky bar ends at {bar}px")
     searched = dom(url + "?q=meningococcal")
     if 'data-ready="showing 0 of' in searched or f'data-ready="showing {total} of' in searched:
         problems.append("search for 'meningococcal' did not narrow the list")
