@@ -30,9 +30,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from teammed.backends.simulated import PLANTED_TABLES, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
 from teammed.config import config_from_components  # noqa: E402
-from teammed.optimizers._scoring import score_examples  # noqa: E402
+from teammed.optimizers._scoring import score_questions  # noqa: E402
 from teammed.optimizers._space import subset_label, valid_subsets  # noqa: E402
-from teammed.optimizers.compile import examples_from_questions  # noqa: E402
 from teammed.optimizers.tune import TuneSettings, tune  # noqa: E402
 from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 
@@ -40,10 +39,10 @@ from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 def exhaustive_calls(questions, lm, probe: int) -> tuple[int, dict[str, float]]:
     """Calls to evaluate every valid subset on ``questions``: measured calls/question times len(questions)."""
     per_config = {}
-    examples = examples_from_questions(questions[:probe])
+    probed = questions[:probe]
     for subset in valid_subsets(min_turns=2):
-        rows = score_examples(TeamworkProgram(config_from_components(list(subset))), examples, lm)
-        calls = [r["calls"] for r in rows]
+        rows = score_questions(TeamworkProgram(config_from_components(list(subset))), probed, lm)
+        calls = [r.calls for r in rows]
         if len(set(calls)) != 1:
             print(f"warning: {subset_label(subset)} calls vary per question: {calls}", file=sys.stderr)
         per_config[subset_label(subset)] = sum(calls) / len(calls)
@@ -66,12 +65,11 @@ def run_equal_cost(questions, lm, per_config: dict[str, float], calls: int, seed
             continue
         chosen.append(label)
         spent += cost
-    examples = examples_from_questions(questions)
     best, best_acc = None, -1.0
     for label in chosen:
         parts = [] if label == "base" else [c for c in label.split("+") if c in COMPONENTS]
-        rows = score_examples(TeamworkProgram(config_from_components(parts)), examples, lm)
-        accuracy = sum(bool(r["correct"]) for r in rows) / len(rows)
+        rows = score_questions(TeamworkProgram(config_from_components(parts)), questions, lm)
+        accuracy = sum(bool(r.correct) for r in rows) / len(rows)
         if accuracy > best_acc:
             best, best_acc = label, accuracy
     return {"found": best, "configs": len(chosen), "of": len(per_config), "calls": round(spent)}

@@ -1,80 +1,62 @@
-"""Run a program over labelled examples and score each one, with its LM accounting.
+"""Run a program over labelled questions and score each one: the optimizers' evaluation loop.
 
-The optimizers' own evaluation loop: each example runs under ``dspy.context`` (never
-``dspy.configure``), sequentially or in a small thread pool that copies the caller's
-context, and a failing example is scored wrong rather than retried or dropped.
+Each question is answered by `teammed.answering.answer`, the function ``run`` answers with, so
+a scored row is the `ResultRow` ``run`` would write (without the run's identity): the same
+answer, correctness, failure and billable accounting. Questions run sequentially or in a small
+thread pool that copies the caller's context; a failing question is scored wrong (it stays in
+the denominator) rather than retried or dropped.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import dspy
 
-from teammed import usage
-from teammed.adapter import SchemaAdapter
-from teammed.errors import FatalBackendError
+from teammed.answering import answer
+from teammed.errors import DataError
 from teammed.programs.parallel import parallel_map
+from teammed.records import ResultRow
+from teammed.types import Question
 
-__all__ = ["score_examples", "accuracy_of", "standard_error", "mean_of"]
-
-logger = logging.getLogger(__name__)
-
-
-def _score_one(program: dspy.Module, example: dspy.Example, lm: dspy.BaseLM) -> dict[str, Any]:
-    answer, error, kind, fix = None, None, None, ""
-    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage.track() as used:
-        try:
-            answer = getattr(program(**example.inputs()), "answer", None)
-        except Exception as exc:  # scored wrong and reported, never dropped
-            error = f"{type(exc).__name__}: {exc}"
-            kind, fix = _fatal_kind(exc)
-            logger.warning("example %s failed: %s", example.get("id", "?"), error)
-    gold = example.get("answer")
-    return {
-        "id": example.get("id"),
-        "gold": gold,
-        "answer": answer,
-        "correct": error is None and answer is not None and answer == gold,
-        "error": error,
-        "error_kind": kind,
-        "fix": fix if kind else None,
-        "calls": used.calls,
-        "tokens": used.prompt_tokens + used.completion_tokens,
-        "cost_usd": used.cost_usd,
-    }
+__all__ = ["score_questions", "require_labels", "accuracy_of", "standard_error", "mean_of", "tokens_of"]
 
 
-def _fatal_kind(exc: BaseException | None) -> tuple[str | None, str]:
-    """The kind and fix of the FatalBackendError behind ``exc`` (None when there is none)."""
-    for _ in range(20):
-        if exc is None:
-            break
-        if isinstance(exc, FatalBackendError):
-            return exc.kind, exc.fix
-        exc = exc.__cause__ or exc.__context__
-    return None, ""
+def require_labels(questions: Sequence[Question]) -> None:
+    """Refuse a question without a gold answer: scoring (and tuning) needs labelled questions."""
+    for q in questions:
+        if q.answer_idx is None:
+            raise DataError(f"question {q.id!r} has no gold answer; optimizers and evaluation need labelled "
+                            f"questions (drop it or use a split with answers)")
 
 
-def score_examples(
-    program: dspy.Module, examples: Sequence[dspy.Example], lm: dspy.BaseLM, *, num_threads: int = 1
-) -> list[dict[str, Any]]:
-    """One row per example, in input order: answer, gold, correct, error, calls, tokens, cost."""
+def score_questions(
+    program: dspy.Module, questions: Sequence[Question], lm: dspy.BaseLM, *, num_threads: int = 1
+) -> list[ResultRow]:
+    """One `ResultRow` per question, in input order (`teammed.answering.answer`)."""
+    require_labels(questions)
+
+    def one(question: Question) -> ResultRow:
+        return answer(program, question, lm).row
+
     if num_threads <= 1:
-        return [_score_one(program, ex, lm) for ex in examples]
-    return parallel_map(lambda example: _score_one(program, example, lm), examples,
-                        max_workers=min(num_threads, len(examples)))
+        return [one(q) for q in questions]
+    return parallel_map(one, questions, max_workers=min(num_threads, len(questions)))
 
 
-def accuracy_of(rows: Sequence[dict[str, Any]]) -> float:
-    return sum(bool(r["correct"]) for r in rows) / len(rows) if rows else 0.0
+def tokens_of(row: ResultRow) -> int:
+    """A row's billable tokens, prompt and completion (the same whether or not a cache answered)."""
+    return row.prompt_tokens + row.completion_tokens
 
 
-def mean_of(rows: Sequence[dict[str, Any]], key: str) -> float:
-    return sum(float(r[key]) for r in rows) / len(rows) if rows else 0.0
+def accuracy_of(rows: Sequence[ResultRow]) -> float:
+    """Correct rows over all rows: a failed question counts as wrong."""
+    return sum(bool(r.correct) for r in rows) / len(rows) if rows else 0.0
+
+
+def mean_of(rows: Sequence[ResultRow], value: Callable[[ResultRow], float]) -> float:
+    return sum(float(value(r)) for r in rows) / len(rows) if rows else 0.0
 
 
 def standard_error(p: float, n: int) -> float:

@@ -20,8 +20,9 @@ import dspy
 
 from teammed.errors import ConfigError, DataError
 from teammed.optimizers._demos import DegradedOutputs, NotingAdapter, clean_traces, drop_unsound_demos
-from teammed.optimizers._scoring import accuracy_of, score_examples
+from teammed.optimizers._scoring import accuracy_of, require_labels, score_questions
 from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
+from teammed.records import ResultRow
 from teammed.types import Question
 
 __all__ = ["OPTIMIZERS", "compile_program", "evaluate", "examples_from_questions", "split_questions"]
@@ -43,11 +44,9 @@ def _check_optimizer(name: str) -> None:
 
 def examples_from_questions(questions: Sequence[Question]) -> list[dspy.Example]:
     """One `dspy.Example` per question: inputs question, options, context; label ``answer``."""
+    require_labels(questions)
     examples = []
     for q in questions:
-        if q.answer_idx is None:
-            raise DataError(f"question {q.id!r} has no gold answer; optimizers and evaluation need labelled "
-                            f"questions (drop it or use a split with answers)")
         examples.append(dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
                                      answer=q.answer_idx).with_inputs("question", "options", "context"))
     return examples
@@ -70,11 +69,22 @@ def split_questions(
     return shuffled[:train], shuffled[train:train + val], shuffled[train + val:train + val + test]
 
 
+def _as_question(item: Question | dspy.Example, index: int) -> Question:
+    """A question as it is (`Question`), or read from a labelled `dspy.Example` (its ``id``, else its position)."""
+    if isinstance(item, Question):
+        return item
+    return Question(id=str(item.get("id") or index), question=item.question, options=dict(item.options),
+                    context=item.get("context"), image=item.get("image"), answer_idx=item.get("answer"))
+
+
 def evaluate(
-    program: dspy.Module, examples: Sequence[dspy.Example], lm: dspy.BaseLM, *, num_threads: int = 1
-) -> tuple[float, list[dict[str, Any]]]:
-    """Accuracy over ``examples`` and one row per example (answer, gold, correct, error, calls, tokens)."""
-    rows = score_examples(program, examples, lm, num_threads=num_threads)
+    program: dspy.Module, questions: Sequence[Question] | Sequence[dspy.Example], lm: dspy.BaseLM, *,
+    num_threads: int = 1,
+) -> tuple[float, list[ResultRow]]:
+    """Accuracy over ``questions`` (or labelled `dspy.Example`s) and one `ResultRow` per question, as
+    ``run`` answers it (`teammed.answering.answer`): answer, correct, failure, calls, billable tokens."""
+    rows = score_questions(program, [_as_question(q, i) for i, q in enumerate(questions)], lm,
+                           num_threads=num_threads)
     return accuracy_of(rows), rows
 
 

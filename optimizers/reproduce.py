@@ -31,8 +31,7 @@ import dspy
 
 from teammed.config import preset
 from teammed.errors import ConfigError, TeammedError
-from teammed.optimizers._scoring import score_examples
-from teammed.optimizers.compile import examples_from_questions
+from teammed.optimizers._scoring import score_questions, tokens_of
 from teammed.optimizers.tune_queue import Budget, WorkQueue, cell_key
 from teammed.records import write_atomic
 from teammed.types import Question
@@ -196,12 +195,11 @@ def reproduce_table1(
 
     def execute(cell: dict[str, Any]) -> dict[str, Any]:
         questions = list(by_id[(cell["dataset"], cell["seed"])].values())
-        rows = score_examples(program_for(cell["row"], cell["dataset"], cell["seed"]),
-                              examples_from_questions(questions), lm)
-        correct = [bool(r["correct"]) for r in rows]
-        return {"ids": [r["id"] for r in rows], "correct": correct, "failed": [r["error"] is not None for r in rows],
-                "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r["calls"] for r in rows),
-                "tokens": sum(r["tokens"] for r in rows), "cost_usd": sum(r["cost_usd"] for r in rows)}
+        rows = score_questions(program_for(cell["row"], cell["dataset"], cell["seed"]), questions, lm)
+        correct = [bool(r.correct) for r in rows]
+        return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
+                "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
+                "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
 
     cells = [{"kind": "table1", "dataset": code, "row": row, "seed": seed,
               "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None}

@@ -28,12 +28,19 @@ from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, TeammedError
-from teammed.optimizers._scoring import accuracy_of, mean_of, score_examples, standard_error
+from teammed.optimizers._scoring import (
+    accuracy_of,
+    mean_of,
+    require_labels,
+    score_questions,
+    standard_error,
+    tokens_of,
+)
 from teammed.optimizers._space import SearchSpace
 from teammed.optimizers._storage import WORKER, open_storage, worker_gone
-from teammed.optimizers.compile import examples_from_questions
 from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
+from teammed.records import ResultRow
 from teammed.types import Question
 
 __all__ = ["search_special_set", "open_study", "SAMPLERS", "OBJECTIVES", "TrialFailed", "SearchAborted"]
@@ -55,29 +62,29 @@ class SearchAborted(TeammedError):
     """Every question so far failed with the same fatal backend error: no trial can succeed."""
 
 
-def _check_failures(trial: optuna.Trial, rows: Sequence[dict[str, Any]], *, finished: bool) -> None:
+def _check_failures(trial: optuna.Trial, rows: Sequence[ResultRow], *, finished: bool) -> None:
     """Raise when the trial's questions all failed: `SearchAborted` for one fatal backend error
     kind (bad key, unknown model, dead server), else `TrialFailed` once the trial is over."""
-    if not rows or any(r["error"] is None for r in rows):
+    if not rows or any(not r.failed for r in rows):
         return
     trial.set_user_attr("n_failed", len(rows))
     trial.set_user_attr("n", len(rows))
-    trial.set_user_attr("error", str(rows[0]["error"])[:500])
-    kinds = {r.get("error_kind") for r in rows}
+    trial.set_user_attr("error", str(rows[0].error)[:500])
+    kinds = {r.error_kind for r in rows}
     if len(kinds) == 1 and None not in kinds:
         raise SearchAborted(f"trial {trial.number}: all {len(rows)} questions failed with the same fatal "
-                            f"backend error ({rows[0]['error_kind']}): {rows[0]['error']} (no Special Set was "
+                            f"backend error ({rows[0].error_kind}): {rows[0].error} (no Special Set was "
                             f"written; the search resumes its study once this is fixed)")
     if finished:
-        raise TrialFailed(f"trial {trial.number}: all {len(rows)} questions failed (first: {rows[0]['error']})")
+        raise TrialFailed(f"trial {trial.number}: all {len(rows)} questions failed (first: {rows[0].error})")
 
 
 class _Objective:
     """``objective(trial) -> accuracy`` or ``(accuracy, tokens per question)``."""
 
-    def __init__(self, *, space: SearchSpace, examples: list[dspy.Example],
+    def __init__(self, *, space: SearchSpace, questions: list[Question],
                  lm_factory: Callable[[], dspy.BaseLM], batch_size: int, multi: bool, num_threads: int):
-        self.space, self.examples, self.lm_factory = space, examples, lm_factory
+        self.space, self.questions, self.lm_factory = space, questions, lm_factory
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
         self.interrupted = False
@@ -108,15 +115,15 @@ class _Objective:
         if twin is not None:
             return self._reuse(trial, twin)
         program, lm = TeamworkProgram(config), self.lm_factory()
-        rows: list[dict[str, Any]] = []
-        for start in range(0, len(self.examples), self.batch_size):
-            rows += score_examples(program, self.examples[start:start + self.batch_size], lm,
-                                   num_threads=self.num_threads)
-            _check_failures(trial, rows, finished=len(rows) >= len(self.examples))
+        rows: list[ResultRow] = []
+        for start in range(0, len(self.questions), self.batch_size):
+            rows += score_questions(program, self.questions[start:start + self.batch_size], lm,
+                                    num_threads=self.num_threads)
+            _check_failures(trial, rows, finished=len(rows) >= len(self.questions))
             if self.multi:
                 continue
             trial.report(accuracy_of(rows), len(rows))
-            if len(rows) < len(self.examples) and trial.should_prune():
+            if len(rows) < len(self.questions) and trial.should_prune():
                 _check_failures(trial, rows, finished=True)  # all failed so far: FAILED, not pruned at 0%
                 stats = _record(trial, rows)
                 logger.info("trial %d (%s) pruned at %d questions, accuracy %.3f", trial.number,
@@ -147,17 +154,17 @@ def _finished_twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.t
     return None
 
 
-def _record(trial: optuna.Trial, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
     """Store the evaluation's statistics (JSON numbers only) on the trial and return them."""
     accuracy = accuracy_of(rows)
     stats = {
         "accuracy": round(accuracy, 6),
         "se": round(standard_error(accuracy, len(rows)), 6),
         "n": len(rows),
-        "tokens_per_question": round(mean_of(rows, "tokens"), 3),
-        "cost_per_question": round(mean_of(rows, "cost_usd"), 8),
-        "calls_per_question": round(mean_of(rows, "calls"), 3),
-        "n_failed": sum(r["error"] is not None for r in rows),
+        "tokens_per_question": round(mean_of(rows, tokens_of), 3),
+        "cost_per_question": round(mean_of(rows, lambda r: r.cost_usd), 8),
+        "calls_per_question": round(mean_of(rows, lambda r: r.calls), 3),
+        "n_failed": sum(r.failed for r in rows),
     }
     for key, value in stats.items():
         trial.set_user_attr(key, value)
@@ -309,7 +316,8 @@ def search_special_set(
     budget = _Budget(trials, space.size(), count_running=heartbeat)
     remaining = trials - len(study.get_trials(deepcopy=False, states=_DONE))
     if remaining > 0 and not budget.spent(study):
-        objective = _Objective(space=space, examples=examples_from_questions(questions),
+        require_labels(questions)  # before any trial: every question must have its gold answer
+        objective = _Objective(space=space, questions=list(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
         clock = [] if on_trial is None else [_TrialClock(on_trial, done=trials - remaining, trials=trials)]

@@ -41,7 +41,7 @@ from teammed.backends.base import MeteredLM
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
 from teammed.errors import ConfigError, DataError, TeammedError
 from teammed.optimizers._evaluated import pareto_front
-from teammed.optimizers._scoring import score_examples
+from teammed.optimizers._scoring import score_questions, tokens_of
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
 from teammed.optimizers.compile import compile_program, examples_from_questions
 from teammed.optimizers.special_set import FORMAT
@@ -231,18 +231,19 @@ class _Pipeline:
         batches = self.rounds if cell["part"] == "tune" else self.eval_batches
         ids = batches[cell["batch"]]
         program = self._program(cell["config"], cell["prompts"])
-        rows = score_examples(program, examples_from_questions([self.by_id[i] for i in ids]), self.lm)
-        if rows and all(r["error"] is not None for r in rows):  # a failure is never scored as 0%
-            kinds = {r.get("error_kind") for r in rows}
-            what = (f"the same fatal backend error ({rows[0]['error_kind']})" if len(kinds) == 1 and None not in kinds
+        rows = score_questions(program, [self.by_id[i] for i in ids], self.lm)
+        if rows and all(r.failed for r in rows):  # a failure is never scored as 0%
+            kinds = {r.error_kind for r in rows}
+            what = (f"the same fatal backend error ({rows[0].error_kind})" if len(kinds) == 1 and None not in kinds
                     else "errors")
-            raise TuneAborted(f"every question of a {cell['part']} cell failed with {what}: {rows[0]['error']} "
+            raise TuneAborted(f"every question of a {cell['part']} cell failed with {what}: {rows[0].error} "
                               f"(no Special Set was written; rerun the same command to resume once this is fixed)")
-        correct = [bool(r["correct"]) for r in rows]
-        return {"ids": ids, "correct": correct, "failed": [r["error"] is not None for r in rows],
-                "tokens_each": [r["tokens"] for r in rows], "value": sum(correct) / len(correct),
-                "calls": sum(r["calls"] for r in rows), "tokens": sum(r["tokens"] for r in rows),
-                "cost_usd": sum(r["cost_usd"] for r in rows)}
+        correct = [bool(r.correct) for r in rows]
+        tokens = [tokens_of(r) for r in rows]
+        return {"ids": ids, "correct": correct, "failed": [r.failed for r in rows],
+                "tokens_each": tokens, "value": sum(correct) / len(correct),
+                "calls": sum(r.calls for r in rows), "tokens": sum(tokens),
+                "cost_usd": sum(r.cost_usd for r in rows)}
 
     def _compile(self, cell: dict[str, Any]) -> dict[str, Any]:
         from teammed.programs.teamwork import TeamworkProgram

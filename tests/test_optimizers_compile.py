@@ -189,8 +189,8 @@ def test_unknown_optimizer_suggests_the_nearest(examples):
 def test_evaluate_scores_each_example_with_its_accounting(examples):
     oracle = ScriptedLM(planted(oracle=True))
     accuracy, rows = evaluate(TeamworkProgram(CONFIG), examples, oracle, num_threads=3)
-    assert accuracy == 1.0 and [r["id"] for r in rows] == [q.id for q in QUESTIONS]
-    assert all(r["calls"] > 0 and r["tokens"] > 0 and r["error"] is None for r in rows)
+    assert accuracy == 1.0 and [r.id for r in rows] == [q.id for q in QUESTIONS]
+    assert all(r.calls > 0 and r.prompt_tokens + r.completion_tokens > 0 and not r.failed for r in rows)
 
 
 # ---------------------------------------------------------------------- compiling

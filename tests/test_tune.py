@@ -26,9 +26,8 @@ from teammed.backends.simulated import (
 )
 from teammed.config import config_from_components
 from teammed.errors import ConfigError, DataError
-from teammed.optimizers._scoring import score_examples
+from teammed.optimizers._scoring import score_questions
 from teammed.optimizers._space import subset_label, valid_subsets
-from teammed.optimizers.compile import examples_from_questions
 from teammed.optimizers.tune import TuneSettings, check_disjoint, tune
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, parse_budget
@@ -50,21 +49,20 @@ def test_simulated_team_infers_every_valid_configuration_from_its_prompts():
     tq, _, lm = _world(0, n_tune=2)
     for subset in valid_subsets(min_turns=2):
         lm.seen.clear()
-        score_examples(TeamworkProgram(config_from_components(list(subset))), examples_from_questions(tq[:1]), lm)
+        score_questions(TeamworkProgram(config_from_components(list(subset))), tq[:1], lm)
         assert set(lm.seen) == {subset_label(subset)}, subset
 
 
 def test_simulated_team_accuracy_follows_the_planted_table_and_is_request_pure():
     tq, _, lm = _world(3, n_tune=60)
-    examples = examples_from_questions(tq)
     best = list(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
     for comps in ([], ["trust"], best):
-        rows = score_examples(TeamworkProgram(config_from_components(comps)), examples, lm)
+        rows = score_questions(TeamworkProgram(config_from_components(comps)), tq, lm)
         expected = [lm.correct(q.full_text(), comps) for q in tq]
-        assert [r["correct"] for r in rows] == expected  # the team's answer is the planted coin, nothing else
+        assert [r.correct for r in rows] == expected  # the team's answer is the planted coin, nothing else
     again = SimulatedTeamLM(answer_key(tq), seed=3)
-    rows2 = score_examples(TeamworkProgram(config_from_components(best)), examples, again)
-    assert [r["correct"] for r in rows2] == [lm.correct(q.full_text(), best) for q in tq]
+    rows2 = score_questions(TeamworkProgram(config_from_components(best)), tq, again)
+    assert [r.correct for r in rows2] == [lm.correct(q.full_text(), best) for q in tq]
 
 
 def test_planted_table_has_a_harmful_component_and_an_interaction():

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from teammed.errors import TeammedError
+
+if TYPE_CHECKING:
+    from teammed.records import ResultRow
 
 __all__ = ["compile_command", "search_command", "dataset_label"]
 
@@ -28,10 +31,10 @@ def _labeled(questions: list, what: str) -> list:
     return labeled
 
 
-def _all_failed(rows: list[dict[str, Any]]) -> str | None:
+def _all_failed(rows: Sequence[ResultRow]) -> str | None:
     """The first error when every row failed (an evaluation that measured nothing), else None."""
-    if rows and all(r["error"] is not None for r in rows):  # a fatal error's message ends with its fix
-        return f"all {len(rows)} questions failed (first: {rows[0]['error']})"
+    if rows and all(r.failed for r in rows):  # a fatal error's message ends with its fix
+        return f"all {len(rows)} questions failed (first: {rows[0].error})"
     return None
 
 
@@ -73,7 +76,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
         if args.optimizer == "gepa" and reflection is None:
             reflection = lm
         threads = args.concurrency  # questions in flight; the backend bounds requests in flight
-        before, before_rows = evaluate(student, examples_from_questions(test), lm, num_threads=threads)
+        before, before_rows = evaluate(student, test, lm, num_threads=threads)
         failed = _all_failed(before_rows)
         if failed:
             print(f"teammed: error: the evaluation before compiling failed: {failed}; nothing was saved",
@@ -86,7 +89,7 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
                                        valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                        reflection_lm=reflection, seed=args.seed, num_threads=threads)
         bar.set_label("compile: held-out accuracy after")
-        after, after_rows = evaluate(compiled, examples_from_questions(test), lm, num_threads=threads)
+        after, after_rows = evaluate(compiled, test, lm, num_threads=threads)
         failed = _all_failed(after_rows)
         if failed:
             print(f"teammed: error: the evaluation of the compiled program failed: {failed}; nothing was saved",
@@ -98,8 +101,8 @@ def compile_command(args: argparse.Namespace, *, config_from_args: Callable[...,
                               "split": choice.split, "model": model,
                               "train": len(train), "val": len(val), "test": len(test), "seed": args.seed,
                               "accuracy_before": before, "accuracy_after": after,
-                              "n_failed_before": sum(r["error"] is not None for r in before_rows),
-                              "n_failed_after": sum(r["error"] is not None for r in after_rows),
+                              "n_failed_before": sum(r.failed for r in before_rows),
+                              "n_failed_after": sum(r.failed for r in after_rows),
                               "tuned_on": tuning_record(choice, [*train, *val]),
                               "held_out_ids": [q.id for q in test]})
     print(f"{args.optimizer}: held-out accuracy {before:.1%} -> {after:.1%} ({len(test)} questions)")

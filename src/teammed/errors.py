@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 __all__ = [
     "TeammedError",
     "ConfigError",
@@ -11,7 +13,10 @@ __all__ = [
     "DataError",
     "ProgramMismatchError",
     "NoAnswerError",
+    "cause_of",
 ]
+
+E = TypeVar("E", bound=BaseException)
 
 
 class TeammedError(Exception):
@@ -54,3 +59,15 @@ class DataError(TeammedError):
 
 class ProgramMismatchError(TeammedError):
     """A compiled program was loaded into a different configuration than it was compiled for."""
+
+
+def cause_of(exc: BaseException | None, kind: type[E]) -> E | None:
+    """The first exception of type ``kind`` along ``exc``'s cause/context chain (``exc`` included),
+    at most 20 links deep; None when there is none."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None

@@ -1,8 +1,9 @@
 """Run a system over questions: concurrent, durable, resumable, accounted, one identity per directory.
 
-Each finished question is appended to ``results.jsonl`` as a typed `ResultRow` and fsync'd
-at once, so a run killed at any point (even ``kill -9``) loses at most the questions in
-flight. A run directory has one `RunIdentity` (``run.json``): ``resume`` continues only the
+Each question is answered by `teammed.answering.answer`, as the optimizers score it; each
+finished one is appended to ``results.jsonl`` as a typed `ResultRow` and fsync'd at once, so a
+run killed at any point (even ``kill -9``) loses at most the questions in flight. A run
+directory has one `RunIdentity` (``run.json``): ``resume`` continues only the
 same identity and refuses otherwise, naming every differing field. One process at a time
 writes into a directory (an exclusive ``flock`` on ``DIR/.lock``; a second one is refused at
 once, naming the holder). On resume a torn last line (crash mid-write, full disk) is cut
@@ -42,14 +43,12 @@ import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 # isort: split
 
 import dspy
-from pydantic import BaseModel
 
 from teammed import answer_stats, interrupts
-from teammed import usage as usage_mod
-from teammed.adapter import SchemaAdapter
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
+from teammed.answering import answer
 from teammed.backends.resolve import Deployment
-from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError
+from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, cause_of
 from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
 from teammed.types import Question
 
@@ -58,7 +57,6 @@ __all__ = [
     "RunStopped",
     "RunFailed",
     "RunLocked",
-    "answer_question",
     "run_questions",
     "read_results",
     "iter_results",
@@ -72,9 +70,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-BINARY_POSITIVE = {"yes", "true", "present"}
-
 
 class RunStopped(TeammedError):
     """The run stopped early: questions kept failing with the same error."""
@@ -108,122 +103,6 @@ class RunSettings:
         return self.identity.label
 
 
-def _binary_positive(options: dict[str, str]) -> str | None:
-    if len(options) == 2 or {v.strip().lower() for v in options.values()} <= {"yes", "no", "maybe"}:
-        for letter, text in options.items():
-            if text.strip().lower() in BINARY_POSITIVE:
-                return letter
-    return None
-
-
-def _plain_record(record: Any) -> dict[str, Any]:
-    if isinstance(record, BaseModel):
-        return record.model_dump(mode="json")
-    return dict(record or {})
-
-
-def _fatal_in(exc: BaseException | None) -> FatalBackendError | None:
-    """The FatalBackendError behind ``exc`` (itself, or along its cause/context chain)."""
-    found = _behind(exc, FatalBackendError)
-    return found if isinstance(found, FatalBackendError) else None
-
-
-def _behind(exc: BaseException | None, kind: type[BaseException]) -> BaseException | None:
-    """The first exception of type ``kind`` along ``exc``'s cause/context chain (``exc`` included)."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, kind):
-            return exc
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return None
-
-
-def _count(record: dict[str, Any], key: str) -> int:
-    value = record.get(key)
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, list | dict):
-        return len(value)
-    return 0
-
-
-def _answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identity: RunIdentity,
-            deployment: str) -> tuple[ResultRow, BaseException | None]:
-    started = time.perf_counter()
-    prediction, error, failure = None, None, None
-    # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
-    # response in memory (this question's trace lives only while it runs).
-    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage_mod.track() as used:
-        try:
-            inputs = {"question": question.question, "options": dict(question.options), "context": question.context}
-            if question.image:
-                inputs["image"] = question.image
-            prediction = program(**inputs)
-        except Exception as exc:  # recorded as a failed row, never turned into an answer
-            if type(exc).__name__ == "BackendClosedError":  # the run is stopping: unfinished, not failed
-                raise
-            failure = exc
-            error = f"{type(exc).__name__}: {exc}"
-            logger.warning("question %s failed: %s", question.id, error)
-    answer = getattr(prediction, "answer", None) if prediction is not None else None
-    if failure is None and answer not in question.options:
-        error = f"the system returned no valid option (got {answer!r})"
-    if error is not None:
-        answer = None
-    record = _plain_record(getattr(prediction, "record", None)) if prediction is not None else {}
-    agents = record.get("agents") or []
-    fatal = _fatal_in(failure)
-    spent = usage_mod_fields(used)
-    labeled = question.answer_idx is not None
-    counted = {  # the larger of what the backend/adapter counted and what the record counted
-        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
-        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
-        # per behaviour: what was counted while the system ran (peers), else its record's (teamwork)
-        "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or record.get("fallbacks_by_behaviour")
-        or {},
-    }
-    spent.pop("latency_s", None)
-    fields: dict[str, Any] = dict(
-        id=question.id,
-        dataset=identity.dataset,
-        dataset_sha256=identity.dataset_sha256,
-        split=identity.split,
-        seed=identity.seed,
-        system=identity.system,
-        label=identity.label,
-        program_sha256=identity.program_sha256,
-        deployment=deployment,
-        gold=question.answer_idx,
-        prediction=answer,
-        correct=(error is None and answer == question.answer_idx) if labeled else None,
-        labeled=labeled,
-        failed=error is not None,
-        error=error,
-        error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
-        error_kind=getattr(fatal, "kind", None),
-        confidence=getattr(prediction, "confidence", None) if error is None else None,
-        question=question.question,  # the viewer shows the stem
-        context=question.context,
-        options=dict(question.options),
-        binary_positive=_binary_positive(question.options),
-        latency_s=round(time.perf_counter() - started, 4),
-        lm_latency_s=round(used.latency_s, 4),
-        n_agents=len(agents) or None,
-        roles=[a.get("role") for a in agents if isinstance(a, dict)],
-        trust=record.get("trust"),
-        config=identity.config,
-        rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
-        record=record,
-        transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
-        meta=question.meta,
-    )
-    row = ResultRow.model_validate({**spent, **counted, **fields})
-    return row, failure
-
-
 def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
     """What ``run.json`` records of each deployment: its model, server (redacted), temperature,
     max_tokens, and the structured-output dialect it uses now (with the degradations that led there)."""
@@ -246,18 +125,6 @@ def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
         if members:
             out[-1]["members"] = [{"model": m, "api_base": b} for m, b in members]
     return out
-
-
-def usage_mod_fields(used: usage_mod.Usage) -> dict[str, Any]:
-    """The usage counters a row carries: billable tokens/cost, spent (if the backend reports it)."""
-    return dict(used.as_dict())
-
-
-def answer_question(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, settings: RunSettings,
-                    deployment: str) -> dict[str, Any]:
-    """One result row (as JSON-ready data): the program's answer and record, its accounting, or its error."""
-    row, _ = _answer(program, question, lm, identity=settings.identity, deployment=deployment)
-    return row.model_dump(mode="json")
 
 
 # ---------------------------------------------------------------- files
@@ -516,10 +383,10 @@ class _Streak:
     def key_of(row: ResultRow, failure: BaseException | None) -> tuple[str, ...] | None:
         if not row.failed:
             return None
-        fatal = _fatal_in(failure)
+        fatal = cause_of(failure, FatalBackendError)
         if fatal is not None:
             return (type(fatal).__name__, fatal.kind)
-        if _behind(failure, TransientBackendError) is not None:
+        if cause_of(failure, TransientBackendError) is not None:
             return ("TransientBackendError",)
         return (row.error_type or "error",)
 
@@ -530,12 +397,12 @@ class _Streak:
             return False
         self.count = self.count + 1 if key == self.key else 1
         self.key, self.error = key, row.error
-        self.last = _fatal_in(failure) or _behind(failure, TransientBackendError) or failure
+        self.last = cause_of(failure, FatalBackendError) or cause_of(failure, TransientBackendError) or failure
         return self.limit > 0 and self.count >= self.limit
 
     def stopped(self) -> RunStopped:
         """The error that stopped the run: what failed, its message and the fix."""
-        fatal = _fatal_in(self.last)
+        fatal = cause_of(self.last, FatalBackendError)
         if fatal is not None:
             what = f"{type(fatal).__name__} ({fatal.kind}): {fatal}"
             fix = "" if fatal.fix else " Fix the backend."  # str(fatal) ends with its fix
@@ -738,8 +605,8 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         k = index % len(deployments)  # round-robin over deployments
         if stopping.is_set():
             return None  # not attempted: the run is stopping
-        row, failure = _answer(program, question, deployments[k].lm, identity=settings.identity,
-                               deployment=deployments[k].spec)
+        row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
+                              deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
             if not stop and streak.add(row, failure):
                 stopping.set()

@@ -1,0 +1,154 @@
+"""Answer one question: the one place a system meets a question, for every command.
+
+`answer` runs a program on a `Question` under ``dspy.context`` (never ``dspy.configure``) with
+a `SchemaAdapter`, no DSPy history and a trace of its own, counts its LM calls
+(`teammed.usage.track`) and returns the `ResultRow`: the answer or the error, the accounting and
+the system's record and transcript. ``run`` writes these rows; ``search``, ``compile``, ``tune``
+and ``reproduce`` score with them (`teammed.optimizers._scoring`), so a row means the same
+everywhere:
+
+* a question whose program raised, or whose answer names no option, is *failed*: ``prediction``
+  null, ``correct`` false (it stays in the accuracy denominator), ``error`` naming why,
+  ``error_type``/``error_kind`` classifying it (a `NoAnswerError` row has no prediction);
+* an unlabeled question (no gold) has ``correct`` null;
+* tokens and cost are *billable* (the same whether or not a cache answered), ``spent_*`` what
+  was paid.
+
+The exception behind a failed row is returned beside it (the run loop tells a streak of one
+fatal backend error from other failures by it). A closing backend (the run is stopping) is
+re-raised: the question is unfinished, not failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, NamedTuple
+
+import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
+
+# isort: split
+
+import dspy
+from pydantic import BaseModel
+
+from teammed import usage as usage_mod
+from teammed.adapter import SchemaAdapter
+from teammed.errors import FatalBackendError, cause_of
+from teammed.records import ResultRow, RunIdentity
+from teammed.types import Question
+
+__all__ = ["Answered", "answer"]
+
+logger = logging.getLogger(__name__)
+
+BINARY_POSITIVE = {"yes", "true", "present"}
+
+
+class Answered(NamedTuple):
+    """One question's row, and the exception behind it when it failed by raising."""
+
+    row: ResultRow
+    failure: BaseException | None
+
+
+def _binary_positive(options: dict[str, str]) -> str | None:
+    if len(options) == 2 or {v.strip().lower() for v in options.values()} <= {"yes", "no", "maybe"}:
+        for letter, text in options.items():
+            if text.strip().lower() in BINARY_POSITIVE:
+                return letter
+    return None
+
+
+def _plain_record(record: Any) -> dict[str, Any]:
+    if isinstance(record, BaseModel):
+        return record.model_dump(mode="json")
+    return dict(record or {})
+
+
+def _count(record: dict[str, Any], key: str) -> int:
+    value = record.get(key)
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, list | dict):
+        return len(value)
+    return 0
+
+
+def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identity: RunIdentity | None = None,
+           deployment: str | None = None) -> Answered:
+    """Run ``program`` on ``question`` with ``lm`` and return its `ResultRow` (and the exception
+    behind a failure). ``identity`` fills the row's run fields (data set, split, seed, system,
+    label, configuration, program hash; null without one) and ``deployment`` names the backend
+    that answered. Never raises for a failing question, except a backend closed by a stopping run."""
+    started = time.perf_counter()
+    prediction, error, failure = None, None, None
+    # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
+    # response in memory (this question's trace lives only while it runs).
+    with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]), usage_mod.track() as used:
+        try:
+            inputs = {"question": question.question, "options": dict(question.options), "context": question.context}
+            if question.image:
+                inputs["image"] = question.image
+            prediction = program(**inputs)
+        except Exception as exc:  # recorded as a failed row, never turned into an answer
+            if type(exc).__name__ == "BackendClosedError":  # the run is stopping: unfinished, not failed
+                raise
+            failure = exc
+            error = f"{type(exc).__name__}: {exc}"
+            logger.warning("question %s failed: %s", question.id, error)
+    chosen = getattr(prediction, "answer", None) if prediction is not None else None
+    if failure is None and chosen not in question.options:
+        error = f"the system returned no valid option (got {chosen!r})"
+    if error is not None:
+        chosen = None
+    record = _plain_record(getattr(prediction, "record", None)) if prediction is not None else {}
+    agents = record.get("agents") or []
+    fatal = cause_of(failure, FatalBackendError)
+    spent: dict[str, Any] = dict(used.as_dict())  # billable tokens and cost, spent_* when reported
+    labeled = question.answer_idx is not None
+    counted = {  # the larger of what the backend/adapter counted and what the record counted
+        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
+        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
+        # per behaviour: what was counted while the system ran (peers), else its record's (teamwork)
+        "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or record.get("fallbacks_by_behaviour")
+        or {},
+    }
+    spent.pop("latency_s", None)
+    fields: dict[str, Any] = dict(
+        id=question.id,
+        dataset=identity.dataset if identity else None,
+        dataset_sha256=identity.dataset_sha256 if identity else None,
+        split=identity.split if identity else None,
+        seed=identity.seed if identity else None,
+        system=identity.system if identity else None,
+        label=identity.label if identity else None,
+        program_sha256=identity.program_sha256 if identity else None,
+        deployment=deployment,
+        gold=question.answer_idx,
+        prediction=chosen,
+        correct=(error is None and chosen == question.answer_idx) if labeled else None,
+        labeled=labeled,
+        failed=error is not None,
+        error=error,
+        error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
+        error_kind=getattr(fatal, "kind", None),
+        confidence=getattr(prediction, "confidence", None) if error is None else None,
+        question=question.question,  # the viewer shows the stem
+        context=question.context,
+        options=dict(question.options),
+        binary_positive=_binary_positive(question.options),
+        latency_s=round(time.perf_counter() - started, 4),
+        lm_latency_s=round(used.latency_s, 4),
+        n_agents=len(agents) or None,
+        roles=[a.get("role") for a in agents if isinstance(a, dict)],
+        trust=record.get("trust"),
+        config=identity.config if identity else None,
+        rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
+        record=record,
+        transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
+        meta=question.meta,
+    )
+    return Answered(ResultRow.model_validate({**spent, **counted, **fields}), failure)
