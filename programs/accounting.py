@@ -18,9 +18,13 @@ a rule: none of them call the LM.
 
 from __future__ import annotations
 
+from typing import Any
+
 from teammed.config import TeamworkConfig
 
-__all__ = ["expected_calls", "formula_terms"]
+__all__ = ["expected_calls", "expected_calls_per_question", "formula_terms", "TYPICAL_TEAM"]
+
+TYPICAL_TEAM = 3  # n_agents="auto": recruitment picks 2-4 clinicians; 3 is typical
 
 
 def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, early_consensus: bool = False) -> int:
@@ -37,6 +41,16 @@ def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, 
         phase3 += 4 * int(c.mutual_monitoring) * between + 2 * n * int(c.closed_loop) * between
     phase4 = lead * int(tie) + int(c.corrects)
     return phase1 + phase2 + phase3 + phase4
+
+
+def expected_calls_per_question(config: Any, *, system: str) -> float | None:
+    """Calls one question is expected to take (teamwork: the formula, a team of `TYPICAL_TEAM` when
+    its size is ``auto``, no tie); None when unknown (a peer system). ``run``'s progress bar starts its
+    ETA from it."""
+    if system != "teamwork" or config is None:
+        return None
+    n = config.n_agents if isinstance(config.n_agents, int) else TYPICAL_TEAM
+    return float(expected_calls(config, n))
 
 
 def formula_terms() -> dict[str, str]:

@@ -30,7 +30,7 @@ import dspy
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, ProgramMismatchError
-from teammed.records import write_atomic
+from teammed.records import file_digest, write_atomic
 
 __all__ = [
     "FORMAT",
@@ -40,6 +40,7 @@ __all__ = [
     "save_program",
     "read_program",
     "saved_config",
+    "program_identity",
     "describe_config",
     "check_state",
     "system_of",
@@ -225,6 +226,16 @@ def saved_config(path: Path | str, *, overrides: Mapping[str, Any] | None = None
     if envelope.get("config") is None:
         return None
     return _overridden(TeamworkConfig.build(**envelope["config"]), overrides or {})
+
+
+def program_identity(path: Path | str | None) -> dict[str, Any]:
+    """A saved program's part of a run identity (`teammed.records.RunIdentity`): its path as given,
+    content hash and config as compiled (no overrides); empty without a program."""
+    if not path:
+        return {}
+    saved = saved_config(path)  # one clear error for a damaged file
+    return {"program": str(path), "program_sha256": file_digest(path),
+            "program_config": saved.model_dump(mode="json") if saved is not None else None}
 
 
 def check_state(program: dspy.Module, document: Mapping[str, Any], *, source: str = "the saved state",

@@ -32,10 +32,11 @@ The layers, bottom up, and what each may import besides itself:
 * ``teammed.evals`` and ``teammed.optimizers`` sit above the programs (the optimizers use the
   evals' statistics); only the no-cycle rule constrains them;
 * the application modules on top, which exist to call every layer: the command line
-  (``teammed.cli`` and ``teammed.cli_*``, ``teammed.__main__`` that runs it, and
-  ``teammed.progress``, the CLI's progress display, which shows the teamwork call formula of
-  ``teammed.programs.accounting``) and the run loop ``teammed.runner``. Nothing below imports
-  them (the core rule covers that too: they are not core).
+  (``teammed.cli`` and ``teammed.cli_*``, ``teammed.__main__`` that runs it) and the run loop
+  ``teammed.runner``. Nothing below imports them (the core rule covers that too: they are not
+  core). The CLI's progress display (``teammed.progress``), the one function that answers a
+  question (``teammed.answering``) and the run's plan (``teammed.run_plan``) are core: they
+  import only the core.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ ROOTS = {
     "teammed.data": REPO / "data",
     "teammed.evals": REPO / "evals",
 }
-# The modules on top of every layer (the CLI, its progress display and the run loop).
-APPLICATION = ("teammed.cli", "teammed.__main__", "teammed.progress", "teammed.runner")
+# The modules on top of every layer (the CLI and the run loop).
+APPLICATION = ("teammed.cli", "teammed.__main__", "teammed.runner")
 
 
 def _modules() -> dict[str, Path]:
@@ -250,9 +251,9 @@ def _upward(layer: str) -> list[str]:
 
 def test_the_core_imports_only_the_core():
     assert {_layer(m) for m in ("teammed", "teammed.config", "teammed.backends.base", "teammed.deliberation",
-                                "teammed.records", "teammed.usage")} == {"core"}
-    assert {_layer(m) for m in ("teammed.cli", "teammed.cli_tune", "teammed.runner", "teammed.progress")} == {
-        "application"}
+                                "teammed.records", "teammed.usage", "teammed.progress", "teammed.answering",
+                                "teammed.run_plan")} == {"core"}
+    assert {_layer(m) for m in ("teammed.cli", "teammed.cli_tune", "teammed.runner")} == {"application"}
     upward = _upward("core")
     assert not upward, "the core imports a layer above it:\n" + "\n".join(upward)
 

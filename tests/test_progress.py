@@ -8,13 +8,8 @@ import pytest
 
 from teammed.cli import main
 from teammed.config import preset
-from teammed.progress import (
-    CallProgress,
-    RunProgress,
-    expected_calls_per_question,
-    format_count,
-    format_duration,
-)
+from teammed.programs.accounting import expected_calls_per_question
+from teammed.progress import CallProgress, RunProgress, format_count, format_duration
 
 
 class Clock:

@@ -9,7 +9,6 @@ import logging
 import os
 import sys
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +37,9 @@ from teammed.components import PRESET_COMPONENTS
 from teammed.errors import BackendError, FatalBackendError, TeammedError
 
 if TYPE_CHECKING:  # the config model (and pydantic) load when a command needs them, not for --help
+    from teammed.cli_data import DatasetChoice
     from teammed.config import TeamworkConfig
+    from teammed.run_plan import RunCell
 
 __all__ = ["main", "build_parser"]
 
@@ -210,8 +211,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     inputs: dict[str, Any] = {"question": question.question, "options": options}
     if image is not None:
         inputs["image"] = image
+    from teammed.backends.vision import require_vision
+
     with _deployments(args) as deployments:
-        _require_vision([question], deployments)
+        require_vision([question], deployments)
         with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
                 dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
                 usage.track() as used:
@@ -230,67 +233,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- run
-def _require_vision(questions: list, deployments: list) -> None:
-    """Image questions need a vision model: say so before spending anything."""
-    if not any(q.image for q in questions):
-        return
-    for d in deployments:
-        model = getattr(d.lm, "model", "")
-        if d.spec.startswith(("local", "scripted", "simulated")):  # teammed's own: text-only, unknown to litellm
-            vision = False  # (asking litellm about them printed its provider list to the terminal)
-        else:
-            import litellm
-
-            try:
-                vision = bool(litellm.supports_vision(model=model))
-            except Exception:  # unknown to litellm's model map
-                vision = False
-        if not vision:
-            raise TeammedError(
-                f"these questions carry images, but {d.spec} is a text-only model; use a vision model "
-                f"(e.g. --model openai/gpt-4o); every system shows the image to the model (teamwork: to each clinician "
-                f"in round 2)"
-            )
-
-
-def _program_identity(args: argparse.Namespace) -> dict[str, Any]:
-    """A compiled program's part of the run identity: path, content hash and saved config."""
-    if not args.program:
-        return {}
-    from teammed.optimizers.saved import saved_config
-    from teammed.records import file_digest
-
-    saved = saved_config(args.program)  # as compiled (no overrides): one clear error for a damaged file
-    return {"program": str(args.program), "program_sha256": file_digest(args.program),
-            "program_config": saved.model_dump(mode="json") if saved is not None else None}
-
-
-def _without_overlap(sample: list, tuned: Any, choice: Any, *, allow: bool) -> tuple[list, dict]:
-    """Leave out the questions the Special Set / program was tuned on (unless ``allow``); ``tuned`` is a
-    `teammed.cli_data.TunedOn` (None: nothing recorded), matched by content, never by id alone."""
-    source = tuned.source if tuned is not None else None
-    overlap = (tuned.overlapping(sample, dataset=choice.name, dataset_sha256=choice.sha256)
-               if tuned is not None else [])
-    record = {"source": source, "overlapping": len(overlap), "allowed": allow,
-              "excluded_ids": [] if allow else overlap}
-    if overlap and not allow:
-        print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
-              f"(--allow-overlap keeps them)", file=sys.stderr)
-        left_out = set(overlap)
-        sample = [q for q in sample if q.id not in left_out]
-    elif overlap:
-        print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
-              f"(kept: --allow-overlap)", file=sys.stderr)
-    return sample, record
-
-
-def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
+def _grid_configs(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
     """Every (label, config) of the grid, built and checked before anything is written."""
     _check_system_flags(args)
     if args.preset and args.presets:
         raise TeammedError("give --preset NAME for one configuration or --presets a,b for a grid, not both")
     explicit = bool(args.preset or args.presets or args.components or args.config)
-    plan = []
+    configs = []
     for name in args.presets or [None]:
         config = _config_from_args(args, name) if args.system == "teamwork" else None
         if args.program:
@@ -299,114 +248,107 @@ def _run_plan(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None
             if not explicit:
                 config = saved_config(args.program, overrides=_overrides(args))
             _program_factory(args, config)  # loads the program: a mismatch is refused now
-        plan.append((name or (config.label() if config else args.system), config))
-    return plan
+        configs.append((name or (config.label() if config else args.system), config))
+    return configs
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from teammed import __version__
-    from teammed.backends.resolve import describe
-    from teammed.cli_data import load_for, tuned_on
+    from teammed.backends.vision import require_vision
+    from teammed.cli_data import load_for, tuned_on, without_overlap
     from teammed.data import sample_questions
-    from teammed.evals import Summarizer
-    from teammed.progress import RunProgress, expected_calls_per_question
-    from teammed.records import RunIdentity, prompt_digest, redacted_argv
-    from teammed.redact import redact
-    from teammed.runner import RunSettings, RunStopped, run_questions
+    from teammed.programs.persist import program_identity
+    from teammed.run_plan import plan_cells
+    from teammed.types import Question
 
-    if (args.resume or args.retry_failed) and not args.out:
+    resuming = bool(args.resume or args.retry_failed)
+    if resuming and not args.out:
         raise TeammedError("--resume/--retry-failed need the --out directory of the run to continue")
-    plan = _run_plan(args)
+    configs = _grid_configs(args)
     choice = load_for(args, purpose="eval")
     check_unique_ids([q.id for q in choice.source], dataset=args.dataset)
-    seeds = args.seeds or [args.seed]
-    grid = len(seeds) > 1 or len(plan) > 1
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    program = _program_identity(args)
+    program = program_identity(args.program)
     tuned = tuned_on(args.program or args.config)
-    cells = []
-    for label, config in plan:
-        if program:  # a compiled program never merges with the uncompiled configuration
-            label = f"{label}+compiled-{program['program_sha256'][:8]}"
-        for seed in seeds:
-            sample = sample_questions(choice.questions, n=args.n, seed=seed, stratify_by=args.stratify,
-                                      shuffle_options=args.shuffle_options)
-            sample, overlap = _without_overlap(sample, tuned, choice, allow=args.allow_overlap)
-            out = Path(args.out) if args.out else Path("runs") / f"{stamp}-{choice.name}"
-            if grid or not args.out:
-                out = out / f"{label}" / f"seed{seed}"
-            check_writable_dir(out)
-            results = out / "results.jsonl"
-            if not (args.resume or args.retry_failed) and results.is_file() and results.stat().st_size > 0:
-                raise TeammedError(f"{results} already holds results; pass --resume to continue that run or "
-                                   f"choose another --out")
-            if (args.resume or args.retry_failed) and not results.is_file():
-                print(f"teammed: nothing to resume in {out} (no results.jsonl); starting a new run there",
-                      file=sys.stderr)
-            cells.append((label, config, seed, sample, overlap, out))
+
+    def sample(seed: int) -> tuple[list[Question], dict[str, Any]]:
+        drawn = sample_questions(choice.questions, n=args.n, seed=seed, stratify_by=args.stratify,
+                                 shuffle_options=args.shuffle_options)
+        return without_overlap(drawn, tuned, choice, allow=args.allow_overlap)
+
+    cells = plan_cells(configs, args.seeds or [args.seed], sample=sample, dataset=choice.name, out=args.out,
+                       program_sha256=program.get("program_sha256"), resuming=resuming,
+                       check_dir=check_writable_dir, say=_say)
     summaries = []
-    # the server is part of the run: a resume against another --api-base is refused (credentials masked)
-    api_base = getattr(args, "api_base", None)
-    server = redact(api_base.rstrip("/")) if api_base else None
     with _deployments(args) as deployments:
-        model = "+".join(describe(d.spec) for d in deployments)
         for cell in cells:
-            _require_vision(cell[3], deployments)
-        for label, config, seed, sample, overlap, out in cells:
-            identity = RunIdentity(
-                system=args.system, label=label, config=config.model_dump(mode="json") if config else None,
-                **program, model=model, deployments=[d.spec for d in deployments], api_base=server,
-                dataset=choice.name,
-                dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n, seed=seed,
-                stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
-                question_ids=[q.id for q in sample], teammed_version=__version__, temperature=args.temperature,
-            )
-            chosen = {q.id for q in sample}  # few-shot examples never include the test questions
-            pool = [q for q in choice.source if q.id not in chosen]
-            factory = _program_factory(args, config, pool=pool, seed=seed, vision=any(q.image for q in sample))
-            settings = RunSettings(
-                out_dir=out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
-                max_consecutive_failures=args.max_consecutive_failures,
-                extra_meta={"sampling": {"n": args.n, "seed": seed, "stratify": args.stratify,
-                                         "shuffle_options": args.shuffle_options},
-                            "split": choice.split, "overlap": overlap, "command": redacted_argv(sys.argv),
-                            "max_tokens": args.max_tokens,
-                            # the program's prompts (signatures, instructions, field descriptions, demos)
-                            "prompt_sha256": prompt_digest(factory())},
-            )
-            header = (f"{label} | {choice.name} ({choice.split}) | seed {seed} | {len(sample)} questions | "
-                      f"{model} -> {out}")
-            per_question = expected_calls_per_question(config, system=args.system)
-            # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
-            in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
-            try:
-                with RunProgress(total=len(sample), expected_calls=per_question, stream=sys.stderr,
-                                 concurrency=in_flight) as bar:
-                    summary = run_questions(sample, program_factory=factory, deployments=deployments,
-                                            settings=settings, progress=bar.update, metrics=Summarizer,
-                                            questions_in_flight=in_flight,
-                                            on_start=functools.partial(print, header, file=sys.stderr))
-            except RunStopped as exc:
-                print(f"teammed: error: {exc}", file=sys.stderr)
+            require_vision(cell.questions, deployments)
+        for cell in cells:
+            summary = _run_cell(args, cell, choice=choice, program=program, deployments=deployments)
+            if summary is None:
                 return 1
-            summaries.append((out, summary))
-    for out, s in summaries:
-        accuracy = "n/a (no labeled questions)" if s["accuracy"] is None else f"{s['accuracy']:.1%}"
-        baseline = s["majority_baseline"]
-        majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
-        print(f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
-              f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
-              f"{s['calls_per_question']:.1f} calls, "
-              f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} billable tokens, "
-              f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
-              f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
-              f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks")
-        spread = s["answer_spread"]
-        if spread["constant"]:
-            print(f"  warning: answered {spread['top']} to {spread['share']:.0%} of {spread['n_answered']} "
-                  f"questions: a constant predictor", file=sys.stderr)
-        print(f"  results: {out / 'results.jsonl'}\n  summary: {out / 'summary.json'}")
+            summaries.append((cell.out, summary))
+    for out, summary in summaries:
+        _print_summary(out, summary)
     return 0
+
+
+def _run_cell(args: argparse.Namespace, cell: RunCell, *, choice: DatasetChoice, program: dict[str, Any],
+              deployments: list) -> dict[str, Any] | None:
+    """Run one cell of the grid with its progress bar; None when the run stopped (said on stderr)."""
+    from teammed.evals import Summarizer
+    from teammed.programs.accounting import expected_calls_per_question
+    from teammed.progress import RunProgress
+    from teammed.records import prompt_digest
+    from teammed.run_plan import few_shot_pool, run_identity, run_meta
+    from teammed.runner import RunSettings, RunStopped, run_questions
+
+    identity = run_identity(cell, system=args.system, program=program, deployments=deployments,
+                            api_base=getattr(args, "api_base", None), dataset=choice.name,
+                            dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n,
+                            stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
+                            temperature=args.temperature)
+    factory = _program_factory(args, cell.config, pool=few_shot_pool(choice.source, cell.questions), seed=cell.seed,
+                               vision=any(q.image for q in cell.questions))
+    settings = RunSettings(out_dir=cell.out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
+                           max_consecutive_failures=args.max_consecutive_failures,
+                           extra_meta=run_meta(cell, identity, max_tokens=args.max_tokens,
+                                               prompt_sha256=prompt_digest(factory())))
+    header = (f"{cell.label} | {choice.name} ({choice.split}) | seed {cell.seed} | {len(cell.questions)} questions | "
+              f"{identity.model} -> {cell.out}")
+    # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
+    in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
+    per_question = expected_calls_per_question(cell.config, system=args.system)
+    try:
+        with RunProgress(total=len(cell.questions), expected_calls=per_question, stream=sys.stderr,
+                         concurrency=in_flight) as bar:
+            return run_questions(cell.questions, program_factory=factory, deployments=deployments,
+                                 settings=settings, progress=bar.update, metrics=Summarizer,
+                                 questions_in_flight=in_flight,
+                                 on_start=functools.partial(print, header, file=sys.stderr))
+    except RunStopped as exc:
+        print(f"teammed: error: {exc}", file=sys.stderr)
+        return None
+
+
+def _print_summary(out: Path, s: dict[str, Any]) -> None:
+    accuracy = "n/a (no labeled questions)" if s["accuracy"] is None else f"{s['accuracy']:.1%}"
+    baseline = s["majority_baseline"]
+    majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
+    print(f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
+          f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
+          f"{s['calls_per_question']:.1f} calls, "
+          f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} billable tokens, "
+          f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
+          f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
+          f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks")
+    spread = s["answer_spread"]
+    if spread["constant"]:
+        print(f"  warning: answered {spread['top']} to {spread['share']:.0%} of {spread['n_answered']} "
+              f"questions: a constant predictor", file=sys.stderr)
+    print(f"  results: {out / 'results.jsonl'}\n  summary: {out / 'summary.json'}")
 
 
 # ---------------------------------------------------------------- report

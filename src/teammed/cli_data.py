@@ -6,7 +6,7 @@ benchmarks get different keys (``sampled_50-1a2b3c4d``), so they never share a s
 a Special Set file or a report column. Tuning commands (`search`, `compile`) and evaluation
 (`run`) read disjoint questions by default (see `teammed.data.splits.plan_split`); a Special
 Set or compiled program records the ids it was tuned on (`tuning_record`) and `run` leaves
-any overlap with them out (`tuned_on`, matched by content, never by id alone).
+any overlap with them out (`tuned_on`, `without_overlap`: matched by content, never by id alone).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from teammed.errors import ConfigError, DataError
 from teammed.types import Question
 
-__all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_on", "TunedOn"]
+__all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_on", "TunedOn", "without_overlap"]
 
 
 @dataclass(frozen=True)
@@ -137,3 +137,24 @@ def tuned_on(path: Path | None) -> TunedOn | None:
     records = [*read_tuning_records(document, where=str(path)),
                *(read_tuning_records(meta, where=f"{path} (meta)") if meta is not document else [])]
     return TunedOn(str(path), tuple(records)) if records else None
+
+
+def without_overlap(sample: list[Question], tuned: TunedOn | None, choice: DatasetChoice, *,
+                    allow: bool) -> tuple[list[Question], dict[str, Any]]:
+    """``sample`` without the questions the Special Set / program was tuned on (unless ``allow``), and
+    what ``run.json`` records of it (``overlap``). ``tuned``: `tuned_on`'s records (None: nothing
+    recorded), matched by content, never by id alone; what is left out (or kept) is said on stderr."""
+    source = tuned.source if tuned is not None else None
+    overlap = (tuned.overlapping(sample, dataset=choice.name, dataset_sha256=choice.sha256)
+               if tuned is not None else [])
+    record = {"source": source, "overlapping": len(overlap), "allowed": allow,
+              "excluded_ids": [] if allow else overlap}
+    if overlap and not allow:
+        print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
+              f"(--allow-overlap keeps them)", file=sys.stderr)
+        left_out = set(overlap)
+        sample = [q for q in sample if q.id not in left_out]
+    elif overlap:
+        print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
+              f"(kept: --allow-overlap)", file=sys.stderr)
+    return sample, record

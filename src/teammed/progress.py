@@ -5,7 +5,8 @@ question it shows the phase (the behaviour module running) and calls so far, so 
 deliberation, ``compile`` or ``ask`` is never silent. LM calls are counted live (``run``: a
 `teammed.usage` listener; ``ask`` and ``compile``: DSPy callbacks, which also name the module
 running), so the ETA is calls-based from the first call: expected calls per question
-(the formula of ``programs/accounting.py`` for teamwork, observed ones once questions
+(``expected_calls``, which the CLI takes from the teamwork formula,
+`teammed.programs.accounting.expected_calls_per_question`; observed ones once questions
 finish) divided by the observed call rate, which already reflects concurrency.
 
 Only the CLI uses this module (output belongs to the CLI; library code logs).
@@ -26,19 +27,7 @@ from dspy.utils.callback import BaseCallback
 
 from teammed import usage as usage_mod
 
-__all__ = ["RunProgress", "CallProgress", "expected_calls_per_question", "format_duration", "format_count"]
-
-TYPICAL_TEAM = 3  # n_agents="auto": recruitment picks 2-4 clinicians; 3 is typical
-
-
-def expected_calls_per_question(config: Any, *, system: str) -> float | None:
-    """Calls one question is expected to take (teamwork: the accounting formula); None when unknown."""
-    if system != "teamwork" or config is None:
-        return None
-    from teammed.programs.accounting import expected_calls
-
-    n = config.n_agents if isinstance(config.n_agents, int) else TYPICAL_TEAM
-    return float(expected_calls(config, n))
+__all__ = ["RunProgress", "CallProgress", "format_duration", "format_count"]
 
 
 def format_duration(seconds: float | None) -> str:
