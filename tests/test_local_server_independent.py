@@ -49,13 +49,14 @@ def llama_server():
 
 def test_run_against_an_independent_llama_cpp_server_completes(llama_server, tmp_path):
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "2",
+    # one question: its calls after the first already show the degraded dialect staying put
+    done = subprocess.run([sys.executable, "-m", "teammed.cli", "run", "--dataset", "demo", "--n", "1",
                            "--model", "openai/smollm2", "--api-base", llama_server, "--n-agents", "2",
                            "--concurrency", "1", "--no-cache", "--out", str(out)],
                           env=ENV, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 2
+    assert len(rows) == 1
     for row in rows:
         assert not row["failed"], row["error"]
         assert row["prediction"] in row["options"]

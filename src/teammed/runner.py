@@ -49,7 +49,7 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.answering import answer
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, cause_of
-from teammed.records import ResultRow, RunIdentity, identity_differences, load_row, redacted_argv, write_atomic
+from teammed.records import ResultRow, RunIdentity, identity_differences, iter_rows, redacted_argv, write_atomic
 from teammed.types import Question
 
 __all__ = [
@@ -128,29 +128,11 @@ def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- files
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """The complete, non-blank lines of a file with their line numbers, one at a time (a torn last
-    line is left out)."""
-    with path.open("rb") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.endswith(b"\n"):
-                return  # a torn last line
-            if line.strip():
-                yield number, line
-
-
 def iter_results(path: Path) -> Iterator[tuple[ResultRow, bytes]]:
-    """Each row of a results file with its stored line, read one line at a time. A torn last line
-    (a crash mid-write) is left out; any other unreadable line is an error naming the line."""
-    if not path.exists():
-        return
-    for number, line in _lines(path):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); the file was damaged: remove "
-                            f"that line and run again with --resume") from None
-        yield load_row(data, where=f"{path}:{number}"), line
+    """Each row of a results file with its stored line, one at a time (`teammed.records.iter_rows`;
+    nothing when the file does not exist)."""
+    if path.exists():
+        yield from iter_rows(path, fix="the file was damaged: remove that line and run again with --resume")
 
 
 def read_results(path: Path) -> list[ResultRow]:
@@ -574,9 +556,8 @@ def _scan_existing(results_path: Path, ids: Sequence[str], *, retry_failed: bool
         raise DataError(f"{results_path} holds questions outside this run (e.g. {strangers[0]}); start a "
                         f"fresh --out")
     retried = sum(d.failed for d in digests) if retry_failed else 0
-    if retried:  # the n-th complete line is the n-th digest
-        kept = (line.decode() for (_, line), digest in zip(_lines(results_path), digests, strict=True)
-                if not digest.failed)
+    if retried:
+        kept = (line.decode().rstrip("\n") + "\n" for row, line in iter_results(results_path) if not row.failed)
         write_atomic(results_path, kept)
         digests = [d for d in digests if not d.failed]
     summarizer = metrics() if metrics is not None else None
