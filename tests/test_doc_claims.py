@@ -358,11 +358,31 @@ def test_ssl_cert_dir_makes_a_certificate_trusted(tmp_path, monkeypatch):
     assert len(server.requests) == 1
 
 
-def test_no_anthropic_cache_marker_is_sent():
+def test_anthropic_gets_a_cache_breakpoint_at_the_end_of_the_case_and_openai_none():
     from tests.test_backend_faults import _body_for
 
     body, _ = _body_for("anthropic/claude-sonnet-4-5")
-    assert "cache_control" not in json.dumps(body)
+    (user,) = [m for m in body["messages"] if m["role"] == "user"]
+    marked = [block for block in user["content"] if "cache_control" in block]
+    assert len(marked) == 1 and marked[0]["cache_control"] == {"type": "ephemeral"}
+    assert marked[0]["text"].startswith("[[ ## question ## ]]") and "[[ ## task ## ]]" not in marked[0]["text"]
+    assert user["content"][-1]["text"].startswith("[[ ## task ## ]]")  # what differs per call comes after
+    openai, _ = _body_for("openai/gpt-4o-mini", profile="openai")
+    assert "cache_control" not in json.dumps(openai)
+
+
+def test_the_shared_prefix_marker_handles_text_images_and_other_layouts():
+    from teammed.prompt_cache import mark_shared_prefix
+
+    plain = [{"role": "system", "content": "p"}, {"role": "user", "content": "no marker here"}]
+    assert mark_shared_prefix(plain) == plain
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    mixed = [{"role": "user", "content": [{"type": "text", "text": "[[ ## question ## ]]\nq\n\n[[ ## image ## ]]\n"},
+                                          image, {"type": "text", "text": "\n\n[[ ## task ## ]]\nDo it."}]}]
+    out = mark_shared_prefix(mixed)[0]["content"]
+    assert out[1] == {**image, "cache_control": {"type": "ephemeral"}}  # the case ends with its image
+    assert out[2]["text"].startswith("[[ ## task ## ]]") and "cache_control" not in out[2]
+    assert mixed[0]["content"][1] == image  # the input is left as it was
 
 
 def test_the_prefix_every_call_shares_is_about_350_tokens_on_medqa_length_questions():

@@ -25,6 +25,7 @@ from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER
 
 from teammed import usage
 from teammed.lm_usage import acall_lm, call_lm
+from teammed.prompt_cache import TASK_MARKER
 from teammed.schema import DIALECTS, output_schema, parse_outputs
 from teammed.usage import calling_signature
 
@@ -244,7 +245,7 @@ class SchemaAdapter(dspy.JSONAdapter):
         kept = {k: _compact_value(v) for k, v in inputs.items() if k in fields}
         case = [k for k in CASE_FIELDS if k in kept]
         parts = [self._field_text(signature, k, kept[k]) for k in case]
-        parts.append(f"[[ ## task ## ]]\n{compact_task_text(signature)}")
+        parts.append(f"{TASK_MARKER}\n{compact_task_text(signature)}")
         examples = self._compact_demos(signature, demos)
         if examples:
             parts.append(examples)

@@ -42,6 +42,7 @@ from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
 from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
+from teammed.prompt_cache import mark_shared_prefix
 from teammed.redact import redact, register_secret, register_url_credentials
 from teammed.schema import DIALECTS
 
@@ -246,6 +247,8 @@ class LiteLLMBackend(MeteredLM):
         dialect = self.structured_output
         if plain is not None and dialect in ("json_object", "none"):
             messages = plain()  # the schema is no longer enforced: the prompt must spell out the fields
+        if self.profile == "anthropic":  # caches only up to a marked breakpoint: the end of the shared case
+            messages = mark_shared_prefix(messages)
         request = dict(params)
         if schema is not None:
             fmt = response_format_for(dialect, schema, profile=self.profile)
