@@ -7,10 +7,12 @@ backend can constrain decoding with, and turn whatever came back into typed fiel
 from __future__ import annotations
 
 import copy
+import enum
 import functools
 import json
+import threading
 from dataclasses import dataclass
-from typing import Annotated, Any, get_args, get_origin
+from typing import Annotated, Any, Literal, get_args, get_origin
 
 import json_repair
 import pydantic
@@ -187,8 +189,51 @@ def _tighten(node: Any) -> None:
 
 
 def output_schema(signature: Any, inputs: dict[str, Any] | None = None, *, title: str | None = None) -> dict[str, Any]:
-    """The JSON schema of ``signature``'s outputs; choice fields are limited to this call's inputs."""
+    """The JSON schema of ``signature``'s outputs; choice fields are limited to this call's inputs.
+
+    A fresh copy each call. It depends on the inputs only through the choices (letters) and the
+    lengths its fields are tied to, so it is built once per signature and such inputs (building it
+    took ~0.17 ms of a call's CPU; copying it takes a fraction of that).
+    """
     inputs = inputs or {}
+    try:
+        key = (signature, title, _input_shape(signature, inputs))
+        hash(key)
+    except TypeError:  # an unhashable input shape: build it afresh
+        return _build_output_schema(signature, inputs, title=title)
+    with _SCHEMAS_LOCK:
+        cached = _SCHEMAS.get(key)
+    if cached is None:
+        cached = _build_output_schema(signature, inputs, title=title)
+        with _SCHEMAS_LOCK:
+            if len(_SCHEMAS) >= _SCHEMAS_MAX:
+                _SCHEMAS.clear()
+            _SCHEMAS[key] = cached
+    return copy.deepcopy(cached)
+
+
+_SCHEMAS: dict[Any, dict[str, Any]] = {}
+_SCHEMAS_LOCK = threading.Lock()
+_SCHEMAS_MAX = 4096
+
+
+def _input_shape(signature: Any, inputs: dict[str, Any]) -> tuple[Any, ...]:
+    """What of ``inputs`` an output schema reads: each choice field's allowed values, each
+    same-length field's source length."""
+    shape: list[Any] = []
+    for name, field in signature.output_fields.items():
+        marker = _choice_marker(field)
+        if marker:
+            allowed = _allowed(inputs.get(marker[0].source))
+            shape.append((name, tuple(allowed) if allowed is not None else None))
+        for meta in field.metadata:
+            if isinstance(meta, SameLengthAs):
+                source = inputs.get(meta.source)
+                shape.append((name, meta.source, len(source) if isinstance(source, list | tuple | dict) else None))
+    return tuple(shape)
+
+
+def _build_output_schema(signature: Any, inputs: dict[str, Any], *, title: str | None) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     for name, field in signature.output_fields.items():
         marker = _choice_marker(field)
@@ -263,6 +308,25 @@ class ParseOutcome:
     failed: bool = False
 
 
+def _parse_value(value: Any, annotation: Any) -> Any:
+    """DSPy's ``parse_value``, with the validator of a non-text value built once per annotation (DSPy
+    builds a pydantic TypeAdapter on every call: ~0.12 ms of a call's CPU for a ranking). For text
+    values, enums, literals and ``str`` fields DSPy's own rules apply unchanged."""
+    if (isinstance(value, str) or annotation is str or isinstance(annotation, enum.EnumMeta)
+            or get_origin(annotation) is Literal):
+        return parse_value(value, annotation)
+    try:
+        adapter = _validator(annotation, repr(annotation))
+    except TypeError:  # an unhashable annotation
+        return parse_value(value, annotation)
+    return adapter.validate_python(value)
+
+
+@functools.lru_cache(maxsize=512)
+def _validator(annotation: Any, shown: str) -> pydantic.TypeAdapter[Any]:
+    return pydantic.TypeAdapter(annotation)
+
+
 def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | None = None, *,
                   schema: dict[str, Any] | None = None) -> ParseOutcome:
     """Typed output values from an LM completion; never raises.
@@ -294,7 +358,7 @@ def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | Non
             values[name], repaired = fallback_value(field), True
             continue
         try:
-            values[name] = parse_value(raw[name], field.annotation)
+            values[name] = _parse_value(raw[name], field.annotation)
         except Exception:
             values[name], repaired = fallback_value(field), True
     return ParseOutcome(values, repaired=repaired, failed=False)
