@@ -56,7 +56,7 @@ def majority_baseline(rows: Iterable[Answered]) -> MajorityBaseline | None:
     golds = [str(row.gold) for row in rows if row.labeled and row.gold is not None]
     if not golds:
         return None
-    letter, count = Counter(golds).most_common(1)[0]
+    letter, count = _top(golds)
     return MajorityBaseline(letter=letter, accuracy=count / len(golds))
 
 
@@ -66,7 +66,13 @@ def answer_spread(rows: Iterable[Answered]) -> AnswerSpread | None:
     answers = [str(p) for row in rows if (p := row.prediction) is not None and not row.failed]
     if not answers:
         return None
-    top, count = Counter(answers).most_common(1)[0]
+    top, count = _top(answers)
     share = count / len(answers)
     return AnswerSpread(top=top, share=share, n_answered=len(answers),
                         constant=len(answers) >= CONSTANT_MIN_N and share >= CONSTANT_SHARE)
+
+
+def _top(letters: list[str]) -> tuple[str, int]:
+    """The most common letter and its count; a tie goes to the earliest letter, so the figure never
+    depends on the order the rows came in (a run's rows arrive in completion order)."""
+    return min(Counter(letters).items(), key=lambda kv: (-kv[1], kv[0]))
