@@ -27,7 +27,7 @@ from teammed.evals._rows import (
     typed,
     votes_by_turn,
 )
-from teammed.records import ResultRow
+from teammed.results import ResultRow
 
 __all__ = ["RowFacts", "TeamFacts", "PeerFacts", "row_facts", "facts_of", "RowLike"]
 

@@ -27,7 +27,7 @@ from teammed.evals._rows import (
     votes_by_turn,
 )
 from teammed.programs.record import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
-from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent
+from teammed.results import PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
 

@@ -4,35 +4,21 @@ Every metric, table and page reads rows through these; none probes a stored dict
 (a ``results.jsonl`` line, or the dict form the runner once passed) becomes a `ResultRow` once, at
 the public edge, with `typed` (which upgrades rows written before schema versions).
 
-A row's record is read as:
-
-1. a `Deliberation` (a teamwork row). A record written before the Deliberation kept its
-   ``answer`` (record version 1, same keys otherwise) is read with the row's prediction as its answer;
-2. else, for a teamwork-shaped record of an older or damaged shape, a `Deliberation` salvaged field
-   by field (`teammed.records.read_record`): unknown keys left out, list entries that do not
-   validate dropped one by one, missing fields empty, so one bad field never removes a row from
-   the teamwork metrics;
-3. else a `PeerRecord`: the keys peer systems share (team, first choices, votes by turn, route,
-   experts, rounds), each read leniently (a number where text belongs becomes text, an entry of
-   the wrong type is dropped);
-4. else nothing (no record): the row contributes nothing.
+A row's record is already typed (`teammed.results.Record`, discriminated by ``system``): a teamwork
+row's `Deliberation`, or a peer system's model, whose shared keys (team, first choices, votes by turn,
+route, experts, rounds) its base `PeerRecord` declares; None for a failed row or a system without a
+model. Rows of older schema versions are typed once, when read (`teammed.results.load_row`).
 
 Usage counters a row never recorded (a row from another tool) are absent from the means, not zero.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeAlias
-
-from pydantic import ValidationError
+from typing import Any, TypeAlias
 
 from teammed.programs.record import Assessment, FinalVote
-from teammed.records import PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row, read_record
-
-if TYPE_CHECKING:
-    from teammed.programs.record import Deliberation
+from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row
 
 __all__ = [
     "AnyRow",
@@ -71,46 +57,23 @@ def typed_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
 
 
 def deliberation(row: ResultRow) -> Deliberation | None:
-    """The typed record of a teamwork row; None for a failed row, a peer system's record or a
-    record of an older shape that does not validate (see the module docstring)."""
-    found = team_record(row)
-    return None if found is None or isinstance(found, PeerRecord) else found
+    """The record of a teamwork row; None for a failed row or another system's record."""
+    return row.record if isinstance(row.record, Deliberation) else None
 
 
 def peer_record(row: ResultRow) -> PeerRecord | None:
-    """A non-empty record that is not a `Deliberation`, read for the keys peer systems share."""
-    found = team_record(row)
-    return found if isinstance(found, PeerRecord) else None
-
-
-# Every metric reads the record of every row, so a row's record is typed once and remembered for as
-# long as the row lives (rows are unhashable: remembered by identity, forgotten when the row is
-# collected; a record replaced on the row is read again).
-_READ: dict[int, tuple[Mapping[str, Any], str | None, Deliberation | PeerRecord | None]] = {}
+    """A peer system's record (read for the keys peer systems share); None otherwise."""
+    return row.record if isinstance(row.record, PeerRecord) else None
 
 
 def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
-    """The row's `Deliberation`, else its `PeerRecord`, else None (see the module docstring)."""
-    key = id(row)
-    remembered = _READ.get(key)
-    if remembered is not None and remembered[0] is row.record and remembered[1] == row.prediction:
-        return remembered[2]
-    found = read_record(row.record, answer=row.prediction)
-    if remembered is None:
-        weakref.finalize(row, _READ.pop, key, None)
-    _READ[key] = (row.record, row.prediction, found)
-    return found
+    """The row's `Deliberation`, else its peer system's record, else None."""
+    return row.record
 
 
 def events(row: ResultRow) -> list[TranscriptEvent]:
-    """The row's transcript as typed events (entries that are not events are left out)."""
-    out = []
-    for entry in row.transcript:
-        try:
-            out.append(TranscriptEvent.model_validate(entry))
-        except ValidationError:
-            continue
-    return out
+    """The row's transcript: its typed events."""
+    return row.transcript
 
 
 def is_labeled(row: ResultRow) -> bool:

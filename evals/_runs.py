@@ -11,7 +11,7 @@ from typing import Any
 
 from teammed.errors import DataError
 from teammed.evals._facts import RowFacts, row_facts
-from teammed.records import ResultRow, RunIdentity, iter_rows
+from teammed.results import ResultRow, RunIdentity, iter_rows
 
 logger = logging.getLogger(__name__)
 

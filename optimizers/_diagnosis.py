@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 from teammed.programs.record import Challenge, Deliberation, LeaderOverride, TieBreak
-from teammed.records import PeerRecord
+from teammed.results import PeerRecord
 
 __all__ = ["scope_of", "diagnose", "SCOPES"]
 

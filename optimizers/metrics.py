@@ -13,7 +13,7 @@ from typing import Any
 import dspy
 
 from teammed.optimizers._diagnosis import diagnose, scope_of
-from teammed.records import read_record
+from teammed.results import read_record
 
 __all__ = ["accuracy_metric", "deliberation_feedback"]
 

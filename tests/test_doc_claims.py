@@ -663,7 +663,7 @@ def test_table_one_shows_the_majority_class_beside_the_configurations(tmp_path):
 def test_rows_are_schema_2_and_resume_compares_every_documented_identity_field():
     from teammed.records import SCHEMA_VERSION, RunIdentity, identity_differences
 
-    assert SCHEMA_VERSION == 2
+    assert SCHEMA_VERSION == 3
     base = RunIdentity(system="teamwork", label="base", config={"leadership": False}, program_sha256=None,
                        model="openai/a", deployments=["openai/a"], api_base="http://h/v1", dataset="demo",
                        dataset_sha256="0" * 64, split="test/eval", revision=None, n=3, seed=111,

@@ -48,8 +48,9 @@ def rows(*stored: Mapping[str, Any]) -> list[ResultRow]:
 
 
 def _tw(**record: object) -> dict[str, object]:
-    """A row whose record holds ``record`` (the keys a peer system's record shares)."""
-    return {"record": dict(record)}
+    """A row whose record holds ``record`` (the keys a peer system's record shares), of a peer system
+    whose model declares them all (consultation)."""
+    return {"system": "consultation", "record": dict(record)}
 
 
 def _dl(**kwargs: Any) -> dict[str, object]:

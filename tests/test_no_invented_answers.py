@@ -438,5 +438,5 @@ def test_half_invalid_letters_are_dropped_and_counted_never_read_as_an_option(tm
         # the server only ever named "B": an "A" (the first option) would be a dropped vote counted as one
         assert set(_letters_recorded(row)) <= {"B", None}
         assert row["prediction"] in ("B", None) and (row["prediction"] is None) == row["failed"]
-        votes = [v for votes in (row["record"].get("votes_by_turn") or {}).values() for v in votes]
+        votes = [v for votes in ((row["record"] or {}).get("votes_by_turn") or {}).values() for v in votes]
         assert votes.count(None) <= row["fallbacks"]

@@ -26,6 +26,7 @@ from teammed.optimizers.metrics import deliberation_feedback
 from teammed.programs.record import Deliberation, LeaderOverride, TieBreak
 from teammed.records import PeerRecord, ResultRow, read_record
 from teammed.render import render_transcript
+from teammed.results import MdagentsRecord
 from teammed.runner import read_results
 from tests.typed_fixtures import a_challenge, a_deliberation, a_row
 
@@ -96,7 +97,7 @@ def _hand_rows() -> list[ResultRow]:
         a_row({"route": "advanced", "experts": ["X", "Y"], "agents": [{"id": "a1", "role": "X"}],
                "votes_by_turn": {"a1": ["A", "D"]}, "r2": [{"agent": "a1", "first": "A"}],
                "final": [{"agent": "a1", "first": "D"}], "rounds": 2, "reassignments": 1},
-              schema_version=2, gold="D", prediction="D", correct=True, confidence="Low", calls=3),
+              schema_version=2, system="mdagents", gold="D", prediction="D", correct=True, confidence="Low", calls=3),
         a_row(None, schema_version=2, gold=None, labeled=False, prediction="B", correct=None, calls=1),
     ]
 
@@ -174,29 +175,32 @@ def test_legacy_rows_peer_rows_and_older_records_go_through_the_report(runs: dic
     assert all(isinstance(found := deliberation(row), Deliberation) and found.answer == row.prediction
                for row in v1)  # a record version 1 reads as a Deliberation answering the row's prediction
     older, unreadable = (next(row for row in loaded if row.id == name) for name in ("older", "unreadable"))
-    assert deliberation(older) is None and isinstance(team_record(older), PeerRecord)
-    # entries of the wrong type read as empty, as the dict readers' ``items()`` read them: an empty team
-    assert team_record(unreadable) == PeerRecord()
+    # a teamwork row whose record is not a Deliberation (nor salvageable as one) reads without a record,
+    # marked so (schema 3: a row's record is its system's model or None)
+    for row in (older, unreadable):
+        assert team_record(row) is None and row.model_extra and row.model_extra["legacy_record_unread"] is True
 
     report = build_report([legacy, runs["leadership"], runs["kamac"], runs["mdagents"], runs["zero_shot"]],
                           tmp_path / "report")
     numbers = json.loads((report.parent / "summary.json").read_text())
     metrics = {g["config"]: g["metrics"] for g in numbers["groups"]}
-    # the version-1 rows count as their schema-2 originals do; the older record adds only its team and votes
+    # the version-1 rows count as their schema-2 originals do; the unread records add nothing
     assert summarize(v1) == summarize(load_run(runs["leadership"]).rows)
     assert metrics["legacy"]["teamwork"]["leadership"]["n"] == len(v1)
-    assert metrics["legacy"]["teamwork"]["roles_recruited"]["Internist"] == 1
-    assert metrics["legacy"]["teamwork"]["decisiveness"]["Internist"] == {"pivotal": 0, "appearances": 1, "score": 0.0}
+    assert "Internist" not in metrics["legacy"]["teamwork"]["roles_recruited"]
     assert metrics["kamac"]["teamwork"]["roles_recruited"] and "peers" in metrics["mdagents"]
     page = (report.parent / "transcripts.html").read_text(encoding="utf-8")
     assert page.count('<article class="q"') == len(loaded) + 3 * 4 + 4
 
 
 def test_records_of_a_peer_system_or_an_older_shape_are_read_minimally() -> None:
-    peer = a_row({"route": "basic", "experts": ["PCP"], "agents": [{"id": "agent_1", "role": "PCP"}]})
+    stored = {"route": "basic", "experts": ["PCP"], "agents": [{"id": "agent_1", "role": "PCP"}]}
+    peer = a_row(stored, system="mdagents")
     assert deliberation(peer) is None
     found = team_record(peer)
-    assert isinstance(found, PeerRecord) and found.route == "basic" and found.agents[0].role == "PCP"
+    assert isinstance(found, MdagentsRecord) and found.route == "basic" and found.agents[0].role == "PCP"
+    unknown = a_row(stored)  # a system without a model: no typed record, the stored one kept as written
+    assert team_record(unknown) is None and unknown.custom_record == stored
     assert team_record(a_row({})) is None and team_record(a_row(None)) is None
     stored = a_deliberation(r2=["A", "B"]).model_dump(mode="json")
     assert deliberation(typed({"id": "q", "prediction": "A", "record": stored})) == Deliberation.model_validate(stored)
@@ -387,7 +391,7 @@ def test_one_odd_entry_never_drops_a_peer_record():
 def test_null_containers_and_numeric_ids_read_as_other_tools_write_them():
     row = typed({"id": 7, "gold": "A", "prediction": "A", "correct": True, "system": "cot", "record": None,
                  "transcript": None})
-    assert row.id == "7" and row.record == {} and row.transcript == []
+    assert row.id == "7" and row.record is None and row.transcript == []
     assert summarize([{"id": 7, "gold": "A", "prediction": "A", "correct": True, "record": None}])["accuracy"] == 1.0
 
 

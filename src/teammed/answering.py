@@ -30,12 +30,12 @@ import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 # isort: split
 
 import dspy
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.errors import FatalBackendError, cause_of
-from teammed.records import ResultRow, RunIdentity
+from teammed.results import RECORDS, ResultRow, RunIdentity, typed_record
 from teammed.types import Question
 
 __all__ = ["Answered", "answer"]
@@ -64,6 +64,27 @@ def _plain_record(record: Any) -> dict[str, Any]:
     if isinstance(record, BaseModel):
         return record.model_dump(mode="json")
     return dict(record or {})
+
+
+def _typed(program: dspy.Module, plain: dict[str, Any], raw: Any, identity: RunIdentity | None,
+           question_id: str) -> tuple[Any, dict[str, Any] | None]:
+    """The row's record as its system's model, and the record as written when the system has no model
+    (a user's own program: ``custom_record``). The system is the program's ``system_name``, else the
+    run's. A record its model refuses is logged and kept only as ``custom_record``."""
+    system = getattr(program, "system_name", None) or (identity.system if identity else None)
+    if not plain:
+        return None, None
+    try:
+        found = typed_record(raw if isinstance(raw, BaseModel) else plain, system=system)
+    except ValidationError as exc:
+        logger.error("question %s: the %s record does not match its model (%s); kept as custom_record",
+                     question_id, system, exc.errors()[0])
+        return None, plain
+    return found, (None if found is not None or system in RECORDS else plain)
+
+
+def _confidence(value: Any) -> str | None:
+    return value if value in ("High", "Medium", "Low") else None
 
 
 def _count(record: dict[str, Any], key: str) -> int:
@@ -104,7 +125,9 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         error = f"the system returned no valid option (got {chosen!r})"
     if error is not None:
         chosen = None
-    record = _plain_record(getattr(prediction, "record", None)) if prediction is not None else {}
+    raw = getattr(prediction, "record", None) if prediction is not None else None
+    record = _plain_record(raw)
+    typed, custom = _typed(program, record, raw, identity, question.id)
     agents = record.get("agents") or []
     fatal = cause_of(failure, FatalBackendError)
     spent: dict[str, Any] = dict(used.as_dict())  # billable tokens and cost, spent_* when reported
@@ -135,7 +158,7 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         error=error,
         error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
         error_kind=getattr(fatal, "kind", None),
-        confidence=getattr(prediction, "confidence", None) if error is None else None,
+        confidence=_confidence(getattr(prediction, "confidence", None)) if error is None else None,
         question=question.question,  # the viewer shows the stem
         context=question.context,
         options=dict(question.options),
@@ -147,7 +170,8 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         trust=record.get("trust"),
         config=identity.config if identity else None,
         rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
-        record=record,
+        record=typed,
+        custom_record=custom,
         transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
         meta=question.meta,
     )

@@ -23,7 +23,7 @@ a member of the team, is part of the record too (`teammed.programs.team` re-expo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -240,8 +240,11 @@ class Decision(_Frozen):
 
 
 class Deliberation(_Frozen):
-    """Everything one deliberation decided, typed; `model_dump(mode="json")` is the stored record."""
+    """Everything one deliberation decided, typed; `model_dump(mode="json")` is the stored record.
 
+    ``system`` tags it in a result row's record union (`teammed.results.Record`)."""
+
+    system: Literal["teamwork"] = "teamwork"
     version: int = RECORD_VERSION
     answer: str
     agents: list[Agent]
@@ -266,6 +269,9 @@ class Deliberation(_Frozen):
     invalid_letters: int = 0
     fallbacks: int = 0
     fallbacks_by_behaviour: dict[str, int] = Field(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        self.__pydantic_fields_set__.add("system")  # the union's tag is always written, even by exclude_unset
 
     @classmethod
     def assemble(cls, *, team: Team, r2: RoundTwo, talk: DiscussionLog, decision: Decision,

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from teammed.deliberation import Deliberation
-from teammed.records import PeerRecord, TranscriptEvent, read_record
+from teammed.results import PeerRecord, TranscriptEvent, read_record
 
 __all__ = ["render_transcript"]
 

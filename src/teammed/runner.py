@@ -49,7 +49,8 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.answering import answer
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, cause_of
-from teammed.records import ResultRow, RunIdentity, identity_differences, iter_rows, redacted_argv, write_atomic
+from teammed.records import redacted_argv, write_atomic
+from teammed.results import ResultRow, RunIdentity, identity_differences, iter_rows
 from teammed.types import Question
 
 __all__ = [
