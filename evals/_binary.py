@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.evals._facts import RowFacts, RowLike, facts_of
+from teammed.evals._facts import RowFacts, RowLike, facts_of, row_facts, typed_or_facts
 from teammed.evals._rows import mean, ratio
 
 __all__ = ["binary_confusion", "binary_scores", "binary_metrics"]
@@ -21,9 +21,14 @@ def _binary(rows: Iterable[RowLike]) -> list[RowFacts]:
     return [row for row in facts_of(rows) if row.binary_positive and row.gold is not None]
 
 
-def _group(row: RowFacts, by: str) -> str:
-    """The row's value of a field (``dataset``, ``seed``, ...) or of a kept extra (``problem``)."""
-    value = getattr(row, by) if by in RowFacts.__dataclass_fields__ else row.extra.get(by)
+def _group(row: RowLike, by: str) -> str:
+    """The row's value of a field (``dataset``, ``label``, ``split`` ...) or of a kept extra
+    (``problem``), as text. Facts carry the fields the metrics read and the scalar extras; a row
+    carries them all."""
+    if isinstance(row, RowFacts):
+        value = getattr(row, by) if by in RowFacts.__dataclass_fields__ else row.extra.get(by)
+    else:
+        value = getattr(row, by, None)
     return str(value)
 
 
@@ -56,12 +61,14 @@ def _macro(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
 def binary_metrics(rows: Iterable[RowLike], *, by: str = "dataset") -> dict[str, Any] | None:
     """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
     average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
-    binary = _binary(rows)
+    keyed = [(_group(row, by), facts) for row in map(typed_or_facts, rows)
+             if (facts := row_facts(row)).binary_positive and facts.gold is not None]
+    binary = [facts for _, facts in keyed]
     if not binary:
         return None
     grouped: dict[str, list[RowFacts]] = {}
-    for row in binary:
-        grouped.setdefault(_group(row, by), []).append(row)
+    for key, facts in keyed:
+        grouped.setdefault(key, []).append(facts)
     per_group = {}
     for name, members in sorted(grouped.items()):
         counts = binary_confusion(members)

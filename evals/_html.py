@@ -137,6 +137,7 @@ _JS = """
     try{id=decodeURIComponent(id);}catch(e){}  /* a malformed escape (#%E0%A4%A) is looked up as written */
     var a=document.getElementById(id);
     if(a&&a.tagName==='ARTICLE'){
+      var sec=a.closest('section.runsec'); if(sec)sec.classList.remove('hidden');  /* a filter may hide its run */
       a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();
       /* the bar wraps on narrow windows: scroll the question out from under it, whatever its height */
       var bar=document.querySelector('.toolbar').getBoundingClientRect().bottom;

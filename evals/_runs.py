@@ -40,12 +40,15 @@ class Run:
     n_planned: int | None = None  # questions the run meant to answer (run.json), when known
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
     row_config: dict[str, Any] | None = None  # the first row's teamwork configuration, when rows carry one
+    part: str | None = None  # for one model's part of a run split by model (`split_by_model`): that model
 
     def rows_of(self, ids: set[str]) -> list[ResultRow]:
         """The full rows (transcripts included) of this run whose ids are among ``ids``, read from
-        its ``results.jsonl`` one line at a time."""
-        mine = {row.id for row in self.rows} & ids  # a run split by model keeps only its own part
-        return [row for row, _ in iter_rows(self.path / "results.jsonl") if row.id in mine]
+        its ``results.jsonl`` one line at a time (its torn tail was reported when it was loaded).
+        A part of a run split by model keeps only the rows that model answered."""
+        mine = {row.id for row in self.rows} & ids
+        return [row for row, _ in iter_rows(self.path / "results.jsonl", warn=False)
+                if row.id in mine and (self.part is None or (row.answered_models or "") == self.part)]
 
     def read_rows(self) -> list[ResultRow]:
         """All of this run's full, typed rows, read from its ``results.jsonl``."""
@@ -288,7 +291,7 @@ def split_by_model(runs: list[Run]) -> list[Run]:
         if len([k for k in parts if k]) < 2:
             out.append(run)
             continue
-        out += [replace(run, rows=tuple(rows), n_planned=None) for rows in parts.values()]
+        out += [replace(run, rows=tuple(rows), n_planned=None, part=key) for key, rows in parts.items()]
     return out
 
 

@@ -19,3 +19,80 @@ def test_a_tied_majority_letter_and_answer_spread_do_not_depend_on_row_order() -
     seen = {(answer_stats.majority_baseline(order).letter, answer_stats.answer_spread(order).top)
             for order in itertools.permutations(rows)}
     assert seen == {("A", "A")}  # the earliest letter, whatever came first
+
+
+def test_binary_metrics_group_by_any_row_field_or_extra() -> None:
+    from teammed.evals.metrics import binary_metrics
+
+    rows = [ResultRow(id=f"q{i}", gold="A", prediction="A" if i % 3 else "B", correct=bool(i % 3),
+                      binary_positive="A", label=f"L{i % 2}", split=f"s{i % 2}", deployment=f"d{i % 2}",
+                      problem=["p", i % 2])  # type: ignore[call-arg]  (a kept extra, not a scalar)
+            for i in range(6)]
+    for by in ("label", "split", "deployment", "problem", "dataset"):
+        groups = binary_metrics(rows, by=by)["by_group"]  # type: ignore[index]
+        assert len(groups) == (1 if by == "dataset" else 2), (by, sorted(groups))
+        assert sum(g["n"] for g in groups.values()) == 6
+
+
+def _split_run(tmp_path):  # type: ignore[no-untyped-def]
+    import json
+
+    out = tmp_path / "split"
+    out.mkdir()
+    lines = []
+    for i in range(6):
+        model = "m1" if i % 2 else "m2"
+        lines.append({"id": f"q{i}", "gold": "A", "prediction": "A", "correct": True, "system": "cot",
+                      "answered_by": [{"model": model, "api_base": None, "calls": 1}], "question": f"stem {i}"})
+    lines.append({**lines[0], "answered_by": [{"model": "m1", "api_base": None, "calls": 1}],
+                  "question": "stem 0 again"})  # q0 written twice, by the other model
+    (out / "results.jsonl").write_text("".join(json.dumps(row) + "\n" for row in lines))
+    return out
+
+
+def test_each_part_of_a_run_split_by_model_shows_only_its_own_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import re
+
+    from teammed.evals import build_report
+
+    build_report([_split_run(tmp_path)], tmp_path / "report")
+    page = (tmp_path / "report" / "transcripts.html").read_text()
+    anchors = re.findall(r'<article class="q" id="([^"]+)"', page)
+    assert len(anchors) == len(set(anchors)) == 7, anchors  # 3 + 4 questions, each shown once
+
+
+def test_a_torn_tail_is_reported_once_per_report(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    from teammed.evals import build_report
+
+    run = _split_run(tmp_path)
+    with (run / "results.jsonl").open("a") as handle:
+        handle.write('{"id": "q9", "gol')
+    with caplog.at_level(logging.WARNING):
+        build_report([run], tmp_path / "report")
+    assert sum("torn last line" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_resume_keeps_a_complete_last_row_that_lacks_its_newline(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from teammed.backends.resolve import Deployment
+    from teammed.backends.scripted import ScriptedLM
+    from teammed.runner import RunSettings, read_results, run_questions
+
+    from .test_run_trust import _identity, _Program, _questions
+
+    questions = _questions(6)
+    program = _Program()
+
+    def run(**extra) -> dict:  # type: ignore[no-untyped-def]
+        return run_questions(questions, program_factory=lambda: program,
+                             deployments=[Deployment("scripted", ScriptedLM(), 1)],
+                             settings=RunSettings(out_dir=tmp_path / "run", identity=_identity(questions), **extra))
+
+    results = tmp_path / "run" / "results.jsonl"
+    run()
+    results.write_bytes(results.read_bytes().rstrip(b"\n"))  # another tool wrote the last row without "\n"
+    asked = len(program.seen)
+    summary = run(resume=True)
+    assert len(program.seen) == asked  # nothing answered again: the last row was complete
+    assert summary["n"] == 6 and len(read_results(results)) == 6 and results.read_bytes().endswith(b"}\n")

@@ -671,13 +671,15 @@ def load_row(data: Any, *, where: str = "row") -> ResultRow:
                         f"that line") from None
 
 
-def iter_rows(path: Path, *, fix: str = "fix or remove that line") -> Iterator[tuple[ResultRow, bytes]]:
+def iter_rows(path: Path, *, fix: str = "fix or remove that line", warn: bool = True,
+              ) -> Iterator[tuple[ResultRow, bytes]]:
     """Each row of a ``results.jsonl`` with its stored line, read one line at a time (the one reader
     of result files: the runner's resume and the report both read through it).
 
     A last line without its newline that is not valid JSON is a torn write (a crash mid-line): it
-    is left out with a warning (``--resume`` cuts it). Any other unreadable line is a `DataError`
-    naming the file, the line and ``fix``.
+    is left out with a warning (``warn``; ``--resume`` cuts it). A last line that is valid JSON
+    counts, newline or not. Any other unreadable line is a `DataError` naming the file, the line
+    and ``fix``.
     """
     with Path(path).open("rb") as handle:
         for number, line in enumerate(handle, start=1):
@@ -687,7 +689,9 @@ def iter_rows(path: Path, *, fix: str = "fix or remove that line") -> Iterator[t
                 data = json.loads(line)
             except json.JSONDecodeError as exc:
                 if not line.endswith(b"\n"):
-                    logger.warning("%s: ignoring a torn last line (the run was interrupted; --resume cuts it)", path)
+                    if warn:
+                        logger.warning("%s: ignoring a torn last line (the run was interrupted; --resume cuts it)",
+                                       path)
                     return
                 raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); {fix}") from None
             yield load_row(data, where=f"{path}:{number}"), line

@@ -158,16 +158,29 @@ def _complete_length(path: Path, *, chunk: int = 1 << 16) -> tuple[int, int]:
 
 
 def _cut_torn_tail(path: Path) -> int:
-    """Truncate a trailing fragment (no final newline); return how many bytes were cut."""
+    """Truncate a trailing fragment (no final newline); return how many bytes were cut. A last line
+    that is a whole JSON value lacks only its newline (another tool wrote it): it gets one and stays,
+    as `teammed.results.iter_rows` reads it."""
     if not path.exists():
         return 0
     size, end = _complete_length(path)
     cut = size - end
-    if cut:
-        with path.open("r+b") as handle:
+    if not cut:
+        return 0
+    with path.open("r+b") as handle:
+        handle.seek(end)
+        tail = handle.read(cut)
+        try:
+            json.loads(tail)
+        except ValueError:
             handle.truncate(end)
-            handle.flush()
-            os.fsync(handle.fileno())
+        else:
+            handle.seek(size)
+            handle.write(b"\n")
+            cut = 0
+        handle.flush()
+        os.fsync(handle.fileno())
+    if cut:
         logger.warning("cut a torn last line (%d bytes) from %s before resuming", cut, path)
     return cut
 
