@@ -660,7 +660,7 @@ def test_table_one_shows_the_majority_class_beside_the_configurations(tmp_path):
 
 
 # ---------------------------------------------------------------- results.md and the algorithm
-def test_rows_are_schema_2_and_resume_compares_every_documented_identity_field():
+def test_rows_are_schema_3_and_resume_compares_every_documented_identity_field():
     from teammed.records import SCHEMA_VERSION, RunIdentity, identity_differences
 
     assert SCHEMA_VERSION == 3
