@@ -47,8 +47,8 @@ class Run:
         its ``results.jsonl`` one line at a time (its torn tail was reported when it was loaded).
         A part of a run split by model keeps only the rows that model answered."""
         mine = {row.id for row in self.rows} & ids
-        return [row for row, _ in iter_rows(self.path / "results.jsonl", warn=False)
-                if row.id in mine and (self.part is None or (row.answered_models or "") == self.part)]
+        return [row for row, _ in iter_rows(self.path / "results.jsonl", warn=False, ids=mine)
+                if self.part is None or (row.answered_models or "") == self.part]
 
     def read_rows(self) -> list[ResultRow]:
         """All of this run's full, typed rows, read from its ``results.jsonl``."""

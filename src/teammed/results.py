@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
@@ -672,14 +672,15 @@ def load_row(data: Any, *, where: str = "row") -> ResultRow:
 
 
 def iter_rows(path: Path, *, fix: str = "fix or remove that line", warn: bool = True,
-              ) -> Iterator[tuple[ResultRow, bytes]]:
+              ids: Container[str] | None = None) -> Iterator[tuple[ResultRow, bytes]]:
     """Each row of a ``results.jsonl`` with its stored line, read one line at a time (the one reader
     of result files: the runner's resume and the report both read through it).
 
     A last line without its newline that is not valid JSON is a torn write (a crash mid-line): it
     is left out with a warning (``warn``; ``--resume`` cuts it). A last line that is valid JSON
     counts, newline or not. Any other unreadable line is a `DataError` naming the file, the line
-    and ``fix``.
+    and ``fix``. With ``ids``, only the rows whose id is among them are typed and yielded (the
+    others are decoded, not validated).
     """
     with Path(path).open("rb") as handle:
         for number, line in enumerate(handle, start=1):
@@ -694,6 +695,8 @@ def iter_rows(path: Path, *, fix: str = "fix or remove that line", warn: bool = 
                                        path)
                     return
                 raise DataError(f"{path}:{number} is not valid JSON ({exc.msg}); {fix}") from None
+            if ids is not None and isinstance(data, dict) and str(data.get("id")) not in ids:
+                continue
             yield load_row(data, where=f"{path}:{number}"), line
 
 

@@ -557,9 +557,15 @@ class _Tally:
 def _scan_existing(results_path: Path, ids: Sequence[str], *, retry_failed: bool,
                    metrics: Callable[[], RowSummarizer] | None,
                    ) -> tuple[list[RowDigest], RowSummarizer | None, int]:
-    """Read the rows already written, one at a time: their digests and a summarizer that has seen
-    them, and how many failed rows ``retry_failed`` removed (the file rewritten without them)."""
-    digests = [RowDigest.of(row) for row, _ in iter_results(results_path)]
+    """Read the rows already written, one at a time (one pass; a second only to rewrite the file):
+    their digests and a summarizer that has seen them, and how many failed rows ``retry_failed``
+    removed (the file rewritten without them)."""
+    summarizer = metrics() if metrics is not None else None
+    digests = []
+    for row, _ in iter_results(results_path):
+        digests.append(RowDigest.of(row))
+        if summarizer is not None and not (retry_failed and row.failed):  # a retried row is dropped below
+            summarizer.add(row)
     seen = Counter(d.id for d in digests)
     repeated = sorted(i for i, k in seen.items() if k > 1)
     if repeated:
@@ -574,10 +580,6 @@ def _scan_existing(results_path: Path, ids: Sequence[str], *, retry_failed: bool
         kept = (line.decode().rstrip("\n") + "\n" for row, line in iter_results(results_path) if not row.failed)
         write_atomic(results_path, kept)
         digests = [d for d in digests if not d.failed]
-    summarizer = metrics() if metrics is not None else None
-    if summarizer is not None:
-        for row, _ in iter_results(results_path):
-            summarizer.add(row)
     return digests, summarizer, retried
 
 
