@@ -209,9 +209,6 @@ class Summarizer:
     def add(self, row: AnyRow | RowFacts) -> None:
         self._facts.append(row_facts(row))
 
-    def __len__(self) -> int:
-        return len(self._facts)
-
     def result(self) -> dict[str, Any]:
         return summarize(self._facts, **self._options)
 
