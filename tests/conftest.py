@@ -14,13 +14,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run tests that start the embedded SmolLM2 model")
 
 
+# Tests that share one outside resource run on one pytest-xdist worker, one after another: the
+# embedded model's server (two at once would halve each one's cores) and the PostgreSQL database.
+# The real-model tests are the longest group, so they are handed out first and run beside the rest.
+_SERIAL_GROUPS = ("local_model", "postgres")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--run-local-model") or os.environ.get("TEAMMED_RUN_LOCAL_MODEL") == "1":
-        return
+    real = config.getoption("--run-local-model") or os.environ.get("TEAMMED_RUN_LOCAL_MODEL") == "1"
     skip = pytest.mark.skip(reason="needs --run-local-model (CI runs it)")
     for item in items:
-        if "local_model" in item.keywords:
+        if "local_model" in item.keywords and not real:
             item.add_marker(skip)
+            continue
+        for group in _SERIAL_GROUPS:
+            if group in item.keywords:
+                item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: "local_model" not in item.keywords)  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True)

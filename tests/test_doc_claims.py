@@ -85,10 +85,13 @@ def test_plain_pytest_skips_the_real_model_tests_and_run_local_model_keeps_them(
             self.markers.append(marker)
 
     monkeypatch.delenv("TEAMMED_RUN_LOCAL_MODEL", raising=False)
-    for flag, skipped in ((False, ["skip"]), (True, [])):
-        real, other = Item("local_model"), Item()
-        conftest.pytest_collection_modifyitems(SimpleNamespace(getoption=lambda name, flag=flag: flag), [real, other])
-        assert [m.name for m in real.markers] == skipped and other.markers == []
+    for flag, marks in ((False, ["skip"]), (True, ["xdist_group"])):
+        other, real = Item(), Item("local_model")
+        items = [other, real]
+        conftest.pytest_collection_modifyitems(SimpleNamespace(getoption=lambda name, flag=flag: flag), items)
+        assert [m.name for m in real.markers] == marks and other.markers == []
+        assert items == [real, other]  # the longest serial group is handed out first
+    assert real.markers[0].args == ("local_model",)  # kept on one worker: one model server at a time
     for module in ("test_local_model.py", "test_local_server_independent.py"):
         assert "pytestmark = pytest.mark.local_model" in (ROOT / "tests" / module).read_text()
 

@@ -90,14 +90,15 @@ def test_tune_keys_two_files_of_one_name_apart(tmp_path):
     outs = []
     for data in (one, two):
         out = tmp_path / f"out-{data.parent.name}"
-        assert main(["tune", "--dataset", str(data), *TUNE_SMALL, "--out", str(out),
+        assert main(["tune", "--dataset", str(data), *TUNE_SMALL, "--n-tune", "10", "--out", str(out),
                      "--storage", f"sqlite:///{tmp_path / 'shared.db'}"]) == 0
         outs.append(json.loads((out / "tune_report.json").read_text()))
     names = [r["study"]["study_name"] for r in outs]
     assert names[0] != names[1] and all(n.startswith("tune-sampled_50-") for n in names)
     assert outs[0]["tuning"]["dataset_sha256"] != outs[1]["tuning"]["dataset_sha256"]
     named = tmp_path / "named"
-    assert main(["tune", "--dataset", str(one), *TUNE_SMALL, "--out", str(named), "--dataset-name", "medqa50"]) == 0
+    assert main(["tune", "--dataset", str(one), *TUNE_SMALL, "--n-tune", "10", "--out", str(named),
+                 "--dataset-name", "medqa50"]) == 0
     report = json.loads((named / "tune_report.json").read_text())
     assert report["study"]["study_name"].startswith("tune-medqa50-")
 

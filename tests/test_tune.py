@@ -374,26 +374,6 @@ def test_run_on_tunes_outputs_evaluates_no_tuning_question(tmp_path, capsys):
         assert overlap["overlapping"] == len(tuned) and not overlap["allowed"]
 
 
-def test_two_files_of_one_name_never_share_a_tune_study(tmp_path):
-    from teammed.cli import main
-
-    outs = []
-    for k in (1, 2):
-        folder = tmp_path / f"collection{k}"
-        folder.mkdir()
-        data = folder / "sampled_50.jsonl"
-        qs = simulated_questions(40, seed=k, prefix=f"c{k}")
-        data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
-                                            "answer_idx": q.answer_idx}) + "\n" for q in qs))
-        out = tmp_path / f"out{k}"
-        assert main(["tune", "--dataset", str(data), "--budget", "calls=1e6", "--model", f"simulated:{k}",
-                     "--optimizer", "none", "--n-eval", "4", "--out", str(out), "--no-cache", "--pool-size", "2",
-                     "--batch-size", "4", "--stage1-batches", "1",
-                     "--storage", f"sqlite:///{tmp_path / 'shared.db'}"]) == 0
-        outs.append(json.loads((out / "tune_report.json").read_text())["study"]["study_name"])
-    assert outs[0] != outs[1] and all(name.startswith("tune-sampled_50-") for name in outs)
-
-
 @pytest.mark.parametrize("status", [401, 500])
 def test_tune_never_scores_failures_as_zero(tmp_path, monkeypatch, capsys, status):
     """Every question failing (a bad key, a dead server) stops tune: exit 1, no Special Set."""
