@@ -92,6 +92,10 @@ def test_plain_pytest_skips_the_real_model_tests_and_run_local_model_keeps_them(
         assert [m.name for m in real.markers] == marks and other.markers == []
         assert items == [real, other]  # the longest serial group is handed out first
     assert real.markers[0].args == ("local_model",)  # kept on one worker: one model server at a time
+    import tomllib
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"].split()
+    assert {"-n", "auto", "--maxprocesses", "4", "--dist", "loadgroup"} <= set(addopts)  # what the README says
     for module in ("test_local_model.py", "test_local_server_independent.py"):
         assert "pytestmark = pytest.mark.local_model" in (ROOT / "tests" / module).read_text()
 

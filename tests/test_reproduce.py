@@ -19,7 +19,7 @@ def test_published_table_is_the_papers():
 
 
 def test_reproduce_writes_the_table_and_resumes_without_rerunning(tmp_path):
-    questions = simulated_questions(120, seed=7, prefix="mqa")
+    questions = simulated_questions(60, seed=7, prefix="mqa")
     lm = SimulatedTeamLM(answer_key(questions), seed=7)
     tuned: list[str] = []
 
