@@ -10,7 +10,12 @@ unit of work is a trial, so a resumed run or another worker continues where it s
 2. **Components.** A pool of valid configurations is drawn from `SearchSpace`'s conditional
    space by an Optuna sampler that switches each component on with a probability that grows
    with its influence (plus the configuration of every positive-influence component). The
-   pool is raced on the tuning questions, paired, batch by batch (`tune_race.race`).
+   pool is raced on the first third of the tuning batches, paired, batch by batch
+   (`tune_race.race`): a screen that picks where to start. From its leader, a climb races
+   the current configuration against one one-change neighbour at a time (the most promising
+   by influence first) on every tuning batch and moves to the first that wins, until the
+   current configuration holds against every neighbour not yet dropped or raced on every
+   batch. Cells are shared: a neighbour the screen kept, or one stage 1 ran, reuses them.
 3. **Winner.** The surviving configuration's whole program is compiled again (workflow level).
 4. **Proof.** The winner, ``base``, ``all`` and the single agent answer the held-out
    questions; paired McNemar tests and bootstrap CIs compare them.
@@ -302,27 +307,57 @@ class _Pipeline:
     def pool(self, influence: Mapping[str, float]) -> list[dict[str, Any]]:
         return sample_pool(influence, settings=self.s)
 
-    def stage2(self, pool: list[dict[str, Any]]) -> tuple[str, Any]:
-        """Race the pool; then race the winner against its unraced one-change neighbours until it holds."""
+    def stage2(self, pool: list[dict[str, Any]],
+               influence: Mapping[str, float] | None = None) -> tuple[str, Any]:
+        """Screen the pool on the first third of the tuning rounds, then climb from its leader.
+
+        The climb races the current configuration against one of its one-change neighbours at a time
+        (the most promising by ``influence`` first) on every tuning round, and moves to the first
+        neighbour that wins. It ends when the current configuration has held against every neighbour
+        not yet settled: dropped by a race's test, or raced on every round. A neighbour the screen
+        kept reuses the rounds it ran there.
+        """
         by_label = {_label(c): c for c in pool}
         entrants = list(by_label)
         self.races: list[dict[str, Any]] = []
-        while True:
-            winner, state = self._race(entrants, by_label)
-            self.races.append({"entrants": entrants, "winner": winner, "rounds": state.rounds,
-                               "survivors": state.alive, "history": state.history,
-                               "stopped_by_budget": self.racing_stopped is not None})
-            fresh = [n for n in neighbours(by_label[winner], self.s) if _label(n) not in by_label]
-            if self.racing_stopped is not None or not fresh or (len(self.races) > 1 and winner == entrants[0]):
-                return winner, by_label
-            by_label.update({_label(n): n for n in fresh})
-            entrants = [winner, *(_label(n) for n in fresh)]
+        current, state = self._race(entrants, by_label, screen_rounds(len(self.rounds), self.s.min_rounds))
+        self._log_race(entrants, current, state)
+        settled = {h["dropped"] for h in state.history}
+        if state.rounds >= len(self.rounds):
+            settled.update(entrants)
+        p_on = on_probabilities(influence) if influence else {}
+        while self.racing_stopped is None:
+            settled.add(current)
+            here = by_label[current]
+            untried = [n for n in neighbours(here, self.s) if _label(n) not in settled]
+            untried.sort(key=lambda n: -_promise(here, n, p_on))  # stable: ties stay in component order
+            moved = False
+            for config in untried:
+                label = _label(config)
+                by_label.setdefault(label, config)
+                winner, state = self._race([current, label], by_label)
+                self._log_race([current, label], winner, state)
+                settled.add(label)
+                if self.racing_stopped is not None or winner != current:
+                    current, moved = winner, winner != current
+                    break
+            if not moved:
+                break
+        return current, by_label
 
-    def _race(self, labels: list[str], by_label: Mapping[str, Any]) -> tuple[str, Any]:
+    def _log_race(self, entrants: list[str], winner: str, state: Any) -> None:
+        self.races.append({"entrants": entrants, "winner": winner, "rounds": state.rounds,
+                           "survivors": state.alive, "history": state.history,
+                           "stopped_by_budget": self.racing_stopped is not None})
+
+    def _race(self, labels: list[str], by_label: Mapping[str, Any], limit: int | None = None) -> tuple[str, Any]:
+        """Race ``labels`` round by round up to ``limit`` rounds (all of them by default)."""
+        limit = len(self.rounds) if limit is None else min(limit, len(self.rounds))
         while True:
             scores, tokens = self._scores({c: by_label[c] for c in labels})
-            state = race(labels, self.rounds, scores, tokens, alpha=self.s.alpha, min_rounds=self.s.min_rounds)
-            if len(state.alive) <= 1 or state.rounds >= len(self.rounds):
+            state = race(labels, self.rounds[:limit], scores, tokens, alpha=self.s.alpha,
+                         min_rounds=self.s.min_rounds)
+            if len(state.alive) <= 1 or state.rounds >= limit:
                 return incumbent(state.alive, scores, tokens, labels), state
             cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
             if not self._round_fits(cells, state.rounds):
@@ -404,6 +439,22 @@ def on_probabilities(influence: Mapping[str, float]) -> dict[str, float]:
     """0.5 for no influence, towards 0.9 (0.1) for the most helpful (harmful) component."""
     scale = max([abs(v) for v in influence.values()] + [0.02])
     return {c: round(min(0.9, max(0.1, 0.5 + 0.4 * v / scale)), 4) for c, v in influence.items()}
+
+
+def screen_rounds(rounds: int, min_rounds: int) -> int:
+    """The rounds the pool is screened on: the first third of the tuning rounds (at least ``min_rounds``).
+
+    The screen only chooses where the climb starts; the climb's races use every round."""
+    return min(rounds, max(min_rounds, -(-rounds // 3)))
+
+
+def _promise(config: Mapping[str, Any], neighbour: Mapping[str, Any], p_on: Mapping[str, float]) -> float:
+    """How promising the change from ``config`` to ``neighbour`` looks from stage 1: the mean on-probability
+    of the components it switches on and off-probability of those it switches off (0.5 without influence)."""
+    changed = [c for c in COMPONENTS if bool(config.get(c)) != bool(neighbour.get(c))]
+    if not changed:
+        return 0.0
+    return sum(p_on.get(c, 0.5) if neighbour.get(c) else 1 - p_on.get(c, 0.5) for c in changed) / len(changed)
 
 
 def neighbours(config: Mapping[str, Any], settings: TuneSettings) -> list[dict[str, Any]]:
@@ -534,7 +585,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         pool = p.pool(influence)
         report["pool"] = [_label(c) for c in pool]
         report["on_probabilities"] = on_probabilities(influence)
-        winner, by_label = p.stage2(pool)
+        winner, by_label = p.stage2(pool, influence)
         report["racing"] = {"winner": winner, "races": p.races,
                             "rounds": sum(r["rounds"] for r in p.races),
                             "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}

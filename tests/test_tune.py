@@ -28,7 +28,7 @@ from teammed.config import config_from_components
 from teammed.errors import ConfigError, DataError
 from teammed.optimizers._scoring import score_questions
 from teammed.optimizers._space import subset_label, valid_subsets
-from teammed.optimizers.tune import TuneSettings, check_disjoint, tune
+from teammed.optimizers.tune import TuneSettings, _label, check_disjoint, neighbours, screen_rounds, tune
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, parse_budget
 from teammed.optimizers.tune_race import one_sided_sign_p, race
@@ -105,6 +105,11 @@ def test_racing_drops_equal_configurations_at_most_alpha_per_race_and_worse_ones
     worse = scenario({"worse": 0.45, **{f"c{i}": 0.7 for i in range(5)}}, **common)
     assert worse["dropped_by_config"]["worse"] >= 0.9
     assert max(v for c, v in worse["dropped_by_config"].items() if c != "worse") <= 0.05
+
+
+def test_the_pool_is_screened_on_the_first_third_of_the_rounds():
+    assert [screen_rounds(n, 2) for n in (2, 3, 6, 8, 15, 30)] == [2, 2, 2, 3, 5, 10]
+    assert screen_rounds(15, 7) == 7 and screen_rounds(4, 7) == 4  # never fewer than min_rounds, never more than all
 
 
 def test_race_drops_a_configuration_significantly_worse_on_shared_questions():
@@ -244,6 +249,16 @@ def test_tune_finds_the_planted_best_and_proves_it_on_held_out_questions(tmp_pat
     r = out.report
     assert out.status == "done" and r["winner"] == PLANTED
     assert r["influence"]["trust"] < 0 < r["influence"]["team_orientation"]
+    # stage 2: the pool is screened on the first third of the rounds, then the climb races pairs on every round
+    races = r["racing"]["races"]
+    assert races[0]["entrants"] == r["pool"] and races[0]["rounds"] <= screen_rounds(8, 2) == 3
+    assert len(races) > 1 and all(len(x["entrants"]) == 2 for x in races[1:])
+    assert races[-1]["entrants"][0] == races[-1]["winner"] == PLANTED  # the winner held its last race
+    dropped = {h["dropped"] for x in races for h in x["history"]}
+    seen = {row["config"]: row["n"] for row in r["tried"]}
+    settings = TuneSettings(dataset="sim", model="sim", optimizer="none")
+    for n in neighbours(r["winner_config"], settings):  # it held against every neighbour, each settled
+        assert _label(n) in dropped or seen.get(_label(n)) == len(tq), _label(n)
     assert not set(r["tuning"]["question_ids"]) & set(r["held_out_ids"])
     special = json.loads(out.special_set_path.read_text())
     assert special["tuning"] == r["tuning"] and special["held_out"]["n"] == 20
