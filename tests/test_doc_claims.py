@@ -383,6 +383,12 @@ def test_the_shared_prefix_marker_handles_text_images_and_other_layouts():
 
     plain = [{"role": "system", "content": "p"}, {"role": "user", "content": "no marker here"}]
     assert mark_shared_prefix(plain) == plain
+    text = [{"role": "user", "content": "case\n[[ ## task ## ]]\nDo it."}]
+    assert mark_shared_prefix(text)[0]["content"] == [
+        {"type": "text", "text": "case\n", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": "[[ ## task ## ]]\nDo it."}]
+    bare = [{"role": "user", "content": "  [[ ## task ## ]]\nDo it."}]  # nothing before the task to share
+    assert mark_shared_prefix(bare) == bare
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     mixed = [{"role": "user", "content": [{"type": "text", "text": "[[ ## question ## ]]\nq\n\n[[ ## image ## ]]\n"},
                                           image, {"type": "text", "text": "\n\n[[ ## task ## ]]\nDo it."}]}]

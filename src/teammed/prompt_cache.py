@@ -30,16 +30,9 @@ def mark_shared_prefix(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     marked = False
     for message in messages:
         content = message.get("content")
-        if not marked and message.get("role") == "user" and isinstance(content, str):
-            case, found, rest = content.partition(TASK_MARKER)
-            if found and case.strip():
-                blocks = [{"type": "text", "text": case, "cache_control": {"type": "ephemeral"}},
-                          {"type": "text", "text": found + rest}]
-                out.append({**message, "content": blocks})
-                marked = True
-                continue
-        if not marked and message.get("role") == "user" and isinstance(content, list):
-            marked_blocks = _mark_blocks(content)
+        if not marked and message.get("role") == "user" and isinstance(content, str | list):
+            # a text message is one text part: split and marked like a multimodal message's
+            marked_blocks = _mark_blocks([{"type": "text", "text": content}] if isinstance(content, str) else content)
             if marked_blocks is not None:
                 out.append({**message, "content": marked_blocks})
                 marked = True
@@ -49,8 +42,9 @@ def mark_shared_prefix(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _mark_blocks(blocks: list[Any]) -> list[Any] | None:
-    """A multimodal user message (text and image parts): the breakpoint on the last part before the
-    task, the text part holding the marker split in two. None when no part holds the marker."""
+    """A user message's parts (text, images): the breakpoint on the last part before the task, the
+    text part holding the marker split in two. None when no part holds the marker, or nothing comes
+    before it."""
     for i, block in enumerate(blocks):
         if isinstance(block, dict) and block.get("type") == "text" and TASK_MARKER in str(block.get("text", "")):
             case, found, rest = str(block["text"]).partition(TASK_MARKER)
