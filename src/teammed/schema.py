@@ -234,8 +234,9 @@ def _input_shape(signature: Any, inputs: dict[str, Any]) -> tuple[Any, ...]:
 @functools.lru_cache(maxsize=1024)
 def _readers(signature: Any) -> tuple[tuple[str, str, str], ...]:
     """The inputs ``signature``'s output schema reads, as (output field, "choice" or "length", input
-    field): DSPy rebuilds ``output_fields`` on every access, which at hundreds of calls a second was a
-    tenth of the framework's CPU. A signature class never changes its fields once made."""
+    field): DSPy rebuilds ``output_fields`` on every access, which was about 8% of the GIL-held samples
+    in a ``py-spy --gil`` profile of 256 questions in flight. A signature class never changes its fields
+    once made."""
     readers: list[tuple[str, str, str]] = []
     for name, field in signature.output_fields.items():
         marker = _choice_marker(field)
