@@ -25,7 +25,7 @@ from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
 from teammed.records import ResultRow
 from teammed.types import Question
 
-__all__ = ["OPTIMIZERS", "compile_program", "evaluate", "examples_from_questions", "split_questions"]
+__all__ = ["OPTIMIZERS", "MAX_DEMOS", "compile_program", "evaluate", "examples_from_questions", "split_questions"]
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +107,9 @@ def _no_progress_bars() -> Iterator[None]:
         tqdm.tqdm.__init__ = original  # type: ignore[method-assign]
 
 
+MAX_DEMOS = 2  # demos per predictor a compile may give (bootstrapped and labelled alike)
+
+
 def compile_program(
     student: dspy.Module,
     *,
@@ -118,7 +121,7 @@ def compile_program(
     reflection_lm: dspy.BaseLM | None = None,
     seed: int = 0,
     num_threads: int = 1,
-    max_demos: int = 2,
+    max_demos: int = MAX_DEMOS,
     auto: Literal["light", "medium", "heavy"] | None = "light",
     num_candidates: int = 4,
     num_trials: int = 4,

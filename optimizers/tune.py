@@ -32,8 +32,9 @@ import hashlib
 import io
 import json
 import logging
+import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,12 +49,21 @@ from teammed.errors import ConfigError, DataError, TeammedError
 from teammed.optimizers._evaluated import pareto_front
 from teammed.optimizers._scoring import score_questions, tokens_of
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
-from teammed.optimizers.compile import compile_program, examples_from_questions
+from teammed.optimizers.compile import MAX_DEMOS, compile_program, examples_from_questions
 from teammed.optimizers.special_set import FORMAT
 from teammed.optimizers.tune_memo import MemoLM
-from teammed.optimizers.tune_plan import TunePlan, plan_tune, upper_calls
+from teammed.optimizers.tune_plan import (
+    PLANNED_OPTIMIZERS,
+    BelowMinimum,
+    TunePlan,
+    calls_equivalent,
+    limits_text,
+    plan_tune,
+    upper_calls,
+)
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, cell_key
 from teammed.optimizers.tune_race import incumbent, race
+from teammed.optimizers.tune_rate import CallRate, estimate_rate, measured_rate
 from teammed.records import write_atomic
 from teammed.types import Question
 
@@ -166,20 +176,74 @@ def compile_cells(s: TuneSettings) -> list[dict[str, Any]]:
     return cells
 
 
-def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int) -> TunePlan:
-    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum."""
-    return plan_tune(optimizer=s.optimizer, budget_calls=budget.calls if budget is not None else None,
-                     batch_size=s.batch_size, rounds=max(0, n_tune // s.batch_size), n_eval=n_eval,
-                     stage1_configs=list(stage1_configs(s).values()),
-                     compile_configs=[c["config"] for c in compile_cells(s)],
-                     all_config=_config_json(COMPONENTS, s), base_config=_config_json((), s),
-                     stage1_batches=s.stage1_batches, pool_size=s.pool_size, compile_train=s.compile_train,
-                     min_rounds=s.min_rounds)
+def needs_rate(s: TuneSettings, budget: Budget | None) -> bool:
+    """Whether ``budget`` has a tokens= or usd= limit to plan (with an optimizer whose calls are bounded)."""
+    return (budget is not None and (budget.tokens is not None or budget.usd is not None)
+            and s.optimizer in PLANNED_OPTIMIZERS)
+
+
+def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[Question], *,
+               max_tokens: int | None, prices: tuple[float, float] | None) -> CallRate | None:
+    """The rate a tokens=/usd= budget is planned at before the first call (`teammed.optimizers.tune_rate`)."""
+    if not needs_rate(s, budget):
+        return None
+    assert budget is not None
+    if budget.usd is not None and prices is None:
+        raise ConfigError(f"--budget usd={budget.usd:g} cannot be planned without the model's prices per token; "
+                          f"give calls=N or tokens=N instead")
+    if not max_tokens:
+        raise ConfigError("a tokens= or usd= budget is planned with each answer's bound, and this backend has no "
+                          "max_tokens; set --max-tokens, or give --budget calls=N")
+    demos = 0 if s.optimizer == "none" else MAX_DEMOS
+    return estimate_rate(_config_json(COMPONENTS, s), tune_questions, max_tokens=max_tokens, demos=demos,
+                         prices=prices)
+
+
+def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int, rate: CallRate | None = None,
+              spent: Mapping[str, float] | None = None) -> TunePlan:
+    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum.
+
+    A tokens= or usd= limit is planned in calls at ``rate`` (`first_rate` before any call, `measured_rate`
+    after), on top of what was ``spent``; without an optimizer that bounds its calls it only stops the run."""
+    if needs_rate(s, budget) and rate is None:
+        raise ConfigError("a tokens= or usd= budget is planned at a rate per call: pass `first_rate(...)`")
+    planned = s.optimizer in PLANNED_OPTIMIZERS
+    budget_calls = calls_equivalent(budget, rate, spent) if planned else (budget.calls if budget else None)
+    try:
+        return plan_tune(optimizer=s.optimizer, budget_calls=budget_calls,
+                         batch_size=s.batch_size, rounds=max(0, n_tune // s.batch_size), n_eval=n_eval,
+                         stage1_configs=list(stage1_configs(s).values()),
+                         compile_configs=[c["config"] for c in compile_cells(s)],
+                         all_config=_config_json(COMPONENTS, s), base_config=_config_json((), s),
+                         stage1_batches=s.stage1_batches, pool_size=s.pool_size, compile_train=s.compile_train,
+                         min_rounds=s.min_rounds, budget=budget, rate=rate if needs_rate(s, budget) else None)
+    except BelowMinimum as exc:
+        if rate is None or budget is None:
+            raise
+        raise BelowMinimum(_short_of(budget, rate, exc.minimum, exc.proof_calls, s), minimum=exc.minimum,
+                           proof_calls=exc.proof_calls) from None
+
+
+def _short_of(budget: Budget, rate: CallRate, minimum: int, proof_calls: int, s: TuneSettings) -> str:
+    """Why a tokens=/usd= budget is below the smallest tune, in its own units."""
+    needs = []
+    if budget.calls is not None and budget.calls < minimum:
+        needs.append(f"calls={minimum:,}")
+    if budget.tokens is not None:
+        needs.append(f"tokens={math.ceil(minimum * rate.tokens):,}")
+    if budget.usd is not None and rate.usd is not None:
+        needs.append(f"usd={minimum * rate.usd:.4g}")
+    return (f"--budget {limits_text(budget)} is below the smallest tune: {minimum:,} calls (stage 1 on one batch of "
+            f"{s.batch_size}, a race of two for {s.min_rounds} rounds, the winner's compile) at "
+            f"{rate.tokens:,.0f} tokens a call, {rate.source} ({rate.detail}), need {', '.join(needs)}; "
+            f"the held-out proof needs up to {proof_calls:,} calls more. Raise the budget, or lower --batch-size "
+            f"or --n-eval")
 
 
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
-                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None):
+                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None,
+                 replan: Callable[[CallRate, Mapping[str, float]], TunePlan] | None = None):
         self.s, self.queue = settings, queue
         self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
         ordered = sorted(tune_questions, key=lambda q: q.id)
@@ -193,6 +257,8 @@ class _Pipeline:
         self.prompts1 = "stage1" if settings.optimizer != "none" else "none"
         self.prompts3 = "stage3" if settings.optimizer != "none" else self.prompts1
         self.plan = plan
+        self.plans: list[TunePlan] = [plan] if plan is not None else []
+        self.replan = replan
         self.racing_stopped: str | None = None
 
     # ------------------------------------------------------------------ work
@@ -284,8 +350,12 @@ class _Pipeline:
             done = self.queue.run(cells, self.execute)
             for cell in cells:
                 self.compiled[cell["name"]] = done[cell_key(cell)]
-        n1 = min(self.s.stage1_batches, len(self.rounds))
         configs = self.stage1_configs()
+        if self.replan is not None:  # a tokens=/usd= plan: the first batch measures the rate, the rest is re-planned
+            first = [self._eval_cell(cfg, self.prompts1, "tune", 0) for cfg in configs.values()]
+            done = self.queue.run(first, self.execute)
+            self._replan([done[cell_key(c)] for c in first] + [self.compiled[c["name"]] for c in compile_cells(self.s)])
+        n1 = min(self.s.stage1_batches, len(self.rounds))
         cells = [self._eval_cell(cfg, self.prompts1, "tune", b) for cfg in configs.values() for b in range(n1)]
         done = self.queue.run(cells, self.execute)
         acc = {}
@@ -299,6 +369,24 @@ class _Pipeline:
             influence[c] = round(acc[subset_label(comps)] - acc[subset_label([x for x in comps if x != c])], 6)
         self.stage1_accuracy = acc
         return influence
+
+    def _replan(self, results: Sequence[Mapping[str, Any]]) -> None:
+        """Plan the rest of the tune again at the rate the finished cells measured."""
+        assert self.replan is not None and self.plan is not None and self.plan.rate is not None
+        rate = measured_rate(results, fallback=self.plan.rate)
+        # what these cells spent, not the study's total: a resumed run plans exactly as the first one did
+        spent = {key: sum(float(r.get(key, 0) or 0) for r in results) for key in ("calls", "tokens", "cost_usd")}
+        try:
+            plan = self.replan(rate, spent)
+        except BelowMinimum as exc:
+            raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
+                              f"{self.plan.rate.tokens:,.0f} before the first call): {exc}. Rerun the same command "
+                              f"with the larger budget to resume (nothing done is lost)") from None
+        logger.info("tune: re-planned at the measured rate: %s", plan.text())
+        self.plans.append(plan)
+        self.plan = plan
+        self.s = dataclasses.replace(self.s, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
+                                     compile_train=plan.compile_train)
 
     def _eval_cell(self, config: Mapping[str, Any] | None, prompts: str, part: str, batch: int) -> dict[str, Any]:
         return {"kind": "eval", "config": dict(config) if config is not None else None, "prompts": prompts,
@@ -365,18 +453,19 @@ class _Pipeline:
             self.queue.run(cells, self.execute)
 
     def _round_fits(self, cells: Sequence[Mapping[str, Any]], round_index: int) -> bool:
-        """Whether the next racing round fits in the plan's allowance; if not, racing stops here."""
-        allowance = self.plan.racing_allowance if self.plan is not None else None
-        if allowance is None:
+        """Whether the next racing round fits in the plan beside its reserve; if not, racing stops here."""
+        if self.plan is None or self.plan.budget_calls is None:
             return True
         done = self.queue.results()
         missing = [c for c in cells if cell_key(c) not in done]
         upper = sum(len(self.rounds[round_index]) * upper_calls(c["config"]) for c in missing)
-        spent = self.queue.spent(done)["calls"]
-        if spent + upper <= allowance:
+        spent = self.queue.spent(done)
+        if self.plan.fits(spent, upper):
             return True
-        self.racing_stopped = (f"racing stopped by the budget before round {round_index + 1} (spent {spent:,.0f}, the "
-                               f"round could take {upper:,} of the {allowance:,} planned for stages 1-2)")
+        self.racing_stopped = (f"racing stopped by the budget before round {round_index + 1} (spent "
+                               f"{spent['calls']:,.0f} calls, {spent['tokens']:,.0f} tokens; the round could take "
+                               f"{upper:,} calls, and {self.plan.reserve:,} are kept for stages 3-4, of "
+                               f"{limits_text(self.plan.budget)})")
         logger.warning("tune: %s; the leading configuration wins", self.racing_stopped)
         return False
 
@@ -538,12 +627,15 @@ def _spent(queue: WorkQueue) -> dict[str, Any]:
 
 def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Question], lm: dspy.BaseLM,
          settings: TuneSettings, budget: Budget | None, storage: str | None, study_name: str,
-         out_dir: Path | str, tuning: Mapping[str, Any] | None = None) -> TuneOutcome:
+         out_dir: Path | str, tuning: Mapping[str, Any] | None = None, max_tokens: int | None = None,
+         prices: tuple[float, float] | None = None) -> TuneOutcome:
     """Run (or resume) the four stages; write the report and, when done, the special set and program.
 
     ``tuning`` is the record of the questions tuned on (`teammed.cli_data.tuning_record`: dataset,
     dataset_sha256, split, question_ids); the Special Set and the program carry it, so that
-    ``run --config/--program`` leaves those questions out of any evaluation.
+    ``run --config/--program`` leaves those questions out of any evaluation. A tokens= or usd= budget is
+    planned from ``max_tokens`` (default: the backend's) and ``prices`` (USD per prompt and per answer
+    token; needed for usd=), see `teammed.optimizers.tune_rate`.
     """
     out_dir = Path(out_dir)
     tuned_on = _tuning_record(tuning, settings, tune_questions)
@@ -555,7 +647,10 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # tune reports its own progress, not Optuna's
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
-    plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions))
+    if max_tokens is None:
+        max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+    rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices)
+    plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
     identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
                 "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
@@ -568,17 +663,24 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     queue = WorkQueue(study, budget=budget)
     planned = dataclasses.replace(settings, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
                                   compile_train=plan.compile_train)
+
+    def replan(measured: CallRate, spent: Mapping[str, float]) -> TunePlan:
+        return make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=measured,
+                         spent=spent)
+
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
-                  queue=queue, plan=plan)
+                  queue=queue, plan=plan, replan=replan if rate is not None else None)
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
                               "settings": settings.describe(), "budget": budget.describe() if budget else None,
-                              "plan": plan.describe(), "plan_text": plan.text(),
+                              "plan": plan.describe(), "plan_text": plan.text(), "plans": [plan.text()],
                               "study": {"storage": reference, "study_name": study_name},
                               "tuning": tuned_on, "held_out_ids": [q.id for q in p.eval_q]}
     state_path = out_dir / "tune_state.json"
     stage = "1-behaviours"
     try:
         influence = p.stage1()
+        report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
+                      plans=[x.text() for x in p.plans])
         report["influence"] = influence
         report["stage1_accuracy"] = p.stage1_accuracy
         stage = "2-components"
@@ -594,7 +696,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         stage = "3-winner"
         p.stage3(winner_config)
         stage = "4-proof"
-        rows = p.stage4(winner_config) if plan.proof else None
+        rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
     except BudgetSpent as exc:
         report.update(status="budget", stage=stage, message=str(exc), tried=_tried(queue), spent=_spent(queue))
         _finish(study, state_path, report, out_dir)
@@ -602,7 +704,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     held_out, compare, components_only = _proof(rows)
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, held_out_components_only=components_only,
-                  stages_completed=_stages_completed(p, plan), tried=_tried(queue), spent=_spent(queue))
+                  stages_completed=_stages_completed(p), tried=_tried(queue), spent=_spent(queue))
     report["pareto_front"] = pareto_front([r for r in report["tried"] if r["accuracy"] is not None])
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
@@ -610,7 +712,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                "tuning": tuned_on,
                "held_out": ({"ids": [q.id for q in p.eval_q], **held_out["winner"], "vs": compare}
                             if held_out is not None else {"ids": [], "proof": "not run: the budget did not cover it"}),
-               "plan": plan.describe(), "stages_completed": report["stages_completed"],
+               "plan": report["plan"], "stages_completed": report["stages_completed"],
                "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
                "study": report["study"]}
     special_path = out_dir / f"{settings.dataset}.json"
@@ -635,10 +737,10 @@ def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None
     return held_out, compare, components_only
 
 
-def _stages_completed(p: _Pipeline, plan: TunePlan) -> list[str]:
+def _stages_completed(p: _Pipeline) -> list[str]:
     racing = "2 (racing stopped by the budget)" if p.racing_stopped else "2"
     compiled = "3" if p.s.optimizer != "none" else "3 (no prompt optimizer: nothing to compile)"
-    proof = "4" if plan.proof else "4 not run (the budget did not cover the held-out proof)"
+    proof = "4" if p.plan is None or p.plan.proof else "4 not run (the budget did not cover the held-out proof)"
     return ["1", racing, compiled, proof]
 
 

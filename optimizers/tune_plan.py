@@ -14,7 +14,11 @@ training question; ``labeled`` and ``none`` call nothing. The plan:
 4. racing then runs round by round while the next round's bound fits in what is left after the
    reserve (stage 3 and the proof), and stops with the leading configuration when it does not.
 
-Only ``calls=`` is planned; ``tokens=`` and ``usd=`` still stop the run when reached.
+A ``tokens=`` or ``usd=`` budget is planned in calls at a rate (`teammed.optimizers.tune_rate`):
+estimated from the rendered prompts before the first call, measured after stage 1's first batch,
+when the rest is planned again. Racing then checks every limit the budget gives against what
+was really spent, the next round's calls and the reserve counted at the rate. With several
+limits, the tightest one plans.
 """
 
 from __future__ import annotations
@@ -25,20 +29,31 @@ from typing import Any
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError
+from teammed.optimizers.tune_queue import Budget
+from teammed.optimizers.tune_rate import CallRate
 from teammed.programs.accounting import expected_calls
 
-__all__ = ["TunePlan", "plan_tune", "upper_calls", "PLANNED_OPTIMIZERS"]
+__all__ = ["TunePlan", "plan_tune", "upper_calls", "PLANNED_OPTIMIZERS", "BelowMinimum", "calls_equivalent",
+           "limits_text"]
 
 PLANNED_OPTIMIZERS = ("none", "labeled", "bootstrap")
 _MAX_AGENTS = 4
 _MIN_TRAIN = 2
 
 
+class BelowMinimum(ConfigError):
+    """The budget cannot cover the smallest tune; ``minimum`` and ``proof_calls`` are in calls."""
+
+    def __init__(self, message: str, *, minimum: int, proof_calls: int):
+        super().__init__(message)
+        self.minimum, self.proof_calls = minimum, proof_calls
+
+
 @dataclass(frozen=True)
 class TunePlan:
     """What a tune does within its budget (all calls are upper bounds)."""
 
-    budget_calls: int | None
+    budget_calls: int | None  # the budget in calls (a tokens=/usd= limit converted at ``rate``)
     stage1_batches: int
     pool_size: int
     compile_train: int
@@ -46,22 +61,68 @@ class TunePlan:
     minimum: int
     proof_calls: int
     reserve: int  # kept for the winner's compile and, when planned, the proof
+    budget: Budget | None = None
+    rate: CallRate | None = None  # tokens and dollars per call, for tokens= and usd= limits
 
-    @property
-    def racing_allowance(self) -> int | None:
-        """Calls stages 1 and 2 may spend together (None: no calls= budget)."""
-        return None if self.budget_calls is None else self.budget_calls - self.reserve
+    def fits(self, spent: Mapping[str, float], upper: int) -> bool:
+        """Whether ``upper`` more calls leave the reserve within every limit, given what was ``spent``."""
+        if self.budget_calls is None or self.budget is None:
+            return True
+        need = upper + self.reserve
+        if self.budget.calls is not None and spent.get("calls", 0) + need > self.budget.calls:
+            return False
+        if self.rate is not None and self.budget.tokens is not None:
+            if spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens:
+                return False
+        if self.rate is not None and self.rate.usd is not None and self.budget.usd is not None:
+            if spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd:
+                return False
+        return True
 
     def describe(self) -> dict[str, Any]:
         return asdict(self)
 
     def text(self) -> str:
         if self.budget_calls is None:
-            return "no calls= budget: every stage at its configured size, held-out proof included"
+            return "no planned budget: every stage at its configured size, held-out proof included"
         proof = ("held-out proof included" if self.proof else
                  f"held-out proof NOT run (it needs up to {self.proof_calls:,} calls more than the minimum)")
-        return (f"plan for calls={self.budget_calls:,} (minimum {self.minimum:,}): stage 1 on {self.stage1_batches} "
+        given = (f"calls={self.budget_calls:,}" if self.rate is None else
+                 f"{limits_text(self.budget)} = {self.budget_calls:,} calls at {self.rate.tokens:,.0f} tokens a call "
+                 f"({self.rate.source})")
+        return (f"plan for {given} (minimum {self.minimum:,} calls): stage 1 on {self.stage1_batches} "
                 f"batch(es), a pool of {self.pool_size}, compile on {self.compile_train} questions, {proof}")
+
+
+def limits_text(budget: Budget | None) -> str:
+    if budget is None:
+        return "no budget"
+    parts = [f"calls={budget.calls:,}" if budget.calls is not None else "",
+             f"tokens={budget.tokens:,.0f}" if budget.tokens is not None else "",
+             f"usd={budget.usd:g}" if budget.usd is not None else ""]
+    return ",".join(p for p in parts if p)
+
+
+def calls_equivalent(budget: Budget | None, rate: CallRate | None,
+                     spent: Mapping[str, float] | None = None) -> int | None:
+    """The calls ``budget`` allows in all: its calls= limit, and what is left of its tokens= and usd= limits
+    at ``rate`` on top of the calls already ``spent`` (the tightest wins; None: no limit)."""
+    if budget is None:
+        return None
+    spent = spent or {}
+    done = float(spent.get("calls", 0))
+    limits: list[float] = []
+    if budget.calls is not None:
+        limits.append(budget.calls)
+    for limit, key, per_call in ((budget.tokens, "tokens", rate.tokens if rate else None),
+                                 (budget.usd, "cost_usd", rate.usd if rate else None)):
+        if limit is None:
+            continue
+        if per_call is None:
+            raise ConfigError(f"a {'tokens' if key == 'tokens' else 'usd'}= budget needs the cost of a call to be "
+                              f"planned; give --budget calls=N instead")
+        limits.append(done + max(0.0, limit - float(spent.get(key, 0))) / max(per_call, 1e-12))
+    return int(min(limits)) if limits else None
 
 
 def upper_calls(config: Mapping[str, Any] | None) -> int:
@@ -76,8 +137,13 @@ def upper_calls(config: Mapping[str, Any] | None) -> int:
 def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, rounds: int, n_eval: int,
               stage1_configs: Sequence[Mapping[str, Any]], compile_configs: Sequence[Mapping[str, Any]],
               all_config: Mapping[str, Any], base_config: Mapping[str, Any], stage1_batches: int, pool_size: int,
-              compile_train: int, min_rounds: int) -> TunePlan:
-    """The plan (see the module docstring); `ConfigError` when ``budget_calls`` is below the minimum."""
+              compile_train: int, min_rounds: int, budget: Budget | None = None,
+              rate: CallRate | None = None) -> TunePlan:
+    """The plan (see the module docstring); `BelowMinimum` when ``budget_calls`` is below the minimum.
+
+    ``budget`` and ``rate`` are carried for `TunePlan.fits` (without ``budget``: calls=``budget_calls``)."""
+    if budget is None and budget_calls is not None:
+        budget = Budget(calls=budget_calls)
     compiles = optimizer == "bootstrap"
     if budget_calls is not None and optimizer not in PLANNED_OPTIMIZERS:
         raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
@@ -105,12 +171,12 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     minimum = stage1(1, min(_MIN_TRAIN, max_train)) + race(2) + stage3(min(_MIN_TRAIN, max_train))
     if budget_calls is None:
         return TunePlan(None, stage1_batches, pool_size, compile_train, True, minimum, proof_calls,
-                        stage3(compile_train) + proof_calls)
+                        stage3(compile_train) + proof_calls, budget, rate)
     if budget_calls < minimum:
-        raise ConfigError(f"--budget calls={budget_calls:,} is below the {minimum:,} calls the smallest tune "
+        raise BelowMinimum(f"--budget calls={budget_calls:,} is below the {minimum:,} calls the smallest tune "
                           f"can take (stage 1 on one batch of {batch_size}, a race of two for {min_rounds} rounds, "
                           f"the winner's compile); the held-out proof needs up to {proof_calls:,} more. Raise the "
-                          f"budget, or lower --batch-size or --n-eval")
+                          f"budget, or lower --batch-size or --n-eval", minimum=minimum, proof_calls=proof_calls)
     proof = budget_calls >= minimum + proof_calls
     left = budget_calls - (proof_calls if proof else 0)
 
@@ -121,5 +187,5 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     batches = max(b for b in range(1, max(1, min(stage1_batches, rounds)) + 1) if fits(b, 2, train))
     pool = max(p for p in range(2, max(2, pool_size) + 1) if fits(batches, p, train))
     return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,
-                    stage3(train) + (proof_calls if proof else 0))
+                    stage3(train) + (proof_calls if proof else 0), budget, rate)
 

@@ -117,3 +117,16 @@ def write_medagentsbench(root: Path, *, n_test: int = 24, folders: tuple[str, ..
         if folder == "medqa":
             (target / "test_hard.json").write_text(json.dumps(rows[:6]), encoding="utf-8")
     return root
+
+
+def wordy_team(factor: int, answers: dict[str, str], seed: int) -> Any:
+    """A simulated team whose calls bill ``factor`` times their prompt tokens: a tokenizer no estimate foresaw."""
+    from teammed.backends.simulated import SimulatedTeamLM
+
+    class Wordy(SimulatedTeamLM):
+        def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+            response, info = super().complete(messages, **kwargs)
+            response.usage.prompt_tokens = (response.usage.prompt_tokens or 0) * factor
+            return response, info
+
+    return Wordy(answers, seed=seed)

@@ -28,11 +28,21 @@ from teammed.config import config_from_components
 from teammed.errors import ConfigError, DataError
 from teammed.optimizers._scoring import score_questions
 from teammed.optimizers._space import subset_label, valid_subsets
-from teammed.optimizers.tune import TuneSettings, _label, check_disjoint, neighbours, screen_rounds, tune
+from teammed.optimizers.tune import (
+    TuneSettings,
+    _label,
+    check_disjoint,
+    first_rate,
+    make_plan,
+    neighbours,
+    screen_rounds,
+    tune,
+)
 from teammed.optimizers.tune_memo import MemoLM
 from teammed.optimizers.tune_queue import Budget, BudgetSpent, WorkQueue, parse_budget
 from teammed.optimizers.tune_race import one_sided_sign_p, race
 from teammed.programs.teamwork import TeamworkProgram
+from tests.helpers import wordy_team
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTED = subset_label(DEFAULT_TABLE.best(valid_subsets(min_turns=2)))
@@ -283,12 +293,13 @@ def test_budget_stops_cleanly_and_a_resume_matches_an_uninterrupted_run(tmp_path
     whole = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=settings, budget=None, storage=":memory:",
                  study_name="w", out_dir=tmp_path / "whole")
     store = f"sqlite:///{tmp_path / 'parts.db'}"
-    # a tokens= budget is not planned (calls= is: see test_tune_plan.py): it stops the run where it is reached
-    limit = whole.report["spent"]["tokens"] // 3
-    stopped = tune(tune_questions=tq, eval_questions=eq, lm=SimulatedTeamLM(answer_key(tq + eq), seed=1),
+    # a team far wordier than the tokens= plan's estimate: the hard limit stops the run where it is reached
+    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None)
+    limit = make_plan(settings, None, n_tune=len(tq), n_eval=len(eq)).minimum * rate.tokens
+    stopped = tune(tune_questions=tq, eval_questions=eq, lm=wordy_team(50, answer_key(tq + eq), seed=1),
                    settings=settings, budget=Budget(tokens=limit), storage=store, study_name="p",
-                   out_dir=tmp_path / "parts")
-    assert stopped.status == "budget" and stopped.special_set_path is None
+                   out_dir=tmp_path / "parts", max_tokens=64)
+    assert stopped.status == "budget" and stopped.special_set_path is None and "budget reached" in stopped.message
     state = json.loads((tmp_path / "parts" / "tune_state.json").read_text())
     assert state["status"] == "budget" and state["spent"]["tokens"] >= limit
     fresh = SimulatedTeamLM(answer_key(tq + eq), seed=1)

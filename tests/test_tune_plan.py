@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from teammed.backends.simulated import SimulatedTeamLM, answer_key, simulated_questions
 from teammed.errors import ConfigError
-from teammed.optimizers.tune import TuneSettings, make_plan, tune
+from teammed.optimizers.tune import TuneSettings, first_rate, make_plan, tune
+from teammed.optimizers.tune_plan import BelowMinimum
 from teammed.optimizers.tune_queue import Budget
+from tests.helpers import wordy_team
 
 SETTINGS = TuneSettings(dataset="sim", model="sim", optimizer="none", batch_size=5, stage1_batches=3, pool_size=6)
 
@@ -18,6 +21,14 @@ def _world(n_tune=60, n_eval=20, seed=3):
     tq = simulated_questions(n_tune, seed=seed, prefix="t")
     eq = simulated_questions(n_eval, seed=seed, prefix="e")
     return tq, eq, SimulatedTeamLM(answer_key(tq + eq), seed=seed)
+
+
+def _question_file(tmp_path: Path, n: int) -> Path:
+    data = tmp_path / "q.jsonl"
+    data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
+                                        "answer_idx": q.answer_idx}) + "\n"
+                            for q in simulated_questions(n, seed=1, prefix="c")))
+    return data
 
 
 def test_the_plan_shrinks_stages_before_dropping_the_proof_and_refuses_below_the_minimum():
@@ -34,7 +45,100 @@ def test_the_plan_shrinks_stages_before_dropping_the_proof_and_refuses_below_the
         make_plan(SETTINGS, Budget(calls=minimum - 1), n_tune=60, n_eval=20)
     with pytest.raises(ConfigError, match="no call bound to plan with"):
         make_plan(TuneSettings(dataset="s", model="m", optimizer="mipro"), Budget(calls=10**6), n_tune=60, n_eval=20)
-    assert make_plan(SETTINGS, Budget(tokens=10), n_tune=60, n_eval=20).budget_calls is None  # only calls= planned
+    mipro = TuneSettings(dataset="s", model="m", optimizer="mipro")  # no call bound: tokens= only stops it
+    assert make_plan(mipro, Budget(tokens=10), n_tune=60, n_eval=20).budget_calls is None
+
+
+# ---------------------------------------------------------------- tokens= and usd=
+def _rate(settings=SETTINGS, budget=None, *, questions=None, max_tokens=64, prices=None):
+    return first_rate(settings, budget or Budget(tokens=1), questions or _world()[0], max_tokens=max_tokens,
+                      prices=prices)
+
+
+def test_the_estimated_rate_over_counts_every_rendered_call_and_its_answer(monkeypatch):
+    """Bytes bound a byte-level tokenizer's tokens: checked against cl100k on the prompts the dry run renders."""
+    import litellm
+    import tiktoken
+
+    from teammed.answering import answer
+    from teammed.backends.scripted import ScriptedLM
+    from teammed.config import COMPONENTS, TeamworkConfig, config_from_components
+    from teammed.data import load_dataset
+    from teammed.optimizers.tune_rate import call_tokens
+    from teammed.programs.teamwork import TeamworkProgram
+
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+    encoder = tiktoken.get_encoding("cl100k_base")
+    questions = load_dataset("demo")
+    config = config_from_components(list(COMPONENTS), n_turns=2, n_agents="auto").model_dump(mode="json")
+    lm = ScriptedLM()
+    answer(TeamworkProgram(TeamworkConfig.build(**config)), max(questions, key=lambda q: len(q.question)), lm)
+    assert len(lm.calls) > 10
+    for call in lm.calls:
+        prompt, completion = call_tokens(call.messages, max_tokens=300, demos=0)
+        assert prompt >= sum(len(encoder.encode(m["content"])) + 4 for m in call.messages)
+        assert completion == 300
+        with_demos, _ = call_tokens(call.messages, max_tokens=300, demos=2)
+        user = next(m for m in call.messages if m["role"] == "user")
+        # each demo: its text and its answer
+        assert with_demos - prompt >= 2 * (len(encoder.encode(user["content"])) + 300)
+    settings = TuneSettings(dataset="d", model="m", optimizer="bootstrap")
+    rate = first_rate(settings, Budget(usd=1.0), questions, max_tokens=300, prices=(2e-6, 8e-6))
+    assert rate.source == "estimated" and "2 demo(s)" in rate.detail
+    assert rate.usd is not None and rate.usd > 300 * 8e-6 + (rate.tokens - 300) * 2e-6 * 0.99
+
+
+def test_a_tokens_budget_is_planned_in_calls_at_the_rate_and_refused_below_its_minimum():
+    rate = _rate()
+    free = make_plan(SETTINGS, None, n_tune=60, n_eval=20)
+    need = free.minimum * rate.tokens
+    with pytest.raises(BelowMinimum, match=rf"need tokens={need:,.0f}") as refused:
+        make_plan(SETTINGS, Budget(tokens=need - rate.tokens), n_tune=60, n_eval=20, rate=rate)
+    assert "estimated" in str(refused.value) and "max_tokens=64" in str(refused.value)
+    plan = make_plan(SETTINGS, Budget(tokens=need), n_tune=60, n_eval=20, rate=rate)
+    assert plan.budget_calls == free.minimum and not plan.proof and "tokens a call (estimated)" in plan.text()
+    both = make_plan(SETTINGS, Budget(calls=free.minimum + free.proof_calls, tokens=10**9), n_tune=60, n_eval=20,
+                     rate=rate)
+    assert both.budget_calls == free.minimum + free.proof_calls and both.proof  # the tighter limit plans
+    assert not both.fits({"calls": 1}, both.budget_calls)  # every limit is checked with the reserve
+    tight = make_plan(SETTINGS, Budget(tokens=need), n_tune=60, n_eval=20, rate=rate)
+    assert tight.fits({"tokens": 0}, 1) and not tight.fits({"tokens": need}, 1)
+    with pytest.raises(ConfigError, match="prices per token"):
+        first_rate(SETTINGS, Budget(usd=5), _world()[0], max_tokens=64, prices=None)
+    with pytest.raises(ConfigError, match="max-tokens"):
+        first_rate(SETTINGS, Budget(tokens=5), _world()[0], max_tokens=None, prices=None)
+    with pytest.raises(ConfigError, match="planned at a rate"):
+        make_plan(SETTINGS, Budget(tokens=10), n_tune=60, n_eval=20)
+
+
+def test_a_tokens_budget_at_its_minimum_ends_with_a_special_set_replanned_at_the_measured_rate(tmp_path):
+    tq, eq, lm = _world()
+    rate = _rate(questions=tq)
+    tokens = make_plan(SETTINGS, None, n_tune=len(tq), n_eval=len(eq)).minimum * rate.tokens
+    out = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=SETTINGS, budget=Budget(tokens=tokens),
+               storage=None, study_name="tok", out_dir=tmp_path, max_tokens=64)
+    assert out.status == "done" and out.special_set_path is not None and out.special_set_path.exists()
+    assert out.report["spent"]["tokens"] <= tokens
+    first, replanned = out.report["plans"]
+    assert "(estimated)" in first and "(measured)" in replanned
+    measured = out.report["plan"]["rate"]
+    assert measured["source"] == "measured" and measured["tokens"] < rate.tokens  # the estimate over-counts
+    # measured cheaper than estimated: the rest was planned bigger than the estimate allowed
+    assert out.report["plan"]["budget_calls"] > make_plan(SETTINGS, None, n_tune=len(tq), n_eval=len(eq)).minimum
+
+
+def test_a_rate_measured_above_the_estimate_stops_after_the_first_batch_naming_the_budget_to_resume(tmp_path):
+    tq, eq, _ = _world()
+    lm = wordy_team(6, answer_key(tq + eq), seed=3)
+    rate = _rate(questions=tq)
+    tokens = make_plan(SETTINGS, None, n_tune=len(tq), n_eval=len(eq)).minimum * rate.tokens
+    out = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=SETTINGS, budget=Budget(tokens=tokens),
+               storage=None, study_name="verbose", out_dir=tmp_path, max_tokens=64)
+    assert out.status == "budget" and out.stage == "1-behaviours" and out.special_set_path is None
+    assert "measured" in out.message and "need tokens=" in out.message and "resume" in out.message
+    assert out.report["spent"]["tokens"] <= tokens  # stopped after the first batch, within the budget
+    first = out.report["plans"]
+    assert len(first) == 1 and "(estimated)" in first[0]  # no plan at the measured rate could fit
 
 
 def test_a_budget_below_the_minimum_is_refused_before_any_call(tmp_path):
@@ -82,11 +186,8 @@ def test_bootstrap_compiles_fit_in_the_plan(tmp_path):
 def test_cli_tune_refuses_a_small_budget_before_opening_a_backend_and_prints_its_plan(tmp_path, capsys):
     from teammed.cli import main
 
-    data = tmp_path / "q.jsonl"
-    qs = simulated_questions(200, seed=1, prefix="c")
-    data.write_text("".join(json.dumps({"id": q.id, "question": q.question, "options": q.options,
-                                        "answer_idx": q.answer_idx}) + "\n" for q in qs))
-    flags = ["tune", "--dataset", str(data), "--n-eval", "20", "--optimizer", "none", "--batch-size", "5",
+    flags = ["tune", "--dataset", str(_question_file(tmp_path, 200)), "--n-eval", "20", "--optimizer", "none",
+             "--batch-size", "5",
              "--model", "simulated", "--out", str(tmp_path / "t")]
     assert main([*flags, "--budget", "calls=50"]) == 2
     err = capsys.readouterr().err
@@ -114,3 +215,46 @@ def test_tune_with_bootstrap_prints_teammeds_lines_only(tmp_path, capsys):
     text = captured.out + captured.err
     assert "Bootstrapped" not in text and "it/s" not in text and "A new study created" not in text
     assert "plan for calls=" in captured.err and "stages: 1; 2; 3; 4" in captured.out
+
+
+def test_cli_tune_plans_a_tokens_budget_before_opening_a_backend(tmp_path, capsys):
+    from teammed.cli import main
+
+    flags = ["tune", "--dataset", str(_question_file(tmp_path, 120)), "--n-eval", "10", "--optimizer", "none",
+             "--batch-size", "5",
+             "--model", "simulated", "--max-tokens", "64", "--out", str(tmp_path / "t")]
+    assert main([*flags, "--budget", "tokens=20000"]) == 2
+    err = capsys.readouterr().err
+    assert "below the smallest tune" in err and "need tokens=" in err and "max_tokens=64" in err
+    assert not (tmp_path / "t").exists()
+    assert main([*flags, "--budget", "tokens=3e6"]) == 0
+    captured = capsys.readouterr()
+    assert "plan for tokens=3,000,000 = " in captured.err and "tokens a call (estimated)" in captured.err
+    assert "special set:" in captured.out
+    report = json.loads((tmp_path / "t" / "tune_report.json").read_text())
+    assert report["plan"]["rate"]["source"] == "measured" and report["spent"]["tokens"] <= 3e6
+
+
+def test_a_tokens_plan_resumed_after_a_crash_is_the_plan_of_an_uninterrupted_run(tmp_path):
+    """The re-plan reads only the cells it measured, so a resume (with more cells finished) plans the same."""
+    tq, eq, lm = _world()
+    tokens = make_plan(SETTINGS, None, n_tune=len(tq), n_eval=len(eq)).minimum * _rate(questions=tq).tokens
+    whole = tune(tune_questions=tq, eval_questions=eq, lm=lm, settings=SETTINGS, budget=Budget(tokens=tokens),
+                 storage=":memory:", study_name="w", out_dir=tmp_path / "whole", max_tokens=64)
+
+    class Crashing(SimulatedTeamLM):
+        def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+            if self.n_calls >= whole.report["spent"]["calls"] * 0.4:  # real calls: the memo answers the rest
+                raise KeyboardInterrupt  # the process dies in stage 2
+            return super().complete(messages, **kwargs)
+
+    store = f"sqlite:///{tmp_path / 'parts.db'}"
+    with pytest.raises(KeyboardInterrupt):
+        tune(tune_questions=tq, eval_questions=eq, lm=Crashing(answer_key(tq + eq), seed=3), settings=SETTINGS,
+             budget=Budget(tokens=tokens), storage=store, study_name="p", out_dir=tmp_path / "parts", max_tokens=64)
+    resumed = tune(tune_questions=tq, eval_questions=eq, lm=SimulatedTeamLM(answer_key(tq + eq), seed=3),
+                   settings=SETTINGS, budget=Budget(tokens=tokens), storage=store, study_name="p",
+                   out_dir=tmp_path / "parts", max_tokens=64)
+    assert resumed.status == "done" and resumed.report["plans"] == whole.report["plans"]
+    assert resumed.report["winner"] == whole.report["winner"]
+    assert resumed.report["spent"]["tokens"] == whole.report["spent"]["tokens"] <= tokens

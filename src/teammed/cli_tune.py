@@ -28,20 +28,25 @@ def budget_text(raw: str) -> str:
     return raw
 
 
-def _unpriced(args: argparse.Namespace) -> str | None:
-    """Why a cost in USD cannot be counted for the models of ``args`` (None: litellm prices every one)."""
-    specs: list[tuple[str, str | None]]
+def _specs(args: argparse.Namespace) -> list[tuple[str, str | None, Mapping[str, Any]]]:
+    """(model, api_base, litellm_params) of every backend ``args`` name."""
     if getattr(args, "deployments", None):
         from teammed.backends.resolve import load_deployments_file
 
-        specs = [(e["litellm_params"]["model"], None) for e in load_deployments_file(args.deployments)]
-    else:
-        specs = [(spec, args.api_base) for spec in args.model or ["local"]]
-    for spec, api_base in specs:
+        return [(e["litellm_params"]["model"], None, e["litellm_params"])
+                for e in load_deployments_file(args.deployments)]
+    return [(spec, args.api_base, {}) for spec in args.model or ["local"]]
+
+
+def _prices(args: argparse.Namespace) -> tuple[tuple[float, float] | None, str | None]:
+    """The highest USD per prompt token and per answer token of the models of ``args``, or None and why
+    a cost in USD cannot be counted for one of them."""
+    highest = (0.0, 0.0)
+    for spec, api_base, _ in _specs(args):
         if spec.split(":")[0] in ("local", "scripted", "simulated"):
-            return f"{spec} is teammed's own backend, which has no price"
+            return None, f"{spec} is teammed's own backend, which has no price"
         if api_base:
-            return f"{spec} at --api-base is a self-hosted server, which has no price"
+            return None, f"{spec} at --api-base is a self-hosted server, which has no price"
         import litellm
 
         quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
@@ -52,9 +57,17 @@ def _unpriced(args: argparse.Namespace) -> str | None:
             info = {}
         finally:
             litellm.suppress_debug_info = quiet
-        if not (info.get("input_cost_per_token") or info.get("output_cost_per_token")):
-            return f"litellm's price list has no price for {spec}"
-    return None
+        given = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
+        if not any(given):
+            return None, f"litellm's price list has no price for {spec}"
+        highest = (max(highest[0], given[0]), max(highest[1], given[1]))
+    return highest, None
+
+
+def _max_tokens(args: argparse.Namespace) -> int:
+    """The largest answer any backend of ``args`` may give (--max-tokens, or a deployment's own)."""
+    own = [int(params["max_tokens"]) for _, _, params in _specs(args) if params.get("max_tokens")]
+    return max([int(args.max_tokens), *own])
 
 
 def check_usd_budget(args: argparse.Namespace, text: str, *, flag: str) -> None:
@@ -64,7 +77,7 @@ def check_usd_budget(args: argparse.Namespace, text: str, *, flag: str) -> None:
     budget = parse_budget(text)
     if budget.usd is None:
         return
-    why = _unpriced(args)
+    _, why = _prices(args)
     if why is not None:
         raise ConfigError(f"{flag} usd={budget.usd:g} would never bind: {why}, so every call counts $0; "
                           f"give calls=N or tokens=N instead")
@@ -116,7 +129,7 @@ def _settings(args: argparse.Namespace, dataset: str, model: str) -> Any:
 def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Namespace], Any]) -> int:
     from teammed.backends.resolve import describe
     from teammed.cli_data import tuning_record
-    from teammed.optimizers.tune import TuneAborted, make_plan, tune
+    from teammed.optimizers.tune import TuneAborted, first_rate, make_plan, tune
     from teammed.optimizers.tune_queue import parse_budget
 
     budget = parse_budget(args.budget)
@@ -124,7 +137,10 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     tune_q, eval_q, choice = _questions(args)
     out = args.out or Path("special_sets") / f"{choice.key}_tune"
     # the plan is checked before any backend opens: a budget below the minimum costs nothing
-    plan = make_plan(_settings(args, choice.name, ""), budget, n_tune=len(tune_q), n_eval=len(eval_q))
+    settings = _settings(args, choice.name, "")
+    max_tokens, prices = _max_tokens(args), (_prices(args)[0] if budget.usd is not None else None)
+    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=prices)
+    plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     print(f"tune: {plan.text()}", file=sys.stderr)
 
     with deployments(args) as opened:
@@ -134,7 +150,7 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
             outcome = tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
                            settings=_settings(args, choice.name, describe(opened[0].spec)), budget=budget,
                            storage=args.storage, study_name=args.study or f"tune-{choice.key}", out_dir=out,
-                           tuning=tuning_record(choice, tune_q))
+                           tuning=tuning_record(choice, tune_q), max_tokens=max_tokens, prices=prices)
         except TuneAborted as exc:
             print(f"teammed: error: {exc}", file=sys.stderr)
             return 1
@@ -207,13 +223,15 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         model = describe(opened[0].spec)
         _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
         settings = ReproduceSettings(model=model, seeds=seeds, n=args.n, rows=rows, tune_budget=args.tune_budget)
+        tune_prices = _prices(args)[0] if parse_budget(args.tune_budget).usd is not None else None
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
             outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
                            settings=TuneSettings(dataset=code, model=model, optimizer=args.optimizer,
                                                  batch_size=args.batch_size, seed=0),
                            budget=parse_budget(args.tune_budget), storage=args.storage,
-                           study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}")
+                           study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}",
+                           max_tokens=_max_tokens(args), prices=tune_prices)
             if outcome.status != "done":
                 raise ConfigError(f"tuning the special set for {code} stopped: {outcome.message} "
                                   f"(raise --tune-budget)")

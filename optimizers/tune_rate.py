@@ -1,0 +1,118 @@
+"""What one call costs, for planning a ``tokens=`` or ``usd=`` budget (`teammed.optimizers.tune_plan`).
+
+A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dollars) per call.
+
+* **Before the first call** the rate is estimated from the prompts the program itself renders:
+  the widest configuration deliberates on the longest tuning questions against `ScriptedLM`
+  (no network, no cost), through the same adapter as a real backend. Each of its calls counts
+  ``bytes(system) + (d + 1) * (bytes(user) + max_tokens) + 8`` per message, where ``d`` is
+  the demos a compiled predictor may carry. A byte-level tokenizer (GPT's, Llama's, Qwen's,
+  SmolLM's) never makes more tokens than the text has bytes, and no answer is longer than
+  ``max_tokens``, so the rendered text and every answer are over-counted. What the dry run
+  cannot see is the length of the team's real answers where later prompts quote them (its
+  scripted answers are a few words): that part is covered only by the slack of the rest.
+  The estimate is the worst of its questions' mean per call.
+* **After stage 1's first batch** the rate is measured: the most tokens (and dollars) per call of
+  any finished cell, and the rest of the tune is planned again with it.
+
+Dollars follow from tokens at the model's prices (prompt tokens at the input price, answers at the
+output price).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from teammed.errors import ConfigError
+
+__all__ = ["CallRate", "estimate_rate", "measured_rate", "message_bytes", "MESSAGE_OVERHEAD"]
+
+MESSAGE_OVERHEAD = 8  # a chat template's special tokens around one message (role, start, end), generously
+
+
+@dataclass(frozen=True)
+class CallRate:
+    """Tokens and dollars per call (``usd`` None: no prices known), and where the figures come from."""
+
+    tokens: float
+    usd: float | None
+    source: str  # "estimated" (before any call) or "measured" (from finished cells)
+    detail: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail}
+
+
+def message_bytes(message: Mapping[str, Any]) -> int:
+    """UTF-8 bytes of a message's text; an image part cannot be bounded this way and is refused."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content.encode())
+    total = 0
+    for part in content or []:
+        if isinstance(part, Mapping) and part.get("type") == "text":
+            total += len(str(part.get("text", "")).encode())
+        elif isinstance(part, Mapping) and part.get("type") not in (None, "text"):
+            raise ConfigError("a tokens= or usd= budget is planned from the prompts' text, and these questions carry "
+                              "images, whose tokens text does not bound; give --budget calls=N instead")
+    return total
+
+
+def call_tokens(messages: Sequence[Mapping[str, Any]], *, max_tokens: int, demos: int) -> tuple[float, float]:
+    """(prompt, answer) tokens one call may take: its system text, its user text once per demo and once
+    for itself, a ``max_tokens`` answer per demo and for itself, and each message's overhead."""
+    system = sum(message_bytes(m) for m in messages if m.get("role") == "system")
+    user = sum(message_bytes(m) for m in messages if m.get("role") != "system")
+    n_messages = 1 + 2 * (demos + 1)
+    prompt = system + (demos + 1) * user + demos * max_tokens + MESSAGE_OVERHEAD * n_messages
+    return float(prompt), float(max_tokens)
+
+
+def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
+                  prices: tuple[float, float] | None, n_questions: int = 2) -> CallRate:
+    """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest ``questions``."""
+    from teammed.answering import answer
+    from teammed.backends.scripted import ScriptedLM
+    from teammed.config import TeamworkConfig
+    from teammed.programs.teamwork import TeamworkProgram
+
+    if max_tokens <= 0:
+        raise ConfigError("a tokens= or usd= budget needs a positive --max-tokens to bound each answer")
+    longest = sorted(questions, key=lambda q: (-_length(q), q.id))[:n_questions]
+    worst: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (mean tokens, mean prompt, mean answer) per call
+    for question in longest:
+        lm = ScriptedLM(model="tune-estimate")
+        program = TeamworkProgram(TeamworkConfig.build(**config))
+        answered = answer(program, question, lm)
+        if answered.row.failed or not lm.calls:
+            raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed "
+                              f"({answered.row.error}); give --budget calls=N instead")
+        counted = [call_tokens(c.messages, max_tokens=max_tokens, demos=demos) for c in lm.calls]
+        prompt = sum(p for p, _ in counted) / len(counted)
+        completion = sum(a for _, a in counted) / len(counted)
+        if prompt + completion > worst[0]:
+            worst = (prompt + completion, prompt, completion)
+    usd = worst[1] * prices[0] + worst[2] * prices[1] if prices is not None else None
+    detail = (f"{len(longest)} longest tuning question(s), the widest configuration rendered offline, text counted "
+              f"in bytes, answers at max_tokens={max_tokens}, {demos} demo(s) a predictor")
+    return CallRate(math.ceil(worst[0]), usd, "estimated", detail)
+
+
+def measured_rate(results: Sequence[Mapping[str, Any]], *, fallback: CallRate) -> CallRate:
+    """The most tokens and dollars per call of any finished cell (``fallback`` when none made a call)."""
+    billed = [r for r in results if float(r.get("calls", 0) or 0) > 0]
+    if not billed:
+        return fallback
+    tokens = max(float(r.get("tokens", 0) or 0) / float(r["calls"]) for r in billed)
+    usd = (max(float(r.get("cost_usd", 0) or 0) / float(r["calls"]) for r in billed)
+           if fallback.usd is not None else None)
+    return CallRate(math.ceil(tokens), usd, "measured", f"the most per call of {len(billed)} finished cell(s)")
+
+
+def _length(question: Any) -> int:
+    options = getattr(question, "options", {}) or {}
+    return (len(str(getattr(question, "question", ""))) + len(str(getattr(question, "context", "") or ""))
+            + sum(len(str(v)) for v in options.values()))
