@@ -84,7 +84,9 @@ class TunePlan:
 
     def text(self) -> str:
         if self.budget_calls is None:
-            return "no planned budget: every stage at its configured size, held-out proof included"
+            stop = (f"; {limits_text(self.budget)} is not planned for this optimizer (its calls have no bound): it "
+                    f"stops the tune where it is reached" if self.budget is not None else "")
+            return f"no planned budget: every stage at its configured size, held-out proof included{stop}"
         proof = ("held-out proof included" if self.proof else
                  f"held-out proof NOT run (it needs up to {self.proof_calls:,} calls more than the minimum)")
         given = (f"calls={self.budget_calls:,}" if self.rate is None else

@@ -46,7 +46,8 @@ def test_the_plan_shrinks_stages_before_dropping_the_proof_and_refuses_below_the
     with pytest.raises(ConfigError, match="no call bound to plan with"):
         make_plan(TuneSettings(dataset="s", model="m", optimizer="mipro"), Budget(calls=10**6), n_tune=60, n_eval=20)
     mipro = TuneSettings(dataset="s", model="m", optimizer="mipro")  # no call bound: tokens= only stops it
-    assert make_plan(mipro, Budget(tokens=10), n_tune=60, n_eval=20).budget_calls is None
+    unplanned = make_plan(mipro, Budget(tokens=10), n_tune=60, n_eval=20)
+    assert unplanned.budget_calls is None and "tokens=10 is not planned for this optimizer" in unplanned.text()
 
 
 # ---------------------------------------------------------------- tokens= and usd=
