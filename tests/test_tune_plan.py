@@ -231,7 +231,8 @@ def test_cli_tune_plans_a_tokens_budget_before_opening_a_backend(tmp_path, capsy
     assert main([*flags, "--budget", "tokens=3e6"]) == 0
     captured = capsys.readouterr()
     assert "plan for tokens=3,000,000 = " in captured.err and "tokens a call (estimated)" in captured.err
-    assert "special set:" in captured.out
+    assert "special set:" in captured.out and "re-planned after stage 1's first batch: plan for" in captured.out
+    assert "tokens a call (measured)" in captured.out
     report = json.loads((tmp_path / "t" / "tune_report.json").read_text())
     assert report["plan"]["rate"]["source"] == "measured" and report["spent"]["tokens"] <= 3e6
 

@@ -170,6 +170,8 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     print(f"special set: {outcome.report['winner']} | {proof} | "
           f"spent: {spent.get('calls', 0)} calls, {spent.get('tokens', 0)} tokens, "
           f"${spent.get('cost_usd') or 0:.4f}", file=human)
+    if len(outcome.report.get("plans", [])) > 1:
+        print(f"re-planned after stage 1's first batch: {outcome.report['plans'][-1]}", file=human)
     print(f"stages: {'; '.join(outcome.report['stages_completed'])}", file=human)
     print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)", file=human)
     if args.json:
