@@ -267,7 +267,15 @@ def test_worst_case_of_one_call_with_the_defaults_is_minutes():
     assert RetryPolicy().worst_case_s(120.0) == pytest.approx(570.0)
 
 
-def test_close_releases_a_call_hung_on_the_server_at_once():
+def test_close_releases_a_call_hung_on_the_server_at_once(monkeypatch):
+    """The request runs on the caller's own thread (no hand-over to a worker thread and back), yet
+    close() frees the caller at once: the socket of its connection is shut down under the read."""
+    from teammed.backends import litellm_backend
+
+    def handed_over(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("the request was handed to a worker thread")
+
+    monkeypatch.setattr(litellm_backend, "run_interruptible", handed_over)
     with FakeOpenAI(lambda n, b: 30.0) as server:
         lm = _lm(server, timeout_s=60)
         errors: list[BaseException] = []

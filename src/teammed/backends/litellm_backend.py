@@ -13,9 +13,11 @@ What a failure means is decided by `teammed.backends.faults.classify`:
 * authentication, permission, not-found, bad-request, connection refused: never retried;
   `FatalBackendError` with the fix (the key's environment variable, the URL, the model).
 
-Each request runs on a worker thread the caller waits on, so `close()` (Ctrl-C, SIGTERM)
-releases every caller at once, even while a server hangs. Requests in flight are bounded
-per deployment (``max_parallel_requests``), independently of how many questions run.
+`close()` (Ctrl-C, SIGTERM) releases every caller at once, even while a server hangs: a direct
+request runs on its caller's thread and `close()` shuts its socket down; a litellm request (and
+one from the main thread) runs on a worker thread the caller waits on, and is abandoned there.
+Requests in flight are bounded per deployment (``max_parallel_requests``), independently of how
+many questions run.
 API keys are read from the environment and never stored in results or printed.
 """
 
@@ -33,7 +35,7 @@ from typing import Any
 
 import json_repair
 
-from teammed import usage
+from teammed import interrupts, usage
 from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
@@ -202,6 +204,8 @@ class LiteLLMBackend(MeteredLM):
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
         self._closed.set()
         self._waiters.release_all()
+        if self._direct is not None:
+            self._direct.close()  # the requests in flight on their callers' threads end at once
 
     def where(self) -> str:
         return f" at {redact(self.api_base)}" if self.api_base else ""
@@ -444,7 +448,15 @@ class LiteLLMBackend(MeteredLM):
             self._slots.release()
 
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        """Send on a pooled daemon thread; return its result, or give up at once when the backend closes."""
+        """Send, and give up at once when the backend closes. The direct client sends on the calling
+        thread (`close` cuts its requests off); the main thread, which must wake up for signals, and
+        litellm, which cannot be cut off, send on a pooled daemon thread the caller waits on."""
+        if self._direct is not None and not interrupts.on_main_thread():
+            try:
+                return self._send(messages, params)
+            except Exception:
+                self._check_open()  # cut off by close(): the run is stopping, the request did not fail
+                raise
         return run_interruptible(lambda: self._send(messages, params), check=self._check_open, waiters=self._waiters)
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):

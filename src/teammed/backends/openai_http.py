@@ -20,6 +20,11 @@ slots bound (a client per request thread made one connection per thread that eve
 request: over a thousand at 256 questions in flight). Async callers share one
 `httpx.AsyncClient` per event loop, sized from the slots.
 
+A request runs on its caller's thread (no hand-over to another thread and back, two GIL hand-offs
+per call), and `close` still frees a caller waiting on a hung server at once: each client learns
+its connection's socket from httpcore's ``trace`` extension when it connects, and `close` shuts
+down the sockets of the requests in flight, so their reads end with an error at once.
+
 Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
 ``status_code``, the response ``headers`` (``Retry-After``) and the server's body in its
 message; timeouts, refused and dropped connections, TLS failures are httpx's own exceptions;
@@ -32,6 +37,7 @@ import asyncio
 import functools
 import json
 import os
+import socket
 import ssl
 import threading
 import urllib.parse
@@ -152,6 +158,37 @@ def _split_userinfo(api_base: str) -> tuple[str, httpx.BasicAuth | None]:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), auth
 
 
+# httpcore's trace events that hand over a new connection's stream (direct, through a proxy, TLS)
+_CONNECTED = ("connect_tcp.complete", "connect_unix_socket.complete", "start_tls.complete")
+
+
+class _Lane:
+    """One one-connection `httpx.Client` and the socket of its connection, so that `abort` can cut
+    a request in flight off from another thread (closing a socket does not wake a thread blocked
+    reading it; shutting it down does)."""
+
+    __slots__ = ("client", "owner", "stream")
+
+    def __init__(self, client: httpx.Client, owner: OpenAICompatibleClient) -> None:
+        self.client, self.owner = client, owner
+        self.stream: Any = None
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's ``trace`` extension: keeps the stream of each connection this client makes."""
+        if event.endswith(_CONNECTED):
+            self.stream = info.get("return_value")
+            if self.owner._closed:  # closed while this request was connecting
+                self.abort()
+
+    def abort(self) -> None:
+        sock = self.stream.get_extra_info("socket") if self.stream is not None else None
+        if sock is not None:
+            try:  # the plain socket's shutdown (a TLS socket's would also drop its TLS state under the reader)
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class OpenAICompatibleClient:
     """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``
     (``await client.acomplete(...)`` from a coroutine)."""
@@ -166,8 +203,8 @@ class OpenAICompatibleClient:
         self.max_connections = max_connections or 100
         self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
-        self._idle: list[httpx.Client] = []  # a stack: the most recently used connection is reused first
-        self._clients: set[httpx.Client] = set()
+        self._idle: list[_Lane] = []  # a stack: the most recently used connection is reused first
+        self._clients: set[_Lane] = set()
         self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
         self._closed = False
 
@@ -188,7 +225,7 @@ class OpenAICompatibleClient:
                 "limits": httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
                 "headers": {"User-Agent": _USER_AGENT, "Accept": "application/json"}, "auth": self._auth}
 
-    def _client(self) -> httpx.Client:
+    def _client(self) -> _Lane:
         """An idle one-connection client, or a new one when every client is busy (so there are never
         more connections than requests were in flight at once, which the request slots bound)."""
         with self._lock:
@@ -196,18 +233,18 @@ class OpenAICompatibleClient:
                 raise RuntimeError("the client was closed")
             if self._idle:
                 return self._idle.pop()
-        client = httpx.Client(**self._options(1))
+        lane = _Lane(httpx.Client(**self._options(1)), self)
         with self._lock:
-            self._clients.add(client)
-        return client
+            self._clients.add(lane)
+        return lane
 
-    def _release(self, client: httpx.Client) -> None:
+    def _release(self, lane: _Lane) -> None:
         with self._lock:
-            if not self._closed and not client.is_closed:
-                self._idle.append(client)
+            if not self._closed and not lane.client.is_closed:
+                self._idle.append(lane)
                 return
-            self._clients.discard(client)
-        client.close()
+            self._clients.discard(lane)
+        lane.client.close()
 
     def _async_client(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
@@ -245,11 +282,11 @@ class OpenAICompatibleClient:
     def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                  **params: Any) -> ChatResponse:
         data, headers = self._request(model, messages, api_key, params)
-        client = self._client()
+        lane = self._client()
         try:
-            response = client.post(self.url, content=data, headers=headers)
+            response = lane.client.post(self.url, content=data, headers=headers, extensions={"trace": lane.trace})
         finally:  # after an error httpcore has dropped the connection: the client stays usable
-            self._release(client)
+            self._release(lane)
         return self._read(response)
 
     async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
@@ -259,17 +296,19 @@ class OpenAICompatibleClient:
         return self._read(response)
 
     def close(self) -> None:
-        """Close the idle connections; a request in flight ends on its own (closing never waits on it)."""
+        """Refuse further requests, close the connections and cut off the synchronous requests in
+        flight (their callers get a connection error at once); closing never waits on a request."""
         with self._lock:
             self._closed = True
-            clients = list(self._clients)
+            lanes = list(self._clients)
             self._clients = set()
             self._idle.clear()
             loops = dict(self._async)
             self._async.clear()
-        for client in clients:
+        for lane in lanes:
+            lane.abort()
             try:
-                client.close()
+                lane.client.close()
             except Exception:  # noqa: BLE001 - a client in use by a hung request: it closes when that ends
                 pass
         for loop, aclient in loops.items():
