@@ -601,3 +601,68 @@ def test_the_request_pool_starts_afresh_in_a_forked_child():
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_question_calls_in_turn_when_questions_alone_fill_the_request_slots(tmp_path, fake_server, monkeypatch):
+    """--concurrency 2 on 2 request slots: every slot is busy with some question, so a question's calls run on
+    its own thread (no deliberation hands work to the shared workers), and the answers are the fan-out's."""
+    from teammed import interrupts
+
+    handed: list[str] = []
+    submit = interrupts.Workers.submit
+
+    def counting(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        handed.append(getattr(fn, "__qualname__", repr(fn)))
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(interrupts.Workers, "submit", counting)
+    server, log = fake_server(0.05)
+    flags = ["run", "--dataset", "demo", "--n", "4", "--preset", "all", "--n-agents", "3", "--model", "openai/fake",
+             "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1"]
+    with server:
+        assert main([*flags, "--concurrency", "2", "--parallel-requests", "2", "--out", str(tmp_path / "turn")]) == 0
+        in_turn = list(handed)
+        handed.clear()
+        assert main([*flags, "--concurrency", "2", "--parallel-requests", "8", "--out", str(tmp_path / "fan")]) == 0
+    assert in_turn == [] and len(handed) > 8  # fewer questions than slots: a question's calls fan out
+    assert max_in_flight(_requests(log)) <= 8
+
+    def answers(run: str) -> dict[str, Any]:
+        rows = [json.loads(line) for line in (tmp_path / run / "results.jsonl").read_text().splitlines()]
+        keys = ("prediction", "calls", "prompt_tokens", "completion_tokens", "calls_by_signature")
+        return {r["id"]: [r[k] for k in keys] for r in rows}
+
+    assert answers("turn") == answers("fan")
+
+
+def test_calls_in_turn_run_on_the_callers_thread_in_order_with_errors_where_collected():
+    import threading
+
+    from teammed.programs.parallel import Background, calls_in_turn, in_turn, parallel_map
+
+    me = threading.get_ident()
+    seen: list[int] = []
+
+    def where(x: int) -> int:
+        seen.append(x)
+        return threading.get_ident()
+
+    with calls_in_turn():
+        assert in_turn()
+        assert parallel_map(where, [1, 2, 3]) == [me, me, me] and seen == [1, 2, 3]
+        with Background() as bg:
+            started = bg.start(where, 4)
+            failing = bg.start(lambda: 1 / 0)
+            assert bg.result(started) == me
+            with pytest.raises(ZeroDivisionError):
+                bg.result(failing)
+    assert not in_turn()
+    assert set(parallel_map(where, [5, 6, 7])) != {me}  # outside the block: on the shared workers
+
+
+def test_questions_fill_slots():
+    from teammed.runner import questions_fill_slots
+
+    assert questions_fill_slots(256, [256]) and questions_fill_slots(8, [4, 4])
+    assert not questions_fill_slots(4, [16]) and not questions_fill_slots(7, [4, 4])
+    assert not questions_fill_slots(64, [None]) and not questions_fill_slots(64, [])

@@ -49,6 +49,7 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.answering import answer
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, cause_of
+from teammed.programs.parallel import calls_in_turn
 from teammed.records import redacted_argv, write_atomic
 from teammed.results import ResultRow, RunIdentity, identity_differences, iter_rows
 from teammed.types import Question
@@ -207,6 +208,14 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()  # releases the lock
+
+
+def questions_fill_slots(questions_in_flight: int, slots: Sequence[int | None]) -> bool:
+    """Whether the questions in flight alone keep every request slot busy (each deployment's ``slots``;
+    None: unbounded). Then a question's calls run in turn on its own thread
+    (`teammed.programs.parallel.calls_in_turn`): the same calls, without queueing on the slots."""
+    return (bool(slots) and all(isinstance(n, int) and n > 0 for n in slots)
+            and questions_in_flight >= sum(n or 0 for n in slots))
 
 
 def _question_pool(workers: int) -> interrupts.Pool:
@@ -464,9 +473,13 @@ def run_questions(
     ``metrics()``, when given, a summarizer that sees every row once: `RowSummarizer`), never
     the rows themselves, so memory grows by well under a kilobyte per question.
 
-    ``questions_in_flight`` questions run at once (default: the deployments' request slots
-    summed); requests in flight are bounded by each deployment's LM, not here, so one
-    question's parallel calls (round 2) run together even with one question in flight.
+    ``questions_in_flight`` questions run at once (default: the deployments' question limits
+    summed); requests in flight are bounded by each deployment's LM (its request slots,
+    ``max_parallel_requests``), not here. With fewer questions in flight than request slots, one
+    question's parallel calls (round 2) run together; with as many or more, the questions alone
+    keep every slot busy, and each question's calls run in turn on its own thread
+    (`questions_fill_slots`, `teammed.programs.parallel.calls_in_turn`): the same calls, with
+    fewer thread hand-offs and no queue of one question's calls on the slots.
 
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
     ``resume`` meets a different identity (nothing is appended then), `RunStopped` after
@@ -602,8 +615,9 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         k = index % len(deployments)  # round-robin over deployments
         if stopping.is_set():
             return None  # not attempted: the run is stopping
-        row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
-                              deployment=deployments[k].spec)
+        with calls_in_turn(in_turn):
+            row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
+                                  deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
             if not stop and streak.add(row, failure):
                 stopping.set()
@@ -611,6 +625,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
+    in_turn = questions_fill_slots(workers, [getattr(d.lm, "max_parallel_requests", None) for d in deployments])
     pool = _question_pool(workers)
     stopped: RunStopped | None = None
     try:
