@@ -183,8 +183,10 @@ def needs_rate(s: TuneSettings, budget: Budget | None) -> bool:
 
 
 def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[Question], *,
-               max_tokens: int | None, prices: tuple[float, float] | None) -> CallRate | None:
-    """The rate a tokens=/usd= budget is planned at before the first call (`teammed.optimizers.tune_rate`)."""
+               max_tokens: int | None, prices: tuple[float, float] | None,
+               eval_questions: Sequence[Question] = ()) -> CallRate | None:
+    """The rate a tokens=/usd= budget is planned at before the first call (`teammed.optimizers.tune_rate`),
+    on the longest of the tuning and held-out questions."""
     if not needs_rate(s, budget):
         return None
     assert budget is not None
@@ -196,15 +198,16 @@ def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[
                           "max_tokens; set --max-tokens, or give --budget calls=N")
     demos = 0 if s.optimizer == "none" else MAX_DEMOS
     return estimate_rate(_config_json(COMPONENTS, s), tune_questions, max_tokens=max_tokens, demos=demos,
-                         prices=prices)
+                         prices=prices, held_out=eval_questions)
 
 
 def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int, rate: CallRate | None = None,
-              spent: Mapping[str, float] | None = None) -> TunePlan:
+              spent: Mapping[str, float] | None = None, train: int | None = None) -> TunePlan:
     """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum.
 
     A tokens= or usd= limit is planned in calls at ``rate`` (`first_rate` before any call, `measured_rate`
-    after), on top of what was ``spent``; without an optimizer that bounds its calls it only stops the run."""
+    after), on top of what was ``spent``; without an optimizer that bounds its calls it only stops the run.
+    ``train`` keeps the compile's training questions stage 1 already compiled on."""
     if needs_rate(s, budget) and rate is None:
         raise ConfigError("a tokens= or usd= budget is planned at a rate per call: pass `first_rate(...)`")
     planned = s.optimizer in PLANNED_OPTIMIZERS
@@ -216,11 +219,13 @@ def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: in
                          compile_configs=[c["config"] for c in compile_cells(s)],
                          all_config=_config_json(COMPONENTS, s), base_config=_config_json((), s),
                          stage1_batches=s.stage1_batches, pool_size=s.pool_size, compile_train=s.compile_train,
-                         min_rounds=s.min_rounds, budget=budget, rate=rate if needs_rate(s, budget) else None)
+                         min_rounds=s.min_rounds, budget=budget, rate=rate if needs_rate(s, budget) else None,
+                         train=train)
     except BelowMinimum as exc:
         if rate is None or budget is None:
             raise
-        raise BelowMinimum(_short_of(budget, rate, exc.minimum, exc.proof_calls, s), minimum=exc.minimum,
+        raise BelowMinimum(_short_of(budget, rate, exc.minimum, exc.proof_calls, s) + ". Raise the budget, or use "
+                           "a smaller batch size or fewer held-out questions", minimum=exc.minimum,
                            proof_calls=exc.proof_calls) from None
 
 
@@ -232,18 +237,28 @@ def _short_of(budget: Budget, rate: CallRate, minimum: int, proof_calls: int, s:
     if budget.tokens is not None:
         needs.append(f"tokens={math.ceil(minimum * rate.tokens):,}")
     if budget.usd is not None and rate.usd is not None:
-        needs.append(f"usd={minimum * rate.usd:.4g}")
-    return (f"--budget {limits_text(budget)} is below the smallest tune: {minimum:,} calls (stage 1 on one batch of "
-            f"{s.batch_size}, a race of two for {s.min_rounds} rounds, the winner's compile) at "
+        needs.append(f"usd={_usd_covering(minimum, rate)}")
+    return (f"the budget {limits_text(budget)} is below the smallest tune: {minimum:,} calls (stage 1 on one batch "
+            f"of {s.batch_size}, a race of two for {s.min_rounds} rounds, the winner's compile) at "
             f"{rate.tokens:,.0f} tokens a call, {rate.source} ({rate.detail}), need {', '.join(needs)}; "
-            f"the held-out proof needs up to {proof_calls:,} calls more. Raise the budget, or lower --batch-size "
-            f"or --n-eval")
+            f"the held-out proof needs up to {proof_calls:,} calls more")
+
+
+def _usd_covering(calls: int, rate: CallRate) -> str:
+    """The smallest round amount of dollars that plans ``calls`` at ``rate`` (never one rounded below it)."""
+    assert rate.usd is not None
+    need = calls * rate.usd
+    step = 0.01 if need >= 1 else 10 ** (math.floor(math.log10(max(need, 1e-12))) - 3)
+    value = math.ceil(need / step) * step
+    while (calls_equivalent(Budget(usd=value), rate) or 0) < calls:
+        value += step
+    return f"{value:.10g}"
 
 
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
                  lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None,
-                 replan: Callable[[CallRate, Mapping[str, float]], TunePlan] | None = None):
+                 replan: Callable[[CallRate, Mapping[str, float], int], TunePlan] | None = None):
         self.s, self.queue = settings, queue
         self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
         ordered = sorted(tune_questions, key=lambda q: q.id)
@@ -377,11 +392,13 @@ class _Pipeline:
         # what these cells spent, not the study's total: a resumed run plans exactly as the first one did
         spent = {key: sum(float(r.get(key, 0) or 0) for r in results) for key in ("calls", "tokens", "cost_usd")}
         try:
-            plan = self.replan(rate, spent)
+            plan = self.replan(rate, spent, self.s.compile_train)
         except BelowMinimum as exc:
+            assert self.plan.budget is not None
             raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
-                              f"{self.plan.rate.tokens:,.0f} before the first call): {exc}. Rerun the same command "
-                              f"with the larger budget to resume (nothing done is lost)") from None
+                              f"{self.plan.rate.tokens:,.0f} before the first call): "
+                              f"{_short_of(self.plan.budget, rate, exc.minimum, exc.proof_calls, self.s)}. Rerun "
+                              f"the same command with that budget to resume: the finished cells are kept") from None
         logger.info("tune: re-planned at the measured rate: %s", plan.text())
         self.plans.append(plan)
         self.plan = plan
@@ -649,7 +666,8 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
     if max_tokens is None:
         max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
-    rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices)
+    rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
+                      eval_questions=eval_questions)
     plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
     identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
@@ -661,12 +679,16 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         raise ConfigError(f"study {study_name!r} tuned with {json.dumps(previous, sort_keys=True, default=str)}, "
                           f"not this run's settings and questions; repeat them to resume or choose a new --study")
     queue = WorkQueue(study, budget=budget)
+    compiled_on = _stage1_train(queue)
+    if compiled_on is not None and compiled_on != plan.compile_train:  # resumed with another budget
+        plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate,
+                         train=compiled_on)
     planned = dataclasses.replace(settings, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
                                   compile_train=plan.compile_train)
 
-    def replan(measured: CallRate, spent: Mapping[str, float]) -> TunePlan:
+    def replan(measured: CallRate, spent: Mapping[str, float], train: int) -> TunePlan:
         return make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=measured,
-                         spent=spent)
+                         spent=spent, train=train)
 
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
                   queue=queue, plan=plan, replan=replan if rate is not None else None)
@@ -698,9 +720,14 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         stage = "4-proof"
         rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
     except BudgetSpent as exc:
-        report.update(status="budget", stage=stage, message=str(exc), tried=_tried(queue), spent=_spent(queue))
+        message = str(exc)
+        used = queue.spent()
+        if p.plan is not None and p.plan.rate is not None and used["calls"] and message.startswith("budget reached"):
+            message += (f" (planned at {p.plan.rate.tokens:,.0f} tokens a call, {p.plan.rate.source}; the calls so "
+                        f"far cost {used['tokens'] / used['calls']:,.0f} a call)")
+        report.update(status="budget", stage=stage, message=message, tried=_tried(queue), spent=_spent(queue))
         _finish(study, state_path, report, out_dir)
-        return TuneOutcome("budget", stage, report, None, out_dir / "tune_report.json", str(exc))
+        return TuneOutcome("budget", stage, report, None, out_dir / "tune_report.json", message)
     held_out, compare, components_only = _proof(rows)
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, held_out_components_only=components_only,
@@ -721,6 +748,15 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     report["program"] = str(program_path)
     _finish(study, state_path, report, out_dir)
     return TuneOutcome("done", "done", report, special_path, out_dir / "tune_report.json")
+
+
+def _stage1_train(queue: WorkQueue) -> int | None:
+    """The training questions stage 1's finished compiles used (None: none finished yet)."""
+    for key in queue.results():
+        cell = json.loads(key)
+        if cell.get("kind") == "compile" and cell.get("stage") == 1:
+            return int(cell["train"])
+    return None
 
 
 def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:

@@ -140,10 +140,12 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
               stage1_configs: Sequence[Mapping[str, Any]], compile_configs: Sequence[Mapping[str, Any]],
               all_config: Mapping[str, Any], base_config: Mapping[str, Any], stage1_batches: int, pool_size: int,
               compile_train: int, min_rounds: int, budget: Budget | None = None,
-              rate: CallRate | None = None) -> TunePlan:
+              rate: CallRate | None = None, train: int | None = None) -> TunePlan:
     """The plan (see the module docstring); `BelowMinimum` when ``budget_calls`` is below the minimum.
 
-    ``budget`` and ``rate`` are carried for `TunePlan.fits` (without ``budget``: calls=``budget_calls``)."""
+    ``budget`` and ``rate`` are carried for `TunePlan.fits` (without ``budget``: calls=``budget_calls``).
+    ``train`` fixes the compile's training questions (stage 1 already compiled on that many: a plan
+    made again, or a resume with another budget, must keep them, or every compile cell would change)."""
     if budget is None and budget_calls is not None:
         budget = Budget(calls=budget_calls)
     compiles = optimizer == "bootstrap"
@@ -169,23 +171,28 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     def stage3(train: int) -> int:
         return train * widest if compiles else 0
 
-    max_train = max(_MIN_TRAIN, compile_train)
-    minimum = stage1(1, min(_MIN_TRAIN, max_train)) + race(2) + stage3(min(_MIN_TRAIN, max_train))
+    max_train = max(_MIN_TRAIN, compile_train) if train is None else train
+    least_train = min(_MIN_TRAIN, max_train) if train is None else train
+    minimum = stage1(1, least_train) + race(2) + stage3(least_train)
     if budget_calls is None:
         return TunePlan(None, stage1_batches, pool_size, compile_train, True, minimum, proof_calls,
                         stage3(compile_train) + proof_calls, budget, rate)
     if budget_calls < minimum:
-        raise BelowMinimum(f"--budget calls={budget_calls:,} is below the {minimum:,} calls the smallest tune "
-                          f"can take (stage 1 on one batch of {batch_size}, a race of two for {min_rounds} rounds, "
-                          f"the winner's compile); the held-out proof needs up to {proof_calls:,} more. Raise the "
-                          f"budget, or lower --batch-size or --n-eval", minimum=minimum, proof_calls=proof_calls)
+        raise BelowMinimum(f"the budget calls={budget_calls:,} is below the {minimum:,} calls the smallest tune "
+                           f"can take (stage 1 on one batch of {batch_size}, a race of two for {min_rounds} rounds, "
+                           f"the winner's compile); the held-out proof needs up to {proof_calls:,} more. Raise the "
+                           f"budget, or use a smaller batch size or fewer held-out questions", minimum=minimum,
+                           proof_calls=proof_calls)
     proof = budget_calls >= minimum + proof_calls
     left = budget_calls - (proof_calls if proof else 0)
 
     def fits(batches: int, pool: int, train: int) -> bool:
         return stage1(batches, train) + race(pool) + stage3(train) <= left
 
-    train = max(t for t in range(_MIN_TRAIN, max_train + 1) if fits(1, 2, t)) if compiles else compile_train
+    if not compiles:
+        train = compile_train
+    elif train is None:
+        train = max(t for t in range(_MIN_TRAIN, max_train + 1) if fits(1, 2, t))
     batches = max(b for b in range(1, max(1, min(stage1_batches, rounds)) + 1) if fits(b, 2, train))
     pool = max(p for p in range(2, max(2, pool_size) + 1) if fits(batches, p, train))
     return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,

@@ -35,15 +35,21 @@ MESSAGE_OVERHEAD = 8  # a chat template's special tokens around one message (rol
 
 @dataclass(frozen=True)
 class CallRate:
-    """Tokens and dollars per call (``usd`` None: no prices known), and where the figures come from."""
+    """Tokens and dollars per call (``usd`` None: no prices known), and where the figures come from.
+
+    ``longest`` is how much dearer a call is on the longest question of the tune (held-out ones
+    included) than on the longest tuning question, by the offline estimate: stage 1 measures the
+    rate on tuning questions only, and the held-out proof may ask longer ones."""
 
     tokens: float
     usd: float | None
     source: str  # "estimated" (before any call) or "measured" (from finished cells)
     detail: str = ""
+    longest: float = 1.0
 
     def describe(self) -> dict[str, Any]:
-        return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail}
+        return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail,
+                "longest": round(self.longest, 4)}
 
 
 def message_bytes(message: Mapping[str, Any]) -> int:
@@ -72,8 +78,19 @@ def call_tokens(messages: Sequence[Mapping[str, Any]], *, max_tokens: int, demos
 
 
 def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
-                  prices: tuple[float, float] | None, n_questions: int = 2) -> CallRate:
-    """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest ``questions``."""
+                  prices: tuple[float, float] | None, n_questions: int = 2,
+                  held_out: Sequence[Any] = ()) -> CallRate:
+    """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest of ``questions`` and
+    ``held_out``; ``longest`` compares it with the rate on the longest of ``questions`` alone."""
+    both = _estimate(config, [*questions, *held_out], max_tokens=max_tokens, demos=demos, prices=prices,
+                     n_questions=n_questions)
+    tuning = _estimate(config, questions, max_tokens=max_tokens, demos=demos, prices=prices,
+                       n_questions=n_questions) if held_out else both
+    return CallRate(both.tokens, both.usd, both.source, both.detail, longest=max(1.0, both.tokens / tuning.tokens))
+
+
+def _estimate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
+              prices: tuple[float, float] | None, n_questions: int) -> CallRate:
     from teammed.answering import answer
     from teammed.backends.scripted import ScriptedLM
     from teammed.config import TeamworkConfig
@@ -96,20 +113,27 @@ def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_to
         if prompt + completion > worst[0]:
             worst = (prompt + completion, prompt, completion)
     usd = worst[1] * prices[0] + worst[2] * prices[1] if prices is not None else None
-    detail = (f"{len(longest)} longest tuning question(s), the widest configuration rendered offline, text counted "
+    detail = (f"{len(longest)} longest question(s), the widest configuration rendered offline, text counted "
               f"in bytes, answers at max_tokens={max_tokens}, {demos} demo(s) a predictor")
     return CallRate(math.ceil(worst[0]), usd, "estimated", detail)
 
 
 def measured_rate(results: Sequence[Mapping[str, Any]], *, fallback: CallRate) -> CallRate:
-    """The most tokens and dollars per call of any finished cell (``fallback`` when none made a call)."""
+    """The most tokens and dollars per call of any finished cell, times ``fallback.longest`` (the longest
+    question may be a held-out one); ``fallback`` when no cell made a call. A backend that bills $0
+    does not measure a price: the estimated dollars per call are kept."""
     billed = [r for r in results if float(r.get("calls", 0) or 0) > 0]
     if not billed:
         return fallback
-    tokens = max(float(r.get("tokens", 0) or 0) / float(r["calls"]) for r in billed)
-    usd = (max(float(r.get("cost_usd", 0) or 0) / float(r["calls"]) for r in billed)
+    tokens = max(float(r.get("tokens", 0) or 0) / float(r["calls"]) for r in billed) * fallback.longest
+    usd = (max(float(r.get("cost_usd", 0) or 0) / float(r["calls"]) for r in billed) * fallback.longest
            if fallback.usd is not None else None)
-    return CallRate(math.ceil(tokens), usd, "measured", f"the most per call of {len(billed)} finished cell(s)")
+    kept = ""
+    if usd is not None and usd <= 0:
+        usd, kept = fallback.usd, "; $0 billed, so the estimated dollars a call are kept"
+    scaled = f", times {fallback.longest:.2f} for the longest question" if fallback.longest > 1 else ""
+    return CallRate(math.ceil(tokens), usd, "measured",
+                    f"the most per call of {len(billed)} finished cell(s){scaled}{kept}", fallback.longest)
 
 
 def _length(question: Any) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,89 @@ def test_a_tokens_plan_resumed_after_a_crash_is_the_plan_of_an_uninterrupted_run
     assert resumed.status == "done" and resumed.report["plans"] == whole.report["plans"]
     assert resumed.report["winner"] == whole.report["winner"]
     assert resumed.report["spent"]["tokens"] == whole.report["spent"]["tokens"] <= tokens
+
+
+def test_held_out_questions_longer_than_the_tuning_ones_are_in_the_rate(tmp_path):
+    """Stage 1 measures on tuning questions; the proof asks the held-out ones. Padded held-out questions and a
+    team billing near the estimate: the plan covers the proof within the budget instead of overspending."""
+    settings = TuneSettings(dataset="sim", model="sim", optimizer="labeled", batch_size=5, stage1_batches=2,
+                            pool_size=3, compile_train=3)
+    tq = simulated_questions(30, seed=3, prefix="t")
+    eq = [q.model_copy(update={"question": q.question + " History: " + "the patient reports fatigue. " * 50})
+          for q in simulated_questions(5, seed=4, prefix="e")]
+    tuning_only = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None)
+    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq)
+    assert rate.longest > 2 and rate.tokens > 2 * tuning_only.tokens
+    free = make_plan(settings, None, n_tune=len(tq), n_eval=len(eq))
+    tokens = (free.minimum + free.proof_calls) * rate.tokens
+    out = tune(tune_questions=tq, eval_questions=eq, lm=wordy_team(14, answer_key(tq + eq), seed=3),
+               settings=settings, budget=Budget(tokens=tokens), storage=None, study_name="long",
+               out_dir=tmp_path, max_tokens=64)
+    assert out.status == "done" and out.special_set_path is not None
+    assert out.report["spent"]["tokens"] <= tokens
+    assert out.report["plan"]["rate"]["longest"] == rate.longest  # the measured rate was scaled for the proof
+
+
+def test_resuming_with_the_budget_a_stop_names_keeps_stage_ones_compiles(tmp_path):
+    """A team far wordier than estimated stops after stage 1's first batch, naming the budget it needs; rerun with
+    it, the tune finishes without compiling stage 1 again (its compiles keep their training questions)."""
+    import optuna
+
+    settings = TuneSettings(dataset="sim", model="sim", optimizer="bootstrap", batch_size=5, stage1_batches=2,
+                            pool_size=3, compile_train=3)
+    tq, eq = simulated_questions(30, seed=3, prefix="t"), simulated_questions(5, seed=4, prefix="e")
+    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq)
+    tokens = make_plan(settings, None, n_tune=len(tq), n_eval=len(eq)).minimum * rate.tokens
+    store = f"sqlite:///{tmp_path / 's.db'}"
+
+    def run(budget: float):
+        return tune(tune_questions=tq, eval_questions=eq, lm=wordy_team(10, answer_key(tq + eq), seed=3),
+                    settings=settings, budget=Budget(tokens=budget), storage=store, study_name="p", out_dir=tmp_path,
+                    max_tokens=64)
+
+    def compiles() -> list[tuple[str, int]]:
+        study = optuna.load_study(study_name="p", storage=store)
+        return sorted((t.user_attrs["cell"]["name"], t.user_attrs["cell"]["train"]) for t in study.get_trials()
+                      if t.user_attrs.get("cell", {}).get("kind") == "compile")
+
+    stopped = run(tokens)
+    assert stopped.status == "budget" and stopped.stage == "1-behaviours" and "measured" in stopped.message
+    need = float(re.search(r"need tokens=([\d,]+)", stopped.message).group(1).replace(",", ""))
+    before = compiles()
+    resumed = run(need)
+    assert resumed.status == "done" and resumed.report["spent"]["tokens"] <= need
+    stage1 = [c for c in compiles() if c[0] != "winner"]
+    assert stage1 == before and len({train for _, train in stage1}) == 1  # not one stage-1 compile ran again
+
+
+def test_usd_needs_are_rounded_up_and_a_backend_billing_nothing_keeps_the_estimated_price():
+    from teammed.optimizers.tune_rate import CallRate, measured_rate
+
+    rate = CallRate(2215, 0.0012345678, "estimated")
+    free = make_plan(SETTINGS, None, n_tune=60, n_eval=20)
+    with pytest.raises(BelowMinimum) as refused:
+        make_plan(SETTINGS, Budget(usd=0.5), n_tune=60, n_eval=20, rate=rate)
+    need = float(re.search(r"need usd=([\d.e-]+)", str(refused.value)).group(1))
+    assert need >= free.minimum * rate.usd
+    assert make_plan(SETTINGS, Budget(usd=need), n_tune=60, n_eval=20, rate=rate).budget_calls >= free.minimum
+    unbilled = measured_rate([{"calls": 10, "tokens": 5000, "cost_usd": 0.0}], fallback=rate)
+    assert unbilled.usd == rate.usd and "$0 billed" in unbilled.detail and unbilled.tokens == 500
+    billed = measured_rate([{"calls": 10, "tokens": 5000, "cost_usd": 0.002}], fallback=rate)
+    assert billed.usd == pytest.approx(0.0002)
+
+
+def test_cli_tune_exits_non_zero_when_it_stops_without_a_special_set(tmp_path, capsys, monkeypatch):
+    from teammed.cli import main
+    from teammed.optimizers import tune as tune_module
+    from teammed.optimizers.tune import TuneOutcome
+
+    def stopped(**kwargs):  # type: ignore[no-untyped-def]
+        return TuneOutcome("budget", "2-components", {"spent": {"calls": 7}}, None, tmp_path / "r.json",
+                           "budget reached (tokens=9 of 9) with 3 cells left")
+
+    monkeypatch.setattr(tune_module, "tune", stopped)
+    flags = ["tune", "--dataset", str(_question_file(tmp_path, 60)), "--n-eval", "10", "--optimizer", "mipro",
+             "--model", "simulated", "--budget", "tokens=1e9", "--out", str(tmp_path / "t")]
+    assert main(flags) == 1
+    err = capsys.readouterr().err
+    assert "tune stopped in stage 2-components" in err and "no Special Set was written" in err

@@ -139,7 +139,7 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     # the plan is checked before any backend opens: a budget below the minimum costs nothing
     settings = _settings(args, choice.name, "")
     max_tokens, prices = _max_tokens(args), (_prices(args)[0] if budget.usd is not None else None)
-    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=prices)
+    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=prices, eval_questions=eval_q)
     plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     print(f"tune: {plan.text()}", file=sys.stderr)
 
@@ -157,13 +157,14 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     spent = outcome.report.get("spent", {})
     # stdout: one JSON document with --json (the human lines go to stderr), else the human lines
     human = sys.stderr if args.json else sys.stdout
-    if outcome.status != "done":
+    if outcome.status != "done":  # no Special Set: a script must not take this for a finished tune
         print(f"tune stopped in stage {outcome.stage}: {outcome.message}", file=sys.stderr)
+        print("no Special Set was written; rerun the same command with a larger --budget to resume", file=sys.stderr)
         print(f"report: {outcome.report_path}", file=human)
         if args.json:
             print(json.dumps({"status": outcome.status, "stage": outcome.stage, "message": outcome.message,
                               "spent": spent, "report": str(outcome.report_path)}, indent=2, default=str))
-        return 0
+        return 1
     held_out = outcome.report["held_out"]
     proof = (f"held-out accuracy: {_held_out_text(held_out)}" if held_out is not None else
              "held-out proof NOT run (the budget did not cover it; the set is unproven)")
