@@ -51,8 +51,20 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     `contextvars` context, so ``dspy.context`` overrides and the current `Usage` follow the work;
     no thread is started per call. The first exception is re-raised once every call has ended.
     """
-    if len(items) <= 1 or _IN_TURN.get():
+    if len(items) <= 1:
         return [fn(item) for item in items]
+    if _IN_TURN.get():  # every item runs, as on the workers; then the first error is raised
+        done: list[Any] = []
+        first: Exception | None = None
+        for item in items:
+            try:
+                done.append(fn(item))
+            except Exception as exc:  # noqa: BLE001 - raised once every item has run
+                first = first or exc
+                done.append(None)
+        if first is not None:
+            raise first
+        return done
     pool = interrupts.workers()
     lanes = min(len(items), max_workers or len(items))
     if lanes >= len(items):

@@ -6,10 +6,12 @@ request transformation, so the bodies asserted are what each provider would rece
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -267,34 +269,80 @@ def test_worst_case_of_one_call_with_the_defaults_is_minutes():
     assert RetryPolicy().worst_case_s(120.0) == pytest.approx(570.0)
 
 
+def _closed_while_waiting(lm: LiteLLMBackend, *, started: Callable[[], bool]) -> tuple[float, list[BaseException]]:
+    """Call ``lm`` on a thread, close it once ``started()``; how long the caller took to leave, and its error."""
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            _ask(lm)
+        except BaseException as exc:  # noqa: B036 - recorded for the assertion
+            errors.append(exc)
+
+    thread = threading.Thread(target=call)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not started():
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.02)
+    began = time.monotonic()
+    lm.close()
+    thread.join(30)
+    assert not thread.is_alive()
+    return time.monotonic() - began, errors
+
+
 def test_close_releases_a_call_hung_on_the_server_at_once(monkeypatch):
-    """The request runs on the caller's own thread (no hand-over to a worker thread and back), yet
-    close() frees the caller at once: the socket of its connection is shut down under the read."""
+    """On a kept-alive connection the request runs on the caller's own thread (no hand-over to a worker
+    thread and back), yet close() frees the caller at once: the socket is shut down under the read."""
     from teammed.backends import litellm_backend
 
     def handed_over(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("the request was handed to a worker thread")
 
-    monkeypatch.setattr(litellm_backend, "run_interruptible", handed_over)
-    with FakeOpenAI(lambda n, b: 30.0) as server:
+    with FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER)) if n == 1 else 30.0) as server:
         lm = _lm(server, timeout_s=60)
-        errors: list[BaseException] = []
+        worker = threading.Thread(target=_ask, args=(lm,))  # the connection is opened, and kept
+        worker.start()
+        worker.join(10)
+        monkeypatch.setattr(litellm_backend, "run_interruptible", handed_over)
+        took, errors = _closed_while_waiting(lm, started=lambda: len(server.requests) >= 2)
+    assert took < 1 and errors and "closed" in str(errors[0])
 
-        def call() -> None:
-            try:
-                _ask(lm)
-            except BaseException as exc:  # noqa: B036 - recorded for the assertion
-                errors.append(exc)
 
-        thread = threading.Thread(target=call)
-        thread.start()
-        while not server.requests:
-            time.sleep(0.02)
-        started = time.monotonic()
-        lm.close()
-        thread.join(5)
-        assert not thread.is_alive() and time.monotonic() - started < 1
-    assert errors and "closed" in str(errors[0])
+@pytest.mark.parametrize("phase", ["connect", "tls handshake"])
+def test_close_releases_a_call_stuck_opening_its_connection_at_once(phase):
+    """A connect (a listener whose accept queue is full) or a TLS handshake (a server that accepts and never
+    answers) cannot be cut off by shutting a socket down: such a request is sent from a thread the caller leaves."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    accepted: list[socket.socket] = []
+    if phase == "connect":
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.3)
+    else:
+        def accept() -> None:
+            with contextlib.suppress(OSError):
+                accepted.append(listener.accept()[0])
+
+        threading.Thread(target=accept, daemon=True).start()
+    lm = LiteLLMBackend("openai/fake", api_base=f"https://127.0.0.1:{port}/v1", api_key="k", timeout_s=20,
+                        retry=FAST)
+    ready = time.monotonic() + 1.0
+    try:
+        took, errors = _closed_while_waiting(lm, started=lambda: time.monotonic() > ready)
+    finally:
+        for sock in [*fillers, *accepted, listener]:
+            sock.close()
+    assert took < 2 and errors and "closed" in str(errors[0])
 
 
 # ---------------------------------------------------------------- DSPy interface: rollouts, cache, no deprecation

@@ -605,7 +605,8 @@ def test_the_request_pool_starts_afresh_in_a_forked_child():
 
 def test_a_question_calls_in_turn_when_questions_alone_fill_the_request_slots(tmp_path, fake_server, monkeypatch):
     """--concurrency 2 on 2 request slots: every slot is busy with some question, so a question's calls run on
-    its own thread (no deliberation hands work to the shared workers), and the answers are the fan-out's."""
+    its own thread (no deliberation hands work to the shared workers) until the run's last question, which fans
+    out again; the answers are the fan-out's."""
     from teammed import interrupts
 
     handed: list[str] = []
@@ -617,14 +618,15 @@ def test_a_question_calls_in_turn_when_questions_alone_fill_the_request_slots(tm
 
     monkeypatch.setattr(interrupts.Workers, "submit", counting)
     server, log = fake_server(0.05)
-    flags = ["run", "--dataset", "demo", "--n", "4", "--preset", "all", "--n-agents", "3", "--model", "openai/fake",
+    flags = ["run", "--dataset", "demo", "--n", "8", "--preset", "all", "--n-agents", "3", "--model", "openai/fake",
              "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1"]
     with server:
         assert main([*flags, "--concurrency", "2", "--parallel-requests", "2", "--out", str(tmp_path / "turn")]) == 0
         in_turn = list(handed)
         handed.clear()
         assert main([*flags, "--concurrency", "2", "--parallel-requests", "8", "--out", str(tmp_path / "fan")]) == 0
-    assert in_turn == [] and len(handed) > 8  # fewer questions than slots: a question's calls fan out
+    # fewer questions than slots: every question's calls fan out; in turn, only the last question's do
+    assert len(handed) > 8 * 8 and 0 < 4 * len(in_turn) <= len(handed)
     assert max_in_flight(_requests(log)) <= 8
 
     def answers(run: str) -> dict[str, Any]:
@@ -663,6 +665,45 @@ def test_calls_in_turn_run_on_the_callers_thread_in_order_with_errors_where_coll
 def test_questions_fill_slots():
     from teammed.runner import questions_fill_slots
 
-    assert questions_fill_slots(256, [256]) and questions_fill_slots(8, [4, 4])
-    assert not questions_fill_slots(4, [16]) and not questions_fill_slots(7, [4, 4])
-    assert not questions_fill_slots(64, [None]) and not questions_fill_slots(64, [])
+    assert questions_fill_slots(256, 256) and questions_fill_slots(9, 8)
+    assert not questions_fill_slots(4, 16) and not questions_fill_slots(7, 8)
+    assert not questions_fill_slots(64, None) and not questions_fill_slots(64, 0)
+
+
+def test_calls_in_turn_run_every_item_before_raising_the_first_error_as_on_the_workers():
+    from teammed.programs.parallel import calls_in_turn, parallel_map
+
+    ran: list[int] = []
+
+    def call(x: int) -> int:
+        ran.append(x)
+        if x in (2, 3):
+            raise ValueError(f"item {x}")
+        return x
+
+    for in_turn in (False, True):
+        ran.clear()
+        with calls_in_turn(in_turn), pytest.raises(ValueError, match="item 2" if in_turn else "item"):
+            parallel_map(call, [1, 2, 3, 4])
+        assert sorted(ran) == [1, 2, 3, 4]  # a failed agent's teammates are still asked, in turn or not
+
+
+def test_a_small_run_or_a_runs_tail_fans_out_and_each_deployment_counts_its_own_share(tmp_path, fake_server,
+                                                                                      monkeypatch):
+    """4 questions at --concurrency 8 on 8 slots: fewer questions than slots, so they fan out."""
+    from teammed import interrupts
+
+    handed: list[str] = []
+    submit = interrupts.Workers.submit
+
+    def counting(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        handed.append("x")
+        return submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(interrupts.Workers, "submit", counting)
+    server, _ = fake_server(0.02)
+    with server:
+        assert main(["run", "--dataset", "demo", "--n", "4", "--preset", "base", "--n-agents", "3",
+                     "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1",
+                     "--concurrency", "8", "--parallel-requests", "8", "--out", str(tmp_path / "small")]) == 0
+    assert handed  # in turn would hand nothing to the workers

@@ -210,12 +210,11 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         handle.close()  # releases the lock
 
 
-def questions_fill_slots(questions_in_flight: int, slots: Sequence[int | None]) -> bool:
-    """Whether the questions in flight alone keep every request slot busy (each deployment's ``slots``;
-    None: unbounded). Then a question's calls run in turn on its own thread
+def questions_fill_slots(questions: int, slots: int | None) -> bool:
+    """Whether ``questions`` in flight on one deployment keep all its request ``slots`` busy on their own
+    (None: unbounded). Then a question's calls run in turn on its own thread
     (`teammed.programs.parallel.calls_in_turn`): the same calls, without queueing on the slots."""
-    return (bool(slots) and all(isinstance(n, int) and n > 0 for n in slots)
-            and questions_in_flight >= sum(n or 0 for n in slots))
+    return isinstance(slots, int) and slots > 0 and questions >= slots
 
 
 def _question_pool(workers: int) -> interrupts.Pool:
@@ -476,7 +475,8 @@ def run_questions(
     ``questions_in_flight`` questions run at once (default: the deployments' question limits
     summed); requests in flight are bounded by each deployment's LM (its request slots,
     ``max_parallel_requests``), not here. With fewer questions in flight than request slots, one
-    question's parallel calls (round 2) run together; with as many or more, the questions alone
+    question's parallel calls (round 2) run together; with as many or more (per deployment, from
+    its round-robin share of the questions in flight or not yet started), the questions alone
     keep every slot busy, and each question's calls run in turn on its own thread
     (`questions_fill_slots`, `teammed.programs.parallel.calls_in_turn`): the same calls, with
     fewer thread hand-offs and no queue of one question's calls on the slots.
@@ -615,7 +615,10 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         k = index % len(deployments)  # round-robin over deployments
         if stopping.is_set():
             return None  # not attempted: the run is stopping
-        with calls_in_turn(in_turn):
+        # the questions this deployment holds at most from now on: its round-robin share of the
+        # questions in flight, or of those not yet started (the run's tail fans out again)
+        share = min(workers, len(todo) - index) // len(deployments)
+        with calls_in_turn(questions_fill_slots(share, slots[k])):
             row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
                                   deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
@@ -625,7 +628,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
-    in_turn = questions_fill_slots(workers, [getattr(d.lm, "max_parallel_requests", None) for d in deployments])
+    slots = [getattr(d.lm, "max_parallel_requests", None) for d in deployments]
     pool = _question_pool(workers)
     stopped: RunStopped | None = None
     try:

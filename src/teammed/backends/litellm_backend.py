@@ -31,6 +31,7 @@ import os
 import random
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import json_repair
@@ -452,8 +453,12 @@ class LiteLLMBackend(MeteredLM):
         thread (`close` cuts its requests off); the main thread, which must wake up for signals, and
         litellm, which cannot be cut off, send on a pooled daemon thread the caller waits on."""
         if self._direct is not None and not interrupts.on_main_thread():
+            def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
+                return run_interruptible(post, check=self._check_open, waiters=self._waiters)
+
             try:
-                return self._send(messages, params)
+                return self._direct.complete(model=self.model, messages=messages, connect_with=connect,
+                                             **{**params, "api_key": self._api_key()})
             except Exception:
                 self._check_open()  # cut off by close(): the run is stopping, the request did not fail
                 raise

@@ -20,10 +20,13 @@ slots bound (a client per request thread made one connection per thread that eve
 request: over a thousand at 256 questions in flight). Async callers share one
 `httpx.AsyncClient` per event loop, sized from the slots.
 
-A request runs on its caller's thread (no hand-over to another thread and back, two GIL hand-offs
-per call), and `close` still frees a caller waiting on a hung server at once: each client learns
-its connection's socket from httpcore's ``trace`` extension when it connects, and `close` shuts
-down the sockets of the requests in flight, so their reads end with an error at once.
+A request on a kept-alive connection runs on its caller's thread (no hand-over to another thread
+and back, two GIL hand-offs per call), and `close` still frees a caller waiting on a hung server
+at once: each client learns its connection's socket from httpcore's ``trace`` extension when it
+connects, and `close` shuts down the sockets of the requests in flight, so their reads end with
+an error at once. A connect or a TLS handshake cannot be cut off that way, so a request that must
+open its connection goes through ``connect_with`` (the backend sends it from a thread the caller
+can leave). A kept-alive connection the server dropped is reopened on the caller's thread.
 
 Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
 ``status_code``, the response ``headers`` (``Retry-After``) and the server's body in its
@@ -41,6 +44,7 @@ import socket
 import ssl
 import threading
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -280,11 +284,19 @@ class OpenAICompatibleClient:
                 from exc
 
     def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
+                 connect_with: Callable[[Callable[[], httpx.Response]], httpx.Response] | None = None,
                  **params: Any) -> ChatResponse:
+        """``connect_with(post)`` sends a request that must first open its connection (``post`` otherwise
+        runs here): `close` cannot cut a connect or a TLS handshake off, so a caller that must be freed at
+        once hands those to a thread it can leave (`teammed.backends.requests_pool.run_interruptible`)."""
         data, headers = self._request(model, messages, api_key, params)
         lane = self._client()
+
+        def post() -> httpx.Response:
+            return lane.client.post(self.url, content=data, headers=headers, extensions={"trace": lane.trace})
+
         try:
-            response = lane.client.post(self.url, content=data, headers=headers, extensions={"trace": lane.trace})
+            response = post() if lane.stream is not None or connect_with is None else connect_with(post)
         finally:  # after an error httpcore has dropped the connection: the client stays usable
             self._release(lane)
         return self._read(response)
