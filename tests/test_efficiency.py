@@ -605,7 +605,7 @@ def test_the_request_pool_starts_afresh_in_a_forked_child():
 
 def test_a_question_calls_in_turn_when_questions_alone_fill_the_request_slots(tmp_path, fake_server, monkeypatch):
     """--concurrency 2 on 2 request slots: every slot is busy with some question, so a question's calls run on
-    its own thread (no deliberation hands work to the shared workers) until the run's last question, which fans
+    its own thread (no deliberation hands work to the shared workers) until the run's very end, which may fan
     out again; the answers are the fan-out's."""
     from teammed import interrupts
 
@@ -625,8 +625,8 @@ def test_a_question_calls_in_turn_when_questions_alone_fill_the_request_slots(tm
         in_turn = list(handed)
         handed.clear()
         assert main([*flags, "--concurrency", "2", "--parallel-requests", "8", "--out", str(tmp_path / "fan")]) == 0
-    # fewer questions than slots: every question's calls fan out; in turn, only the last question's do
-    assert len(handed) > 8 * 8 and 0 < 4 * len(in_turn) <= len(handed)
+    # fewer questions than slots: every question's calls fan out; in turn, at most the last question's do
+    assert len(handed) > 8 * 8 and 4 * len(in_turn) <= len(handed)
     assert max_in_flight(_requests(log)) <= 8
 
     def answers(run: str) -> dict[str, Any]:
@@ -688,8 +688,7 @@ def test_calls_in_turn_run_every_item_before_raising_the_first_error_as_on_the_w
         assert sorted(ran) == [1, 2, 3, 4]  # a failed agent's teammates are still asked, in turn or not
 
 
-def test_a_small_run_or_a_runs_tail_fans_out_and_each_deployment_counts_its_own_share(tmp_path, fake_server,
-                                                                                      monkeypatch):
+def test_a_run_of_fewer_questions_than_slots_fans_out(tmp_path, fake_server, monkeypatch):
     """4 questions at --concurrency 8 on 8 slots: fewer questions than slots, so they fan out."""
     from teammed import interrupts
 

@@ -475,8 +475,8 @@ def run_questions(
     ``questions_in_flight`` questions run at once (default: the deployments' question limits
     summed); requests in flight are bounded by each deployment's LM (its request slots,
     ``max_parallel_requests``), not here. With fewer questions in flight than request slots, one
-    question's parallel calls (round 2) run together; with as many or more (per deployment, from
-    its round-robin share of the questions in flight or not yet started), the questions alone
+    question's parallel calls (round 2) run together; with as many or more (per deployment, its
+    round-robin share of the questions in flight and not yet started), the questions alone
     keep every slot busy, and each question's calls run in turn on its own thread
     (`questions_fill_slots`, `teammed.programs.parallel.calls_in_turn`): the same calls, with
     fewer thread hand-offs and no queue of one question's calls on the slots.
@@ -615,12 +615,18 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         k = index % len(deployments)  # round-robin over deployments
         if stopping.is_set():
             return None  # not attempted: the run is stopping
-        # the questions this deployment holds at most from now on: its round-robin share of the
-        # questions in flight, or of those not yet started (the run's tail fans out again)
-        share = min(workers, len(todo) - index) // len(deployments)
-        with calls_in_turn(questions_fill_slots(share, slots[k])):
-            row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
-                                  deployment=deployments[k].spec)
+        # the slots' demand from now on: this deployment's round-robin share of the questions in
+        # flight and of those not yet started (a small run, and a run's very end, fan out)
+        with lock:
+            running[0] += 1
+            share = min(workers, running[0] + len(todo) - index - 1) // len(deployments)
+        try:
+            with calls_in_turn(questions_fill_slots(share, slots[k])):
+                row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
+                                      deployment=deployments[k].spec)
+        finally:
+            with lock:
+                running[0] -= 1
         with lock:  # decided here, before this worker takes the next question
             if not stop and streak.add(row, failure):
                 stopping.set()
@@ -629,6 +635,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     slots = [getattr(d.lm, "max_parallel_requests", None) for d in deployments]
+    running = [0]  # questions being answered now
     pool = _question_pool(workers)
     stopped: RunStopped | None = None
     try:
