@@ -116,13 +116,13 @@ def calls_equivalent(budget: Budget | None, rate: CallRate | None,
     limits: list[float] = []
     if budget.calls is not None:
         limits.append(budget.calls)
-    for limit, key, per_call in ((budget.tokens, "tokens", rate.tokens if rate else None),
-                                 (budget.usd, "cost_usd", rate.usd if rate else None)):
+    for name, limit, key, per_call in (("tokens", budget.tokens, "tokens", rate.tokens if rate else None),
+                                       ("usd", budget.usd, "cost_usd", rate.usd if rate else None)):
         if limit is None:
             continue
         if per_call is None:
-            raise ConfigError(f"a {'tokens' if key == 'tokens' else 'usd'}= budget needs the cost of a call to be "
-                              f"planned; give --budget calls=N instead")
+            raise ConfigError(f"a {name}= budget needs the cost of a call to be planned; give --budget calls=N "
+                              f"instead")
         limits.append(done + max(0.0, limit - float(spent.get(key, 0))) / max(per_call, 1e-12))
     return int(min(limits)) if limits else None
 

@@ -3,7 +3,7 @@
 A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dollars) per call.
 
 * **Before the first call** the rate is estimated from the prompts the program itself renders:
-  the widest configuration deliberates on the longest tuning questions against `ScriptedLM`
+  the widest configuration deliberates on the longest questions (tuning or held-out) against `ScriptedLM`
   (no network, no cost), through the same adapter as a real backend. Each of its calls counts
   ``bytes(system) + (d + 1) * (bytes(user) + max_tokens) + 8`` per message, where ``d`` is
   the demos a compiled predictor may carry. A byte-level tokenizer (GPT's, Llama's, Qwen's,
@@ -11,7 +11,8 @@ A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dolla
   ``max_tokens``, so the rendered text and every answer are over-counted. What the dry run
   cannot see is the length of the team's real answers where later prompts quote them (its
   scripted answers are a few words): that part is covered only by the slack of the rest.
-  The estimate is the worst of its questions' mean per call.
+  The estimate is the worst of its questions' mean per call; ``longest`` compares it with the
+  worst of the longest tuning questions alone.
 * **After stage 1's first batch** the rate is measured: the most tokens (and dollars) per call of
   any finished cell, and the rest of the tune is planned again with it.
 
@@ -82,40 +83,39 @@ def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_to
                   held_out: Sequence[Any] = ()) -> CallRate:
     """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest of ``questions`` and
     ``held_out``; ``longest`` compares it with the rate on the longest of ``questions`` alone."""
-    both = _estimate(config, [*questions, *held_out], max_tokens=max_tokens, demos=demos, prices=prices,
-                     n_questions=n_questions)
-    tuning = _estimate(config, questions, max_tokens=max_tokens, demos=demos, prices=prices,
-                       n_questions=n_questions) if held_out else both
-    return CallRate(both.tokens, both.usd, both.source, both.detail, longest=max(1.0, both.tokens / tuning.tokens))
+    if max_tokens <= 0:
+        raise ConfigError("a tokens= or usd= budget needs a positive --max-tokens to bound each answer")
+    everywhere = _longest([*questions, *held_out], n_questions)
+    tuning = _longest(questions, n_questions)
+    # each question is rendered once, whichever of the two sets it leads
+    per_call = {q.id: _mean_call(config, q, max_tokens=max_tokens, demos=demos) for q in [*everywhere, *tuning]}
+    worst = max((per_call[q.id] for q in everywhere), key=lambda c: c[0] + c[1])
+    worst_tuning = max((per_call[q.id] for q in tuning), key=lambda c: c[0] + c[1])
+    usd = worst[0] * prices[0] + worst[1] * prices[1] if prices is not None else None
+    detail = (f"{len(everywhere)} longest question(s), the widest configuration rendered offline, text counted "
+              f"in bytes, answers at max_tokens={max_tokens}, {demos} demo(s) a predictor")
+    return CallRate(math.ceil(sum(worst)), usd, "estimated", detail,
+                    longest=max(1.0, math.ceil(sum(worst)) / math.ceil(sum(worst_tuning))))
 
 
-def _estimate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
-              prices: tuple[float, float] | None, n_questions: int) -> CallRate:
+def _longest(questions: Sequence[Any], n: int) -> list[Any]:
+    return sorted(questions, key=lambda q: (-_length(q), q.id))[:n]
+
+
+def _mean_call(config: Mapping[str, Any], question: Any, *, max_tokens: int, demos: int) -> tuple[float, float]:
+    """(prompt, answer) tokens of ``config``'s mean call on ``question``, rendered against `ScriptedLM`."""
     from teammed.answering import answer
     from teammed.backends.scripted import ScriptedLM
     from teammed.config import TeamworkConfig
     from teammed.programs.teamwork import TeamworkProgram
 
-    if max_tokens <= 0:
-        raise ConfigError("a tokens= or usd= budget needs a positive --max-tokens to bound each answer")
-    longest = sorted(questions, key=lambda q: (-_length(q), q.id))[:n_questions]
-    worst: tuple[float, float, float] = (0.0, 0.0, 0.0)  # (mean tokens, mean prompt, mean answer) per call
-    for question in longest:
-        lm = ScriptedLM(model="tune-estimate")
-        program = TeamworkProgram(TeamworkConfig.build(**config))
-        answered = answer(program, question, lm)
-        if answered.row.failed or not lm.calls:
-            raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed "
-                              f"({answered.row.error}); give --budget calls=N instead")
-        counted = [call_tokens(c.messages, max_tokens=max_tokens, demos=demos) for c in lm.calls]
-        prompt = sum(p for p, _ in counted) / len(counted)
-        completion = sum(a for _, a in counted) / len(counted)
-        if prompt + completion > worst[0]:
-            worst = (prompt + completion, prompt, completion)
-    usd = worst[1] * prices[0] + worst[2] * prices[1] if prices is not None else None
-    detail = (f"{len(longest)} longest question(s), the widest configuration rendered offline, text counted "
-              f"in bytes, answers at max_tokens={max_tokens}, {demos} demo(s) a predictor")
-    return CallRate(math.ceil(worst[0]), usd, "estimated", detail)
+    lm = ScriptedLM(model="tune-estimate")
+    answered = answer(TeamworkProgram(TeamworkConfig.build(**config)), question, lm)
+    if answered.row.failed or not lm.calls:
+        raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed "
+                          f"({answered.row.error}); give --budget calls=N instead")
+    counted = [call_tokens(c.messages, max_tokens=max_tokens, demos=demos) for c in lm.calls]
+    return sum(p for p, _ in counted) / len(counted), sum(a for _, a in counted) / len(counted)
 
 
 def measured_rate(results: Sequence[Mapping[str, Any]], *, fallback: CallRate) -> CallRate:
