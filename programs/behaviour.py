@@ -10,6 +10,7 @@ from typing import Any
 import dspy
 
 from teammed.adapter import SchemaAdapter
+from teammed.async_bridge import await_only, bridged
 from teammed.lm_usage import counted_calls
 from teammed.usage import calling_signature
 
@@ -126,6 +127,8 @@ class Behaviour(dspy.Module):
                     counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
                     if counting is not None:
                         stack.enter_context(counting)
+                if bridged():  # under a system's acall: DSPy's async path, on the backend's async client
+                    return await_only(self.predict.acall(**inputs))
                 return self.predict(**inputs)
         finally:
             calling_signature.reset(token)

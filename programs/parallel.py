@@ -1,5 +1,9 @@
 """Run calls in parallel on the process's long-lived workers, in the caller's context (DSPy settings, usage).
 
+Under a system's ``acall`` (`teammed.async_bridge.run_sync`) the same functions run the calls as
+tasks of the caller's event loop instead: no thread is used, and each LM call goes out on the
+backend's async client.
+
 Inside `calls_in_turn()` the same functions run each call on the caller's thread, in order: the
 calls, their inputs and their results are the same, only their timing differs. The runner
 uses it when at least as many questions are in flight as there are request slots: every slot
@@ -20,8 +24,9 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from teammed import interrupts
+from teammed.async_bridge import await_only, bridged, run_sync
 
-__all__ = ["parallel_map", "Background", "ForwardOnWorkers", "calls_in_turn", "in_turn"]
+__all__ = ["parallel_map", "Background", "AsyncForward", "calls_in_turn", "in_turn"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -65,6 +70,8 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
         if first is not None:
             raise first
         return done
+    if bridged():
+        return await_only(_gathered(fn, items, max_workers))
     pool = interrupts.workers()
     lanes = min(len(items), max_workers or len(items))
     if lanes >= len(items):
@@ -90,17 +97,36 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     return results
 
 
-class ForwardOnWorkers:
+async def _gathered(fn: Callable[[T], R], items: Sequence[T], max_workers: int | None) -> list[R]:
+    """`parallel_map` on the event loop: every item runs (at most ``max_workers`` at once), then the
+    first error in input order is raised, as on the workers."""
+    gate = asyncio.Semaphore(max_workers) if max_workers and max_workers < len(items) else None
+
+    async def one(item: T) -> R:
+        if gate is None:
+            return await run_sync(fn, item)
+        async with gate:
+            return await run_sync(fn, item)
+
+    done = await asyncio.gather(*(one(item) for item in items), return_exceptions=True)
+    for result in done:
+        if isinstance(result, BaseException):
+            raise result
+    return done  # type: ignore[return-value]
+
+
+class AsyncForward:
     """``aforward`` for a system whose ``forward`` is synchronous: ``await system.acall(...)`` runs
-    ``forward`` on one of the shared worker threads (in the caller's context), so concurrent
-    ``acall``s of whole systems overlap instead of queueing on the event loop. Inside, the
-    system's own calls run in parallel as under ``__call__``; a single behaviour's
-    ``dspy.Predict.acall`` awaits the backend's async client directly."""
+    ``forward`` on the caller's event loop (`teammed.async_bridge.run_sync`). Its LM calls await the
+    backend's async client, its side-by-side calls are tasks of the loop, and concurrent ``acall``s
+    wait on the server together, without a thread."""
 
     forward: Callable[..., Any]
 
     async def aforward(self, *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.wrap_future(interrupts.workers().submit(self.forward, *args, **kwargs))
+        # not ``self.forward``: DSPy warns on any access to ``forward`` but from ``__call__``
+        forward = object.__getattribute__(self, "forward")
+        return await run_sync(forward, *args, **kwargs)
 
 
 class Background:
@@ -114,6 +140,7 @@ class Background:
 
     def __init__(self) -> None:
         self._started: list[Future[Any]] = []
+        self._tasks: dict[Future[Any], asyncio.Task[Any]] = {}  # under `run_sync`: the loop's task of each call
 
     def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
         if _IN_TURN.get():  # run now; its error is raised where it is collected, as from a worker
@@ -123,13 +150,23 @@ class Background:
             except Exception as exc:  # noqa: BLE001 - handed to the collector
                 future.set_exception(exc)
             return future
+        if bridged():  # a task of the caller's event loop, started when this code next waits
+            future = Future()
+            task = asyncio.get_running_loop().create_task(run_sync(fn, *args, **kwargs),
+                                                          context=contextvars.copy_context())
+            task.add_done_callback(lambda t: _settle(future, t))
+            self._tasks[future] = task
+            return future
         future = interrupts.workers().submit(fn, *args, **kwargs)
         self._started.append(future)
         return future
 
-    @staticmethod
-    def result(future: Future[R]) -> R:
-        """``future.result()``, attentive to signals on the main thread."""
+    def result(self, future: Future[R]) -> R:
+        """``future.result()``, attentive to signals on the main thread (awaited on the event loop
+        under `run_sync`)."""
+        task = self._tasks.get(future)
+        if task is not None:
+            return await_only(task)  # type: ignore[no-any-return]
         return interrupts.result(future)
 
     def __enter__(self) -> Background:
@@ -142,3 +179,19 @@ class Background:
                 future.cancel()  # not started yet: never will
         interrupts.wait_all(self._started)
         self._started.clear()
+        if self._tasks:
+            tasks, self._tasks = list(self._tasks.values()), {}
+            if isinstance(exc, asyncio.CancelledError):  # the caller gave up on the acall: so do its calls
+                for task in tasks:
+                    task.cancel()
+            await_only(asyncio.wait(tasks))
+
+
+def _settle(future: Future[Any], task: asyncio.Task[Any]) -> None:
+    """Mirror a finished task into the `Future` `Background.start` returned."""
+    if task.cancelled():
+        future.cancel()
+    elif task.exception() is not None:
+        future.set_exception(task.exception())
+    else:
+        future.set_result(task.result())

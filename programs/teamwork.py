@@ -30,7 +30,7 @@ from teammed.programs.discussion import Discussion
 from teammed.programs.leadership import Leader
 from teammed.programs.monitoring import MutualMonitoring
 from teammed.programs.options import validated_options
-from teammed.programs.parallel import Background, ForwardOnWorkers
+from teammed.programs.parallel import AsyncForward, Background
 from teammed.programs.persist import SavesConfig
 from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.record import (
@@ -55,7 +55,7 @@ from teammed.programs.trust import apply_quality, automated_quality, initial_tru
 __all__ = ["TeamworkProgram"]
 
 
-class TeamworkProgram(SavesConfig, ForwardOnWorkers, dspy.Module):
+class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
     """The deliberation program; only the behaviours the config uses are built."""
 
     system_name = "teamwork"

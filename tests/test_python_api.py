@@ -183,3 +183,35 @@ def test_the_text_none_is_a_valid_option():
     from teammed.programs import validated_options
 
     assert validated_options({"A": "Surgery", "B": " None "}) == {"A": "Surgery", "B": "None"}
+
+
+def test_acall_under_a_plain_dspy_lm_is_counted_as_call_is_and_leaves_no_request_to_a_worker(monkeypatch):
+    """A plain ``dspy.LM`` under ``acall``: the same calls and tokens in `Usage` as under ``__call__``,
+    each request sent by litellm's async client (no teammed worker thread carries it)."""
+    import asyncio
+
+    from teammed import interrupts
+    from teammed.programs import TeamworkProgram, preset
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a teammed worker thread was used under acall")
+
+    def answered(asynchronous: bool):  # type: ignore[no-untyped-def]
+        team = TeamworkProgram(preset("leadership"))
+        with FakeOpenAI(handler) as server:  # a fresh server: its prompt tokens count its requests
+            lm = dspy.LM("openai/fake-model", api_base=server.api_base, api_key="x", cache=False)
+
+            async def go():  # type: ignore[no-untyped-def]
+                return await team.acall(question="Q? Key: B", options=OPTIONS)
+
+            with dspy.context(lm=lm), usage.track() as used:
+                prediction = asyncio.run(go()) if asynchronous else team(question="Q? Key: B", options=OPTIONS)
+        return prediction, used
+
+    expected, sync_used = answered(False)
+    monkeypatch.setattr(interrupts.Workers, "submit", refuse)
+    prediction, used = answered(True)
+    assert prediction.answer == expected.answer == "B"
+    assert used.calls == sync_used.calls > 0
+    assert used.calls_by_signature == sync_used.calls_by_signature
+    assert (used.prompt_tokens, used.completion_tokens) == (sync_used.prompt_tokens, sync_used.completion_tokens)

@@ -26,6 +26,7 @@ from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.retry import RetryPolicy
 from teammed.cli import main
 from teammed.errors import FatalBackendError
+from teammed.programs.peers import SYSTEMS
 from teammed.signatures import InitialAssessment
 from tests import schema_fake
 from tests.fake_openai import FakeOpenAI, completion
@@ -340,7 +341,13 @@ def _slow(delay: float):
     return handler
 
 
-def test_concurrent_predict_acalls_overlap():
+@pytest.mark.parametrize(("transport", "expected"), [("auto", "direct"), ("litellm", "litellm")])
+def test_concurrent_predict_acalls_overlap_on_the_async_client(transport, expected, monkeypatch):
+    from teammed import interrupts
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker thread was used under acall")
+
     async def ask(lm, i: int):
         with dspy.context(lm=lm, adapter=SchemaAdapter()):
             return await dspy.Predict(InitialAssessment).acall(question=f"q{i}? Key: B", options={"A": "a", "B": "b"},
@@ -353,28 +360,44 @@ def test_concurrent_predict_acalls_overlap():
         return time.monotonic() - started
 
     with FakeOpenAI(_slow(0.5)) as server:
-        lm = _lm(server.api_base)
+        lm = _lm(server.api_base, transport=transport)
+        monkeypatch.setattr(interrupts.Workers, "submit", refuse)
         one = asyncio.run(many(lm, 1))
         eight = asyncio.run(many(lm, 8))
+    assert lm.transport == expected
     assert server.max_in_flight == 8
     assert eight < 2.0 * one, (one, eight)
 
 
-def test_concurrent_system_acalls_overlap():
+@pytest.mark.parametrize("system", ["teamwork:base", "teamwork:all", *sorted(SYSTEMS)])
+def test_concurrent_system_acalls_wait_together_on_the_async_client_without_threads(system, monkeypatch):
+    """Eight concurrent ``acall``s of a whole system take about the time of one; every call goes out on
+    the async client, and no worker thread runs any of it (`teammed.async_bridge`)."""
+    from teammed import interrupts
+    from teammed.backends import openai_http
     from teammed.config import preset
-    from teammed.programs import TeamworkProgram
+    from teammed.programs import TeamworkProgram, build_system
 
-    async def many(lm, k: int) -> float:
+    def refuse(*args, **kwargs):
+        raise AssertionError("a worker thread or the sync client was used under acall")
+
+    async def many(lm, k: int) -> tuple[float, list[str]]:
         started = time.monotonic()
         with dspy.context(lm=lm, adapter=SchemaAdapter()):
-            program = TeamworkProgram(preset("base", n_agents=2))
+            program = (TeamworkProgram(preset(system[9:], n_agents=2)) if system.startswith("teamwork:")
+                       else build_system(system))
             predictions = await asyncio.gather(*(program.acall(question=f"q{i}? Key: C", options={
                 "A": "a", "B": "b", "C": "c"}) for i in range(k)))
-        assert all(p.answer == "C" for p in predictions)
-        return time.monotonic() - started
+        return time.monotonic() - started, [p.answer for p in predictions]
 
-    with FakeOpenAI(_slow(0.3)) as server:
+    with FakeOpenAI(_slow(0.15)) as server:
         lm = _lm(server.api_base)
-        one = asyncio.run(many(lm, 1))
-        eight = asyncio.run(many(lm, 8))
-    assert eight < 2.0 * one, (one, eight)
+        monkeypatch.setattr(interrupts.Workers, "submit", refuse)
+        monkeypatch.setattr(openai_http.OpenAICompatibleClient, "complete", refuse)
+        one, first = asyncio.run(many(lm, 1))
+        calls_of_one = len(server.requests)
+        eight, answers = asyncio.run(many(lm, 8))
+    assert first == ["C"] and answers == ["C"] * 8
+    assert len(server.requests) == 9 * calls_of_one  # the same calls per question, all of them sent
+    assert server.max_in_flight >= 8
+    assert eight < 1.8 * one, (one, eight)

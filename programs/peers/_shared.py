@@ -29,7 +29,7 @@ from teammed import usage
 from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.behaviour import Behaviour, showing_image
 from teammed.programs.options import validated_options
-from teammed.programs.parallel import ForwardOnWorkers
+from teammed.programs.parallel import AsyncForward
 from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
 
@@ -72,7 +72,7 @@ class Settings(BaseModel):
             raise ConfigError(f"{system}: {problems}; pass a value within the stated bounds") from None
 
 
-class PeerSystem(SavesConfig, ForwardOnWorkers, dspy.Module):
+class PeerSystem(SavesConfig, AsyncForward, dspy.Module):
     """Base of the peer systems: the same forward contract as `TeamworkProgram`.
 
     Calling a system validates the options (`validated_options`) and, given ``image=`` (a

@@ -10,9 +10,10 @@ adapter a DSPy callback around the behaviour records each LM call (`counted_call
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
@@ -59,38 +60,40 @@ def _cost(lm: Any, before: int) -> float:
     return float(history[-1].get("cost") or 0.0)
 
 
-def call_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request: dict[str, Any]) -> Any:
-    """``lm(messages=..., **request)``, recorded in the current `Usage` when ``lm`` does not record itself."""
-    if usage.current() is None or _is_metered(lm):
-        return lm(messages=messages, **request)
+@contextlib.contextmanager
+def _recorded(lm: Any, signature: str) -> Iterator[None]:
+    """Record the call made inside the block in the current `Usage`, from the tokens DSPy's usage
+    tracker sees (nothing is recorded when the call raises)."""
     collector = _Collector(dspy.settings.usage_tracker)
     before = len(getattr(lm, "history", None) or [])
     usage.notify_call_started(signature)
     started = time.perf_counter()
     with dspy.context(usage_tracker=collector):
-        outputs = lm(messages=messages, **request)
-    elapsed = time.perf_counter() - started
+        yield
     usage.record_call(
         signature=signature,
         prompt_tokens=collector.prompt_tokens,
         completion_tokens=collector.completion_tokens,
-        latency_s=elapsed,
+        latency_s=time.perf_counter() - started,
         cost_usd=_cost(lm, before) if collector.entries else 0.0,
         cache_hit=collector.entries == 0,
     )
-    return outputs
+
+
+def call_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request: dict[str, Any]) -> Any:
+    """``lm(messages=..., **request)``, recorded in the current `Usage` when ``lm`` does not record itself."""
+    if usage.current() is None or _is_metered(lm):
+        return lm(messages=messages, **request)
+    with _recorded(lm, signature):
+        return lm(messages=messages, **request)
 
 
 async def acall_lm(lm: Any, *, signature: str, messages: list[dict[str, Any]], request: dict[str, Any]) -> Any:
-    """`call_lm` for coroutines. teammed's backends (and any LM when nothing is counted) are awaited
-    (``lm.acall``); another LM whose tokens must be counted runs `call_lm` on a shared worker thread,
-    where DSPy's usage tracker sees its response."""
+    """`call_lm` for coroutines: ``await lm.acall(...)``, recorded the same way."""
     if usage.current() is None or _is_metered(lm):
         return await lm.acall(messages=messages, **request)
-    from teammed.interrupts import workers
-
-    return await asyncio.wrap_future(workers().submit(call_lm, lm, signature=signature, messages=messages,
-                                                      request=request))
+    with _recorded(lm, signature):
+        return await lm.acall(messages=messages, **request)
 
 
 class _CallCounter(BaseCallback):

@@ -21,6 +21,7 @@ import dspy
 from dspy.utils.callback import with_callbacks
 
 from teammed import usage
+from teammed.async_bridge import await_only, bridged
 from teammed.usage import calling_signature
 
 __all__ = ["MeteredLM", "CallOptions", "call_options", "cached_prompt_tokens"]
@@ -126,7 +127,10 @@ class MeteredLM(dspy.BaseLM):
         started = time.perf_counter()
         token = call_options.set(options)
         try:
-            response, info = self.complete(messages, **request)
+            if bridged():  # sync code under a system's acall: wait on the event loop, not this thread
+                response, info = await_only(self.acomplete(messages, **request))
+            else:
+                response, info = self.complete(messages, **request)
         finally:
             call_options.reset(token)
         return self._record(response, info, signature=signature, elapsed=time.perf_counter() - started,

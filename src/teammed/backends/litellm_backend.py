@@ -325,10 +325,8 @@ class LiteLLMBackend(MeteredLM):
             return self._finish(response, retries, key, json_expected=schema is not None)
 
     async def acomplete(self, messages, **params):  # type: ignore[no-untyped-def]
-        """On the direct transport, the request goes out on the async client: concurrent calls share the
-        wait. Other transports run `complete` on a worker thread."""
-        if self._direct is None:
-            return await super().acomplete(messages, **params)
+        """`complete` for coroutines: the request goes out on the async client (the direct client's, or
+        litellm's ``acompletion``), so concurrent calls share the wait without a thread."""
         schema, plain, options = self._unpack(params)
         while True:
             dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
@@ -406,13 +404,11 @@ class LiteLLMBackend(MeteredLM):
         raise AssertionError("unreachable")
 
     async def _acall_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        assert self._direct is not None
         for attempt in range(self.retry.attempts):
             self._check_open()
             try:
                 async with self._async_slot():
-                    response = await self._direct.acomplete(model=self.model, messages=messages,
-                                                            **{**params, "api_key": self._api_key()})
+                    response = await self._asend(messages, params)
             except Exception as exc:  # classified: transient ones retry, the rest fail fast
                 await asyncio.sleep(self._failed(exc, attempt))
                 continue
@@ -472,6 +468,16 @@ class LiteLLMBackend(MeteredLM):
                                           num_retries=0, **params)
         return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
+
+    async def _asend(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self._direct is not None:
+            return await self._direct.acomplete(model=self.model, messages=messages,
+                                                **{**params, "api_key": self._api_key()})
+        if self.router is not None:
+            return await self.router.acompletion(model=self.model, messages=messages, timeout=self.timeout_s,
+                                                 num_retries=0, **params)
+        return await _litellm().acompletion(model=self.model, messages=messages, api_base=self.api_base,
+                                            timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
 
     def _fatal(self, fault: Fault) -> FatalBackendError:
         env = self.api_key_env or expected_key_env(self.model) or "the provider's API key variable"
