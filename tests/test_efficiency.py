@@ -706,3 +706,41 @@ def test_a_run_of_fewer_questions_than_slots_fans_out(tmp_path, fake_server, mon
                      "--model", "openai/fake", "--api-base", server.api_base, "--no-cache", "--retry-attempts", "1",
                      "--concurrency", "8", "--parallel-requests", "8", "--out", str(tmp_path / "small")]) == 0
     assert handed  # in turn would hand nothing to the workers
+
+
+def test_coroutines_share_the_slots_and_warm_connections_without_polling(fake_server, monkeypatch):
+    """40 concurrent ``acall``s on 2 request slots: never more than 2 requests at the server, on at
+    most 2 connections (one-connection async clients, reused), and the 38 waiting calls never wake
+    up to look (the old wait slept 5 ms at a time per waiting call: thousands of wake-ups here)."""
+    import asyncio
+    import time
+
+    from teammed.backends.litellm_backend import LiteLLMBackend
+
+    naps = [0]
+    sleep = asyncio.sleep
+
+    async def counted(delay, *args, **kwargs):  # type: ignore[no-untyped-def]
+        naps[0] += 1
+        return await sleep(delay, *args, **kwargs)
+
+    server, log = fake_server(0.2)
+    with server:
+        lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", max_parallel_requests=2)
+
+        async def go() -> float:
+            cpu = time.process_time()
+            replies = await asyncio.gather(*(lm.acall(messages=[{"role": "user", "content": f"hi {i}"}])
+                                             for i in range(40)))
+            assert all(replies)
+            return time.process_time() - cpu
+
+        monkeypatch.setattr(asyncio, "sleep", counted)
+        spent = asyncio.run(go())
+        lm.close()
+    requests = _requests(log)
+    assert len(requests) == 40
+    assert max_in_flight(requests) == 2
+    assert len({r["peer"] for r in requests}) <= 2
+    assert naps[0] == 0
+    assert spent < 1.0, spent  # 4 s of waiting

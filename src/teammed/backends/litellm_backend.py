@@ -44,6 +44,7 @@ from teammed.backends.faults import Fault, classify
 from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
 from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
+from teammed.backends.slots import RequestSlots
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
 from teammed.prompt_cache import mark_shared_prefix
 from teammed.redact import redact, register_secret, register_url_credentials
@@ -179,7 +180,7 @@ class LiteLLMBackend(MeteredLM):
                                      key=lambda m: (m[0], m[1] or "")) if router is not None else []
         limit = max_parallel_requests or max_concurrency
         self.max_parallel_requests = limit
-        self._slots = threading.BoundedSemaphore(limit) if limit else None
+        self._slots = RequestSlots(limit) if limit else None
         self._rng = random.Random()
         self._closed = threading.Event()
         self._waiters = Waiters()
@@ -205,6 +206,8 @@ class LiteLLMBackend(MeteredLM):
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
         self._closed.set()
         self._waiters.release_all()
+        if self._slots is not None:
+            self._slots.fail_waiters(BackendClosedError(f"{self.model}: the backend was closed (the run is stopping)"))
         if self._direct is not None:
             self._direct.close()  # the requests in flight on their callers' threads end at once
 
@@ -422,9 +425,7 @@ class LiteLLMBackend(MeteredLM):
         if self._slots is None:
             yield
             return
-        while not self._slots.acquire(blocking=False):
-            self._check_open()
-            await asyncio.sleep(0.005)
+        await self._slots.aacquire()
         try:
             yield
         finally:

@@ -17,8 +17,8 @@ stack of small `httpx.Client`s of one keep-alive connection each: a request take
 (or makes one when all are busy) and gives it back, and each pool scans one connection. There
 are never more clients than requests were in flight at once, which the deployment's request
 slots bound (a client per request thread made one connection per thread that ever sent a
-request: over a thousand at 256 questions in flight). Async callers share one
-`httpx.AsyncClient` per event loop, sized from the slots.
+request: over a thousand at 256 questions in flight). Coroutines do the same on their event
+loop, with one-connection `httpx.AsyncClient`s.
 
 A request on a kept-alive connection runs on its caller's thread (no hand-over to another thread
 and back, two GIL hand-offs per call), and `close` still frees a caller waiting on a hung server
@@ -209,7 +209,9 @@ class OpenAICompatibleClient:
         self._lock = threading.Lock()
         self._idle: list[_Lane] = []  # a stack: the most recently used connection is reused first
         self._clients: set[_Lane] = set()
-        self._async: dict[asyncio.AbstractEventLoop, httpx.AsyncClient] = {}
+        # per event loop: its one-connection async clients, and the idle ones (a stack)
+        self._async: dict[asyncio.AbstractEventLoop, set[httpx.AsyncClient]] = {}
+        self._async_idle: dict[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ clients
@@ -250,17 +252,29 @@ class OpenAICompatibleClient:
             self._clients.discard(lane)
         lane.client.close()
 
-    def _async_client(self) -> httpx.AsyncClient:
-        loop = asyncio.get_running_loop()
+    def _async_client(self, loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
+        """An idle one-connection async client of this event loop, or a new one when all are busy."""
         with self._lock:
-            client = self._async.get(loop)
-            if client is None:
-                if self._closed:
-                    raise RuntimeError("the client was closed")
-                for old in [old for old in self._async if old.is_closed()]:
-                    del self._async[old]
-                client = self._async[loop] = httpx.AsyncClient(**self._options(self.max_connections))
-            return client
+            if self._closed:
+                raise RuntimeError("the client was closed")
+            idle = self._async_idle.get(loop)
+            if idle:
+                return idle.pop()
+            for old in [old for old in self._async if old.is_closed()]:  # asyncio.run() has ended there
+                del self._async[old]
+                self._async_idle.pop(old, None)
+        client = httpx.AsyncClient(**self._options(1))
+        with self._lock:
+            self._async.setdefault(loop, set()).add(client)
+        return client
+
+    async def _async_release(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
+        with self._lock:
+            if not self._closed and not client.is_closed:
+                self._async_idle.setdefault(loop, []).append(client)
+                return
+            self._async.get(loop, set()).discard(client)
+        await client.aclose()
 
     # ------------------------------------------------------------------ calls
     def _request(self, model: str, messages: list[dict[str, Any]], api_key: str | None,
@@ -304,7 +318,12 @@ class OpenAICompatibleClient:
     async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                         **params: Any) -> ChatResponse:
         data, headers = self._request(model, messages, api_key, params)
-        response = await self._async_client().post(self.url, content=data, headers=headers)
+        loop = asyncio.get_running_loop()
+        client = self._async_client(loop)
+        try:
+            response = await client.post(self.url, content=data, headers=headers)
+        finally:
+            await self._async_release(loop, client)
         return self._read(response)
 
     def close(self) -> None:
@@ -315,14 +334,16 @@ class OpenAICompatibleClient:
             lanes = list(self._clients)
             self._clients = set()
             self._idle.clear()
-            loops = dict(self._async)
+            loops = {loop: list(clients) for loop, clients in self._async.items()}
             self._async.clear()
+            self._async_idle.clear()
         for lane in lanes:
             lane.abort()
             try:
                 lane.client.close()
             except Exception:  # noqa: BLE001 - a client in use by a hung request: it closes when that ends
                 pass
-        for loop, aclient in loops.items():
+        for loop, aclients in loops.items():
             if not loop.is_closed() and loop.is_running():
-                asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)
+                for aclient in aclients:
+                    asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)
