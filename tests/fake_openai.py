@@ -29,9 +29,11 @@ class _Server(ThreadingHTTPServer):
 class FakeOpenAI:
     """``with FakeOpenAI(handler) as server:`` — ``handler(n, request_json)`` returns (status, headers, body)."""
 
-    def __init__(self, handler: Callable[[int, dict[str, Any]], Any], *, tls: tuple[str, str] | None = None):
+    def __init__(self, handler: Callable[[int, dict[str, Any]], Any], *, tls: tuple[str, str] | None = None,
+                 keep_alive: bool = False):
         """``tls=(certfile, keyfile)`` serves https. A reply's payload may be bytes: sent as they are
-        (with the reply's headers, e.g. ``Content-Encoding: gzip``)."""
+        (with the reply's headers, e.g. ``Content-Encoding: gzip``). ``keep_alive`` speaks HTTP/1.1
+        and keeps connections open between requests (else each answer closes its connection)."""
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -42,6 +44,8 @@ class FakeOpenAI:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def log_message(self, *args: Any) -> None:
                 pass
 

@@ -300,7 +300,7 @@ def test_close_releases_a_call_hung_on_the_server_at_once(monkeypatch):
     def handed_over(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise AssertionError("the request was handed to a worker thread")
 
-    with FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER)) if n == 1 else 30.0) as server:
+    with FakeOpenAI(lambda n, b: (200, {}, completion(ANSWER)) if n == 1 else 30.0, keep_alive=True) as server:
         lm = _lm(server, timeout_s=60)
         worker = threading.Thread(target=_ask, args=(lm,))  # the connection is opened, and kept
         worker.start()
@@ -341,6 +341,68 @@ def test_close_releases_a_call_stuck_opening_its_connection_at_once(phase):
         took, errors = _closed_while_waiting(lm, started=lambda: time.monotonic() > ready)
     finally:
         for sock in [*fillers, *accepted, listener]:
+            sock.close()
+    assert took < 2 and errors and "closed" in str(errors[0])
+
+
+@pytest.mark.parametrize("gone", ["closed by the server", "idle past the keep-alive expiry"])
+def test_close_releases_a_call_reconnecting_after_its_kept_alive_connection_went(gone, monkeypatch):
+    """A kept-alive connection the server closed (or idle past its expiry) is reopened by httpcore on
+    the calling thread, where a hung connect could not be cut off. It is seen before the request,
+    which is then sent from a thread the caller leaves: here the reconnect hangs (the listener's
+    accept queue is full) and close() still frees the caller at once."""
+    from teammed.backends import openai_http
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    body = json.dumps(completion(ANSWER)).encode()
+    served = threading.Event()
+
+    def serve_one() -> None:  # one request on one connection, kept alive, then closed (or left idle)
+        conn = listener.accept()[0]
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(65536)
+        head, _, rest = data.partition(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                     + str(len(body)).encode() + b"\r\n\r\n" + body)
+        served.set()
+        if gone == "closed by the server":
+            time.sleep(0.2)
+            conn.close()
+        else:
+            held.append(conn)
+
+    held: list[socket.socket] = []
+    if gone == "idle past the keep-alive expiry":
+        monkeypatch.setattr(openai_http, "KEEPALIVE_S", 0.6)
+    threading.Thread(target=serve_one, daemon=True).start()
+    lm = LiteLLMBackend("openai/fake", api_base=f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=20,
+                        retry=FAST)
+    fillers = []
+    try:
+        worker = threading.Thread(target=_ask, args=(lm,))  # the connection is opened, and kept
+        worker.start()
+        worker.join(10)
+        assert served.is_set()
+        time.sleep(0.5)
+        for _ in range(4):  # from now on a connect hangs: the accept queue is full
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        time.sleep(0.3)
+        ready = time.monotonic() + 1.0
+        took, errors = _closed_while_waiting(lm, started=lambda: time.monotonic() > ready)
+    finally:
+        for sock in [*fillers, *held, listener]:
             sock.close()
     assert took < 2 and errors and "closed" in str(errors[0])
 

@@ -26,7 +26,9 @@ at once: each client learns its connection's socket from httpcore's ``trace`` ex
 connects, and `close` shuts down the sockets of the requests in flight, so their reads end with
 an error at once. A connect or a TLS handshake cannot be cut off that way, so a request that must
 open its connection goes through ``connect_with`` (the backend sends it from a thread the caller
-can leave). A kept-alive connection the server dropped is reopened on the caller's thread.
+can leave): a first request, and one whose kept-alive connection the server has closed (seen
+before sending, as httpcore sees it). A connection the server closes in the instant between
+that look and the request is reopened on the caller's thread.
 
 Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
 ``status_code``, the response ``headers`` (``Retry-After``) and the server's body in its
@@ -43,6 +45,7 @@ import os
 import socket
 import ssl
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -162,6 +165,8 @@ def _split_userinfo(api_base: str) -> tuple[str, httpx.BasicAuth | None]:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), auth
 
 
+KEEPALIVE_S = 5.0  # an idle connection is closed after this long (httpx's default)
+
 # httpcore's trace events that hand over a new connection's stream (direct, through a proxy, TLS)
 _CONNECTED = ("connect_tcp.complete", "connect_unix_socket.complete", "start_tls.complete")
 
@@ -171,11 +176,12 @@ class _Lane:
     a request in flight off from another thread (closing a socket does not wake a thread blocked
     reading it; shutting it down does)."""
 
-    __slots__ = ("client", "owner", "stream")
+    __slots__ = ("client", "owner", "stream", "idle_since")
 
     def __init__(self, client: httpx.Client, owner: OpenAICompatibleClient) -> None:
         self.client, self.owner = client, owner
         self.stream: Any = None
+        self.idle_since = 0.0  # when its last request ended
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's ``trace`` extension: keeps the stream of each connection this client makes."""
@@ -183,6 +189,17 @@ class _Lane:
             self.stream = info.get("return_value")
             if self.owner._closed:  # closed while this request was connecting
                 self.abort()
+
+    def warm(self) -> bool:
+        """Whether this client's connection is open and idle, so a request on it needs no connect.
+        httpcore reconnects, on the calling thread, when the connection was idle past its keep-alive
+        expiry or the server closed it (an idle socket that reads as readable: httpcore's own test)."""
+        if self.stream is None or time.monotonic() - self.idle_since > KEEPALIVE_S - 0.5:
+            return False
+        try:
+            return not self.stream.get_extra_info("is_readable")
+        except Exception:  # noqa: BLE001 - a stream that cannot tell: treat it as needing a connect
+            return False
 
     def abort(self) -> None:
         sock = self.stream.get_extra_info("socket") if self.stream is not None else None
@@ -228,7 +245,8 @@ class OpenAICompatibleClient:
                 # always the shared context: httpx builds a new one for verify=True (~30 ms of CPU per
                 # client, and there is one client per request thread), even for http (a proxy may be https)
                 "verify": self._verify(),
-                "limits": httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+                "limits": httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
+                                       keepalive_expiry=KEEPALIVE_S),
                 "headers": {"User-Agent": _USER_AGENT, "Accept": "application/json"}, "auth": self._auth}
 
     def _client(self) -> _Lane:
@@ -245,6 +263,7 @@ class OpenAICompatibleClient:
         return lane
 
     def _release(self, lane: _Lane) -> None:
+        lane.idle_since = time.monotonic()
         with self._lock:
             if not self._closed and not lane.client.is_closed:
                 self._idle.append(lane)
@@ -310,7 +329,7 @@ class OpenAICompatibleClient:
             return lane.client.post(self.url, content=data, headers=headers, extensions={"trace": lane.trace})
 
         try:
-            response = post() if lane.stream is not None or connect_with is None else connect_with(post)
+            response = post() if connect_with is None or lane.warm() else connect_with(post)
         finally:  # after an error httpcore has dropped the connection: the client stays usable
             self._release(lane)
         return self._read(response)
