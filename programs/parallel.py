@@ -133,9 +133,11 @@ class Background:
     """Calls started now and collected later, each in a copy of the caller's context.
 
     ``with Background() as bg: f = bg.start(fn, x=1); ...; bg.result(f)``. Leaving the block
-    waits for every call started in it. Collect with `result` (not ``f.result()``): on the main
-    thread it waits in slices, so Ctrl-C and SIGTERM are handled while a call hangs. The calls run
-    on the process's long-lived workers; a deliberation starts no threads of its own.
+    waits for every call started in it, also when the block raised (a failed deliberation makes
+    the same calls in every mode); Ctrl-C, SystemExit and a cancelled ``acall`` cancel them.
+    Collect with `result` (not ``f.result()``): on the main thread it waits in slices, so Ctrl-C
+    and SIGTERM are handled while a call hangs. The calls run on the process's long-lived
+    workers; a deliberation starts no threads of its own.
     """
 
     def __init__(self) -> None:
@@ -174,17 +176,26 @@ class Background:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        if exc is not None:
+        # A deliberation that failed still waits for the calls it started: they run, and are counted,
+        # the same in every mode (on the workers, in turn, on the event loop). Ctrl-C, SystemExit or
+        # a cancelled acall (not an `Exception`) stops them instead.
+        stopping = exc is not None and not isinstance(exc, Exception)
+        if stopping:
             for future in self._started:
                 future.cancel()  # not started yet: never will
         interrupts.wait_all(self._started)
         self._started.clear()
         if self._tasks:
             tasks, self._tasks = list(self._tasks.values()), {}
-            if isinstance(exc, asyncio.CancelledError):  # the caller gave up on the acall: so do its calls
+            if stopping:
                 for task in tasks:
                     task.cancel()
-            await_only(asyncio.wait(tasks))
+            try:
+                await_only(asyncio.wait(tasks))
+            except BaseException:  # the acall was cancelled while it waited for them
+                for task in tasks:
+                    task.cancel()
+                raise
 
 
 def _settle(future: Future[Any], task: asyncio.Task[Any]) -> None:

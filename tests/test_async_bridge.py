@@ -191,3 +191,103 @@ def test_cancelling_an_acall_stops_it_and_the_calls_it_started_beside_it_at_once
         assert len(server.requests) == 8  # the leader's three calls were in flight side by side
     assert took < 3.0, took
     assert not left
+
+
+def test_an_error_under_acall_keeps_the_frames_where_it_was_raised():
+    import traceback
+
+    def deep() -> None:
+        raise ValueError("raised deep inside")
+
+    async def failing() -> None:
+        await asyncio.sleep(0)
+        deep()
+
+    def body() -> None:
+        await_only(failing())
+
+    with pytest.raises(ValueError) as caught:
+        asyncio.run(run_sync(body))
+    frames = [f.name for f in traceback.extract_tb(caught.value.__traceback__)]
+    assert "deep" in frames and "body" in frames
+
+
+def _garbled(call):  # type: ignore[no-untyped-def]
+    return "not json at all"  # every ranking falls back: the team has no answer
+
+
+def test_a_failing_deliberation_makes_the_same_calls_fanned_out_in_turn_and_under_acall():
+    """The last turn's mediation is started beside the decision, which then fails (no agent gave a
+    ranking): it runs, and is counted, in every mode (on the workers it used to be cancelled when
+    no worker had picked it up yet, a race)."""
+    from teammed.errors import NoAnswerError
+    from teammed.programs.parallel import calls_in_turn
+
+    config = TeamworkConfig(n_agents=3, leadership=True)
+    counts = []
+    for mode in ("fanned out", "in turn", "acall"):
+        for _ in range(3):
+            lm = ScriptedLM(_garbled)
+            with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track() as u, pytest.raises(NoAnswerError):
+                if mode == "acall":
+                    asyncio.run(TeamworkProgram(config).acall(question=QUESTION, options=OPTIONS))
+                else:
+                    with calls_in_turn(mode == "in turn"):
+                        TeamworkProgram(config)(question=QUESTION, options=OPTIONS)
+            counts.append((u.calls, sum(c.signature == "Mediation" for c in lm.calls)))
+    assert len(set(counts)) == 1 and counts[0][1] == 2, counts
+
+
+def test_a_deliberation_still_waiting_when_asyncio_run_ends_is_unwound():
+    import gc
+
+    from teammed.async_bridge import _Bridged
+
+    cleaned: list[str] = []
+
+    def body() -> None:
+        try:
+            await_only(asyncio.sleep(30))
+        finally:
+            cleaned.append("finally ran")
+
+    async def main() -> None:
+        asyncio.get_running_loop().create_task(run_sync(body))  # left pending: asyncio.run cancels it
+        await asyncio.sleep(0.05)
+
+    asyncio.run(main())
+    gc.collect()
+    assert cleaned == ["finally ran"]
+    assert not any(isinstance(o, _Bridged) and not o.dead for o in gc.get_objects())
+
+
+def test_cancelling_an_acall_while_it_waits_for_its_side_calls_after_an_error_stops_them():
+    """The report and grades hang, the facts call fails at once (HTTP 400): the deliberation waits
+    for its side calls, and a cancellation then (``wait_for``) stops them too."""
+    from teammed.backends.retry import RetryPolicy
+    from tests import schema_fake
+    from tests.test_transport_http import _lm
+
+    config = TeamworkConfig(n_agents=3, leadership=True, shared_mental_model=True, team_orientation=True,
+                            trust=True)
+
+    def handler(n, body):  # type: ignore[no-untyped-def]
+        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name", "")
+        if name == "ConsensusFacts":
+            return 400, {}, {"error": {"message": "bad request", "type": "invalid_request_error"}}
+        if name in ("FormalReport", "AssessmentQuality"):
+            return 30.0
+        return schema_fake.handler(n, body)
+
+    async def go(lm) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+        started = time.monotonic()
+        with dspy.context(lm=lm, adapter=SchemaAdapter()), pytest.raises(TimeoutError):
+            await asyncio.wait_for(TeamworkProgram(config).acall(question="q? Key: A", options={"A": "a", "B": "b"}),
+                                   1.5)
+        took = time.monotonic() - started
+        await asyncio.sleep(0.1)
+        return took, len([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+
+    with FakeOpenAI(handler) as server:
+        took, left = asyncio.run(go(_lm(server.api_base, timeout_s=60.0, retry=RetryPolicy(attempts=1))))
+    assert took < 3.0 and left == 0, (took, left)

@@ -140,3 +140,50 @@ def test_failing_the_waiters_ends_every_wait_and_refuses_new_ones():
 def test_a_limit_below_one_is_refused():
     with pytest.raises(ValueError, match="at least 1"):
         RequestSlots(0)
+
+
+def test_threads_and_coroutines_take_turns_first_come_first_served():
+    """One slot, a thread and coroutines all asking again and again: the thread is never starved
+    (a release used to hand every slot to a waiting coroutine)."""
+    slots = RequestSlots(1)
+    thread_got = [0]
+    stop = threading.Event()
+
+    def thread_user() -> None:
+        while not stop.is_set():
+            if slots.acquire(timeout=0.2):
+                thread_got[0] += 1
+                time.sleep(0.002)
+                slots.release()
+
+    async def coroutine_user() -> None:
+        while not stop.is_set():
+            await slots.aacquire()
+            await asyncio.sleep(0.002)
+            slots.release()
+
+    async def coroutines() -> None:
+        await asyncio.gather(*(coroutine_user() for _ in range(4)))
+
+    threads = [threading.Thread(target=thread_user), threading.Thread(target=asyncio.run, args=(coroutines(),))]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert thread_got[0] >= 20  # about a fifth of ~250 turns
+
+
+def test_a_waiter_on_a_loop_that_stopped_is_passed_over_and_the_slot_stays_usable():
+    slots = RequestSlots(1)
+    assert slots.acquire(timeout=0)
+    loop = asyncio.new_event_loop()
+    waiter = loop.create_task(slots.aacquire())
+    loop.run_until_complete(asyncio.sleep(0.05))  # queued; then its loop stops running
+    releasing = threading.Thread(target=slots.release)
+    releasing.start()
+    releasing.join(5)
+    waiter.cancel()
+    loop.close()
+    assert slots.acquire(timeout=0.5)  # the slot was not handed to a loop that could not take it

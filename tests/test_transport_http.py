@@ -401,3 +401,78 @@ def test_concurrent_system_acalls_wait_together_on_the_async_client_without_thre
     assert len(server.requests) == 9 * calls_of_one  # the same calls per question, all of them sent
     assert server.max_in_flight >= 8
     assert eight < 1.8 * one, (one, eight)
+
+
+# litellm warns that an inner coroutine of the cancelled acompletion was never awaited (its own)
+@pytest.mark.filterwarnings("ignore:coroutine 'OpenAIChatCompletion.acompletion' was never awaited:RuntimeWarning")
+@pytest.mark.parametrize(("transport", "expected"), [("auto", "direct"), ("litellm", "litellm")])
+def test_close_frees_coroutines_in_flight_waiting_for_a_slot_or_a_retry_at_once(transport, expected):
+    """close() from another thread: a coroutine whose request hangs, one waiting for the only slot,
+    and one sleeping out a 20 s Retry-After all get BackendClosedError at once (never a retry, never
+    a transient error)."""
+    import threading
+
+    def handler(n, body):  # type: ignore[no-untyped-def]
+        if "retry" in json.dumps(body):
+            return 429, {"Retry-After": "20"}, {"error": {"message": "slow down", "type": "rate_limit"}}
+        return 30.0  # hangs
+
+    async def main(lm) -> list[tuple[str, float]]:  # type: ignore[no-untyped-def]
+        async def one(text: str) -> tuple[str, float]:
+            started = time.monotonic()
+            try:
+                await lm.acall(messages=[{"role": "user", "content": text}])
+                return "answered", 0.0
+            except BaseException as exc:  # noqa: BLE001 - the kind is the assertion
+                return type(exc).__name__, time.monotonic() - started
+
+        tasks = []
+        for text in ("hang", "retry", "hang again", "wait for a slot"):  # two slots: the last one waits
+            tasks.append(asyncio.ensure_future(one(text)))
+            await asyncio.sleep(0.3)
+        closed_at = time.monotonic()
+        threading.Thread(target=lm.close).start()
+        done = await asyncio.gather(*tasks)
+        return [(kind, time.monotonic() - closed_at) for kind, _ in done]
+
+    with FakeOpenAI(handler, keep_alive=True) as server:
+        lm = _lm(server.api_base, transport=transport, max_parallel_requests=2, timeout_s=60.0,
+                 retry=RetryPolicy(attempts=3, base_s=0.01, cap_s=30.0))
+        assert lm.transport == expected
+        results = asyncio.run(main(lm))
+        retried = sum("retry" in json.dumps(r) for r in server.requests)
+    assert [kind for kind, _ in results] == ["BackendClosedError"] * 4, results
+    assert all(after < 1.0 for _, after in results), results
+    assert retried == 1  # the 429 was waited out, not retried
+
+
+def test_acalls_cancelled_mid_request_leave_no_connection_that_later_requests_wait_for():
+    """Impatient callers (``wait_for`` with a few ms) cancel requests mid-flight, which can wedge
+    httpcore's one-connection pools (encode/httpcore#830): a client whose request failed or was
+    cancelled is never reused, so later requests are answered at once."""
+    from teammed.backends.retry import RetryPolicy as Policy
+
+    def handler(n, body):  # type: ignore[no-untyped-def]
+        time.sleep(0.01)
+        return schema_fake.handler(n, body)
+
+    async def main(lm) -> tuple[list[str], float]:  # type: ignore[no-untyped-def]
+        async def one(timeout: float) -> str:
+            try:
+                await asyncio.wait_for(lm.acall(messages=[{"role": "user", "content": "hi"}]), timeout)
+                return "ok"
+            except TimeoutError:
+                return "timeout"
+            except Exception as exc:  # noqa: BLE001 - the kind is the assertion
+                return type(exc).__name__
+
+        for round_ in range(30):
+            await asyncio.gather(*(one(0.001 + 0.003 * ((round_ + i) % 7)) for i in range(8)))
+        started = time.monotonic()
+        after = await asyncio.gather(*(one(30) for _ in range(8)))
+        return after, time.monotonic() - started
+
+    with FakeOpenAI(handler, keep_alive=True) as server:
+        lm = _lm(server.api_base, timeout_s=3.0, max_parallel_requests=8, retry=Policy(attempts=1))
+        after, took = asyncio.run(main(lm))
+    assert after == ["ok"] * 8 and took < 1.5, (after, took)

@@ -17,6 +17,7 @@ spawned from, and what it awaits runs in a copy of the greenlet's context at tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
 from collections.abc import Awaitable, Callable
@@ -52,20 +53,34 @@ async def run_sync(fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
                 value = await asyncio.get_running_loop().create_task(awaitable, context=context)
             else:
                 value = await awaitable
+        except GeneratorExit:  # this coroutine is being closed (its loop ended): end fn too
+            with contextlib.suppress(Exception):
+                _end(child)
+            raise
         except BaseException as exc:  # noqa: BLE001 - raised inside fn, where it would have come from
-            request = child.throw(exc)
+            request = child.throw(type(exc), exc, exc.__traceback__)
         else:
             request = child.switch(value)
     return request  # type: ignore[no-any-return]
 
 
+def _end(child: greenlet.greenlet) -> None:
+    """Unwind a suspended ``fn`` (its ``finally`` blocks run); whatever it awaits on the way out
+    gets `greenlet.GreenletExit` at once, since nothing will await it any more."""
+    for _ in range(1000):
+        if child.dead:
+            return
+        request = child.throw(greenlet.GreenletExit)
+        if not child.dead and inspect.iscoroutine(request[0]):
+            request[0].close()
+
+
 def await_only(awaitable: Awaitable[R]) -> R:
     """Wait for ``awaitable`` from synchronous code running under `run_sync`; returns its result or
     raises its exception. A coroutine runs in a copy of the current context."""
-    current = greenlet.getcurrent()
-    if not isinstance(current, _Bridged):
+    if not bridged():
         if inspect.iscoroutine(awaitable):
             awaitable.close()  # never awaited: no "coroutine was never awaited" warning
         raise RuntimeError("await_only() outside run_sync(): nothing is there to await")
-    assert current.parent is not None
-    return current.parent.switch((awaitable, contextvars.copy_context()))  # type: ignore[no-any-return]
+    # no local names the current greenlet: a suspended greenlet holding itself is never collected
+    return greenlet.getcurrent().parent.switch((awaitable, contextvars.copy_context()))  # type: ignore[union-attr,no-any-return]

@@ -69,6 +69,11 @@ _KEY_ENV = {
 }
 
 
+def _wake(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
+
+
 def _litellm() -> Any:
     import litellm
 
@@ -184,7 +189,8 @@ class LiteLLMBackend(MeteredLM):
         self._rng = random.Random()
         self._closed = threading.Event()
         self._waiters = Waiters()
-        self._dialect_lock = threading.Lock()
+        self._dialect_lock = threading.Lock()  # also guards _sleepers and closing
+        self._sleepers: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
         if transport not in ("auto", "litellm"):
@@ -204,8 +210,13 @@ class LiteLLMBackend(MeteredLM):
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
-        self._closed.set()
+        with self._dialect_lock:
+            self._closed.set()
+            sleepers, self._sleepers = self._sleepers, set()
         self._waiters.release_all()
+        for loop, woken in sleepers:  # coroutines waiting to retry
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_wake, woken)
         if self._slots is not None:
             self._slots.fail_waiters(BackendClosedError(f"{self.model}: the backend was closed (the run is stopping)"))
         if self._direct is not None:
@@ -411,13 +422,51 @@ class LiteLLMBackend(MeteredLM):
             self._check_open()
             try:
                 async with self._async_slot():
-                    response = await self._asend(messages, params)
+                    response = await self._unless_closed(self._asend(messages, params))
+            except BackendClosedError:
+                raise
             except Exception as exc:  # classified: transient ones retry, the rest fail fast
-                await asyncio.sleep(self._failed(exc, attempt))
+                self._check_open()  # cut off by close(): the run is stopping, the request did not fail
+                await self._closed_or_after(self._failed(exc, attempt))
+                self._check_open()
                 continue
             self._answered = True
             return response, attempt
         raise AssertionError("unreachable")
+
+    async def _closed_or_after(self, delay_s: float) -> None:
+        """Sleep ``delay_s`` on the event loop, or less if the backend closes meanwhile."""
+        async with self._on_close() as closed:
+            await asyncio.wait([closed], timeout=delay_s)
+
+    async def _unless_closed(self, request: Any) -> Any:
+        """Await ``request``, giving up on it when the backend closes. The direct client's close
+        cuts its requests off itself; litellm's cannot be, so the call is left to finish alone."""
+        if self._direct is not None:
+            return await request
+        sent = asyncio.ensure_future(request)
+        async with self._on_close() as closed:
+            await asyncio.wait([sent, closed], return_when=asyncio.FIRST_COMPLETED)
+        if not sent.done():
+            sent.cancel()
+            self._check_open()
+        return sent.result()
+
+    @contextlib.asynccontextmanager
+    async def _on_close(self):  # type: ignore[no-untyped-def]
+        """A future of this event loop that `close` sets (already set if the backend is closed)."""
+        loop = asyncio.get_running_loop()
+        closed: asyncio.Future[None] = loop.create_future()
+        with self._dialect_lock:
+            if self._closed.is_set():
+                closed.set_result(None)
+            else:
+                self._sleepers.add((loop, closed))
+        try:
+            yield closed
+        finally:
+            with self._dialect_lock:
+                self._sleepers.discard((loop, closed))
 
     @contextlib.asynccontextmanager
     async def _async_slot(self):  # type: ignore[no-untyped-def]
@@ -438,8 +487,7 @@ class LiteLLMBackend(MeteredLM):
     def _send_bounded(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._slots is None:
             return self._send_interruptible(messages, params)
-        while not self._slots.acquire(timeout=0.2):
-            self._check_open()
+        self._slots.acquire(check=self._check_open)  # its place in the queue is kept while it checks
         try:
             return self._send_interruptible(messages, params)
         finally:

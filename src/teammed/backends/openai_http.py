@@ -229,6 +229,7 @@ class OpenAICompatibleClient:
         # per event loop: its one-connection async clients, and the idle ones (a stack)
         self._async: dict[asyncio.AbstractEventLoop, set[httpx.AsyncClient]] = {}
         self._async_idle: dict[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # discarded async clients being closed
         self._closed = False
 
     # ------------------------------------------------------------------ clients
@@ -287,6 +288,14 @@ class OpenAICompatibleClient:
             self._async.setdefault(loop, set()).add(client)
         return client
 
+    def _async_discard(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
+        """Forget ``client`` and close it in the background (awaiting here could be cancelled again)."""
+        with self._lock:
+            self._async.get(loop, set()).discard(client)
+        closing = loop.create_task(client.aclose())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
+
     async def _async_release(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
         with self._lock:
             if not self._closed and not client.is_closed:
@@ -341,8 +350,12 @@ class OpenAICompatibleClient:
         client = self._async_client(loop)
         try:
             response = await client.post(self.url, content=data, headers=headers)
-        finally:
-            await self._async_release(loop, client)
+        except BaseException:
+            # a failed or cancelled request can leave httpcore's one-connection pool wedged (a
+            # connection it never frees: encode/httpcore#830): this client is not reused
+            self._async_discard(loop, client)
+            raise
+        await self._async_release(loop, client)
         return self._read(response)
 
     def close(self) -> None:
