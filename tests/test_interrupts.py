@@ -9,8 +9,6 @@ import threading
 import time
 import weakref
 
-import pytest
-
 from teammed import interrupts
 
 
@@ -91,46 +89,3 @@ def test_submitted_as_completed_keeps_at_most_its_window_submitted_and_stops_whe
             go.clear()  # a run that is stopping submits nothing more
     assert 5 <= len(submitted) <= 6
     pool.shutdown()
-
-
-def test_longer_gil_turns_while_any_block_is_open_and_the_old_interval_after_the_last():
-    import sys
-
-    before = sys.getswitchinterval()
-    first, second = interrupts.longer_gil_turns(), interrupts.longer_gil_turns()
-    first.__enter__()
-    assert sys.getswitchinterval() == pytest.approx(max(before, interrupts.GIL_TURN_S), abs=1e-5)
-    second.__enter__()
-    first.__exit__(None, None, None)  # blocks of two runs that overlap, closed out of order
-    assert sys.getswitchinterval() == pytest.approx(max(before, interrupts.GIL_TURN_S), abs=1e-5)
-    second.__exit__(None, None, None)
-    assert sys.getswitchinterval() == before
-    sys.setswitchinterval(0.2)  # never shorter than it was
-    try:
-        with interrupts.longer_gil_turns():
-            assert sys.getswitchinterval() == pytest.approx(0.2, abs=1e-5)
-    finally:
-        sys.setswitchinterval(before)
-
-
-def test_a_run_takes_longer_gil_turns_while_its_questions_run_and_restores_them(tmp_path):
-    import sys
-
-    from teammed import usage
-    from teammed.cli import main
-
-    seen: list[float] = []
-    before = sys.getswitchinterval()
-
-    class Spy:
-        def call_started(self, signature: str) -> None:
-            seen.append(sys.getswitchinterval())
-
-        def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
-            pass
-
-    with usage.listen(Spy()):
-        code = main(["run", "--model", "scripted", "--dataset", "demo", "--n", "2", "--out", str(tmp_path / "r")])
-    assert code == 0
-    assert seen and all(s == pytest.approx(max(before, interrupts.GIL_TURN_S), abs=1e-5) for s in seen)
-    assert sys.getswitchinterval() == before

@@ -19,7 +19,6 @@ Two defences, both cheap:
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
 import contextvars
 import os
 import queue
@@ -30,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "Workers", "workers", "on_main_thread", "block_stop_signals",
-           "result", "wait_all", "as_completed", "submitted_as_completed", "longer_gil_turns", "GIL_TURN_S"]
+           "result", "wait_all", "as_completed", "submitted_as_completed"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -237,37 +236,3 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# ---------------------------------------------------------------- the GIL's turns
-GIL_TURN_S = 0.05
-_turns_lock = threading.Lock()
-_turns_users = 0
-_turns_before = 0.0
-
-
-@contextlib.contextmanager
-def longer_gil_turns(seconds: float = GIL_TURN_S) -> Iterator[None]:
-    """Within the block, a thread keeps the GIL up to ``seconds`` before another may force it off
-    (`sys.setswitchinterval`; Python's default is 5 ms), never shorter than it was.
-
-    With hundreds of threads each waiting on a request, every answer makes a thread runnable, and
-    with 5 ms turns the GIL is forced from thread to thread more often than the threads give it up
-    on their own when they next wait. The threads here give it up within a millisecond or two
-    anyway (each waits on its next request), and the main thread, which must hear Ctrl-C, wakes
-    every `SLICE_S` regardless. Measured by ``benchmarks/gil_turns.py`` (see docs/figures.md).
-    Nested and concurrent blocks share one setting; the last to leave restores the interval.
-    """
-    global _turns_users, _turns_before
-    with _turns_lock:
-        if _turns_users == 0:
-            _turns_before = sys.getswitchinterval()
-            sys.setswitchinterval(max(_turns_before, seconds))
-        _turns_users += 1
-    try:
-        yield
-    finally:
-        with _turns_lock:
-            _turns_users -= 1
-            if _turns_users == 0:
-                sys.setswitchinterval(_turns_before)

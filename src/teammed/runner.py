@@ -479,8 +479,7 @@ def run_questions(
     round-robin share of the questions in flight and not yet started), the questions alone
     keep every slot busy, and each question's calls run in turn on its own thread
     (`questions_fill_slots`, `teammed.programs.parallel.calls_in_turn`): the same calls, with
-    fewer thread hand-offs and no queue of one question's calls on the slots. While the questions
-    run, threads take longer turns on the GIL (`teammed.interrupts.longer_gil_turns`).
+    fewer thread hand-offs and no queue of one question's calls on the slots.
 
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
     ``resume`` meets a different identity (nothing is appended then), `RunStopped` after
@@ -518,11 +517,10 @@ def run_questions(
         write_atomic(out / "run.json", json.dumps(manifest, indent=2, default=str))
         if on_start is not None:
             on_start()
-        with interrupts.longer_gil_turns():  # many threads each waiting on a request: see there
-            rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
-                                     questions_in_flight=questions_in_flight,
-                                     settings=settings, results_path=results_path, existing=existing,
-                                     summarizer=summarizer, progress=progress, total=len(questions))
+        rows, stopped = _execute(todo, program_factory=program_factory, deployments=deployments,
+                                 questions_in_flight=questions_in_flight,
+                                 settings=settings, results_path=results_path, existing=existing,
+                                 summarizer=summarizer, progress=progress, total=len(questions))
         order = {qid: i for i, qid in enumerate(ids)}
         rows.sort(key=lambda r: order[r.id])
         summary = {
