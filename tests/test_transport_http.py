@@ -390,7 +390,7 @@ def test_concurrent_system_acalls_wait_together_on_the_async_client_without_thre
                 "A": "a", "B": "b", "C": "c"}) for i in range(k)))
         return time.monotonic() - started, [p.answer for p in predictions]
 
-    with FakeOpenAI(_slow(0.15)) as server:
+    with FakeOpenAI(_slow(0.25)) as server:
         lm = _lm(server.api_base)
         monkeypatch.setattr(interrupts.Workers, "submit", refuse)
         monkeypatch.setattr(openai_http.OpenAICompatibleClient, "complete", refuse)
@@ -400,7 +400,9 @@ def test_concurrent_system_acalls_wait_together_on_the_async_client_without_thre
     assert first == ["C"] and answers == ["C"] * 8
     assert len(server.requests) == 9 * calls_of_one  # the same calls per question, all of them sent
     assert server.max_in_flight >= 8
-    assert eight < 1.8 * one, (one, eight)
+    # one after another would take 8x; on an idle machine it is 1.02-1.14x (benchmarks/acall.py), and
+    # the bound leaves room for the CPU of eight deliberations on a loaded CI machine (kamac: 1.99x)
+    assert eight < 2.5 * one, (one, eight)
 
 
 # litellm warns that an inner coroutine of the cancelled acompletion was never awaited (its own)
