@@ -310,6 +310,20 @@ def test_close_releases_a_call_hung_on_the_server_at_once(monkeypatch):
     assert took < 1 and errors and "closed" in str(errors[0])
 
 
+def _fill_accept_queue(port: int) -> list[socket.socket]:
+    """Connections that fill the accept queue of a ``listen(0)`` listener that never accepts: a
+    further connect to ``port`` then hangs. The caller closes them."""
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.3)
+    return fillers
+
+
 @pytest.mark.parametrize("phase", ["connect", "tls handshake"])
 def test_close_releases_a_call_stuck_opening_its_connection_at_once(phase):
     """A connect (a listener whose accept queue is full) or a TLS handshake (a server that accepts and never
@@ -318,16 +332,10 @@ def test_close_releases_a_call_stuck_opening_its_connection_at_once(phase):
     listener.bind(("127.0.0.1", 0))
     listener.listen(0)
     port = listener.getsockname()[1]
-    fillers = []
+    fillers: list[socket.socket] = []
     accepted: list[socket.socket] = []
     if phase == "connect":
-        for _ in range(4):
-            filler = socket.socket()
-            filler.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
-            fillers.append(filler)
-        time.sleep(0.3)
+        fillers = _fill_accept_queue(port)
     else:
         def accept() -> None:
             with contextlib.suppress(OSError):
@@ -385,20 +393,14 @@ def test_close_releases_a_call_reconnecting_after_its_kept_alive_connection_went
     threading.Thread(target=serve_one, daemon=True).start()
     lm = LiteLLMBackend("openai/fake", api_base=f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=20,
                         retry=FAST)
-    fillers = []
+    fillers: list[socket.socket] = []
     try:
         worker = threading.Thread(target=_ask, args=(lm,))  # the connection is opened, and kept
         worker.start()
         worker.join(10)
         assert served.is_set()
         time.sleep(0.5)
-        for _ in range(4):  # from now on a connect hangs: the accept queue is full
-            filler = socket.socket()
-            filler.setblocking(False)
-            with contextlib.suppress(BlockingIOError):
-                filler.connect(("127.0.0.1", port))
-            fillers.append(filler)
-        time.sleep(0.3)
+        fillers = _fill_accept_queue(port)  # from now on a connect hangs
         ready = time.monotonic() + 1.0
         took, errors = _closed_while_waiting(lm, started=lambda: time.monotonic() > ready)
     finally:
