@@ -296,13 +296,12 @@ class OpenAICompatibleClient:
         self._closing.add(closing)
         closing.add_done_callback(self._closing.discard)
 
-    async def _async_release(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
+    def _async_release(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
         with self._lock:
             if not self._closed and not client.is_closed:
                 self._async_idle.setdefault(loop, []).append(client)
                 return
-            self._async.get(loop, set()).discard(client)
-        await client.aclose()
+        self._async_discard(loop, client)
 
     # ------------------------------------------------------------------ calls
     def _request(self, model: str, messages: list[dict[str, Any]], api_key: str | None,
@@ -355,7 +354,7 @@ class OpenAICompatibleClient:
             # connection it never frees: encode/httpcore#830): this client is not reused
             self._async_discard(loop, client)
             raise
-        await self._async_release(loop, client)
+        self._async_release(loop, client)
         return self._read(response)
 
     def close(self) -> None:
