@@ -291,3 +291,23 @@ def test_cancelling_an_acall_while_it_waits_for_its_side_calls_after_an_error_st
     with FakeOpenAI(handler) as server:
         took, left = asyncio.run(go(_lm(server.api_base, timeout_s=60.0, retry=RetryPolicy(attempts=1))))
     assert took < 3.0 and left == 0, (took, left)
+
+
+def test_an_lm_called_synchronously_inside_a_bridged_forward_awaits_its_async_client(monkeypatch):
+    """A module that calls teammed's LM directly (not through a behaviour) under ``acall``: the call
+    waits on the event loop through the backend's async client, never on a thread or the sync client."""
+    from teammed import interrupts
+    from teammed.backends import openai_http
+    from tests import schema_fake
+    from tests.test_transport_http import _lm
+
+    def refuse(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise AssertionError("a worker thread or the sync client was used under the bridge")
+
+    with FakeOpenAI(schema_fake.handler) as server:
+        lm = _lm(server.api_base)
+        monkeypatch.setattr(interrupts.Workers, "submit", refuse)
+        monkeypatch.setattr(openai_http.OpenAICompatibleClient, "complete", refuse)
+        with usage.track() as u:
+            outputs = asyncio.run(run_sync(lambda: lm(messages=[{"role": "user", "content": "hi"}])))
+    assert outputs and len(server.requests) == 1 and u.calls == 1
