@@ -54,6 +54,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from teammed import __version__
+from teammed.backends import streams
 
 __all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "request_body",
            "NOT_SENT"]
@@ -219,6 +220,7 @@ class OpenAICompatibleClient:
         parts = urllib.parse.urlsplit(base)
         path = parts.path.rstrip("/") + "/chat/completions"
         self.url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
+        self._url = httpx.URL(self.url)  # parsed once: httpx parses a string URL on every request (~7% of its CPU)
         self.api_key = api_key
         self.timeout_s = timeout_s
         self.max_connections = max_connections or 100
@@ -258,7 +260,9 @@ class OpenAICompatibleClient:
                 raise RuntimeError("the client was closed")
             if self._idle:
                 return self._idle.pop()
-        lane = _Lane(httpx.Client(**self._options(1)), self)
+        client = httpx.Client(**self._options(1))
+        streams.install(client)
+        lane = _Lane(client, self)
         with self._lock:
             self._clients.add(lane)
         return lane
@@ -334,7 +338,7 @@ class OpenAICompatibleClient:
         lane = self._client()
 
         def post() -> httpx.Response:
-            return lane.client.post(self.url, content=data, headers=headers, extensions={"trace": lane.trace})
+            return lane.client.post(self._url, content=data, headers=headers, extensions={"trace": lane.trace})
 
         try:
             response = post() if connect_with is None or lane.warm() else connect_with(post)
@@ -348,7 +352,7 @@ class OpenAICompatibleClient:
         loop = asyncio.get_running_loop()
         client = self._async_client(loop)
         try:
-            response = await client.post(self.url, content=data, headers=headers)
+            response = await client.post(self._url, content=data, headers=headers)
         except BaseException:
             # a failed or cancelled request can leave httpcore's one-connection pool wedged (a
             # connection it never frees: encode/httpcore#830): this client is not reused
