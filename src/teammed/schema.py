@@ -65,24 +65,25 @@ def dialect_schema(schema: dict[str, Any], profile: str) -> dict[str, Any]:
     """``schema`` without the keywords provider family ``profile`` does not take (a copy)."""
     if profile not in PROVIDER_PROFILES:
         raise ValueError(f"unknown provider profile {profile!r}; use one of {', '.join(PROVIDER_PROFILES)}")
-    drop = PROVIDER_PROFILES[profile]
+    return _without(schema, PROVIDER_PROFILES[profile], top=True)
 
-    def walk(node: Any, *, top: bool) -> Any:
-        if isinstance(node, dict):
-            out = {}
-            for key, value in node.items():
-                if key in drop and not (key == "title" and top):
-                    continue
-                if key in ("properties", "$defs"):  # names of fields, not keywords
-                    out[key] = {k: walk(v, top=False) for k, v in value.items()}
-                else:
-                    out[key] = walk(value, top=False)
-            return out
-        if isinstance(node, list):
-            return [walk(v, top=False) for v in node]
-        return node
 
-    return walk(schema, top=True)
+def _without(node: Any, drop: frozenset[str], *, top: bool) -> Any:
+    """A copy of ``node`` without the keywords in ``drop`` (a module function: a nested recursive one
+    is a reference cycle, left to the garbage collector, at every call)."""
+    if isinstance(node, dict):
+        out = {}
+        for key, value in node.items():
+            if key in drop and not (key == "title" and top):
+                continue
+            if key in ("properties", "$defs"):  # names of fields, not keywords
+                out[key] = {k: _without(v, drop, top=False) for k, v in value.items()}
+            else:
+                out[key] = _without(value, drop, top=False)
+        return out
+    if isinstance(node, list):
+        return [_without(v, drop, top=False) for v in node]
+    return node
 
 
 def enforce_limits(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
@@ -158,17 +159,19 @@ def _allowed(source_value: Any) -> list[str] | None:
 
 def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
     defs = schema.pop("$defs", {})
+    return _inlined(schema, defs)
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            if "$ref" in node:
-                return walk(copy.deepcopy(defs[node["$ref"].split("/")[-1]]))
-            return {k: walk(v) for k, v in node.items()}
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
 
-    return walk(schema)
+def _inlined(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with each ``$ref`` replaced by a copy of its definition (a module function: a nested
+    recursive one is a reference cycle at every call)."""
+    if isinstance(node, dict):
+        if "$ref" in node:
+            return _inlined(copy.deepcopy(defs[node["$ref"].split("/")[-1]]), defs)
+        return {k: _inlined(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inlined(v, defs) for v in node]
+    return node
 
 
 def _tighten(node: Any) -> None:

@@ -166,6 +166,8 @@ def _split_userinfo(api_base: str) -> tuple[str, httpx.BasicAuth | None]:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)), auth
 
 
+_READ = httpx.ByteStream(b"")  # the stream of a response whose body has been read
+
 KEEPALIVE_S = 5.0  # an idle connection is closed after this long (httpx's default)
 
 # httpcore's trace events that hand over a new connection's stream (direct, through a proxy, TLS)
@@ -320,6 +322,12 @@ class OpenAICompatibleClient:
 
     @staticmethod
     def _read(response: httpx.Response) -> ChatResponse:
+        # An httpx response and its stream refer to each other: a cycle that only the garbage collector
+        # frees, with the request, its pool entry, an event and its locks hanging off it (48 objects a
+        # call, at every call). The body has been read, so the stream is done with: dropping it lets
+        # reference counting free them all when the response goes.
+        for done in (*response.history, response):
+            done.stream = _READ
         if response.status_code >= 400:
             raise HTTPStatusError(response.status_code, response.text, response.headers)
         try:

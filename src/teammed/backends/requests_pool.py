@@ -24,8 +24,10 @@ class _Waiting:
 
     def __init__(self, future: cf.Future[Any]) -> None:
         self.future = future
-        self.wake = threading.Event()  # the caller should look: the request ended, or it was released
-        future.add_done_callback(lambda _: self.wake.set())
+        self.wake = wake = threading.Event()  # the caller should look: the request ended, or it was released
+        # the callback holds the event, not self: self -> future -> callback -> self would be a cycle
+        # (with the request's result in it) that only the garbage collector frees
+        future.add_done_callback(lambda _: wake.set())
 
 
 class Waiters:
