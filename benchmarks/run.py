@@ -312,6 +312,8 @@ def efficiency(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, floa
         f[f"{slots} in flight, 0.5 s: question-phase slot efficiency"] = slot_busy_s(requests) / (slots * phase)
         f[f"{slots} in flight, 0.5 s: steady (middle half) slot efficiency"] = window_efficiency(requests, slots)
         f[f"{slots} in flight, 0.5 s: whole-process slot efficiency"] = slot_busy_s(requests) / (slots * proc.wall_s)
+        # the process's CPU (start-up included) over its calls: the headroom one core leaves at 2 calls/s per slot
+        f[f"{slots} in flight, 0.5 s: process CPU ms per LM call"] = 1000 * proc.cpu_s / len(requests)
         log(f"  {tree.name} efficiency {slots}: done")
 
 
