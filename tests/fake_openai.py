@@ -30,10 +30,11 @@ class FakeOpenAI:
     """``with FakeOpenAI(handler) as server:`` — ``handler(n, request_json)`` returns (status, headers, body)."""
 
     def __init__(self, handler: Callable[[int, dict[str, Any]], Any], *, tls: tuple[str, str] | None = None,
-                 keep_alive: bool = False):
+                 keep_alive: bool = False, idle_close_s: float | None = None):
         """``tls=(certfile, keyfile)`` serves https. A reply's payload may be bytes: sent as they are
         (with the reply's headers, e.g. ``Content-Encoding: gzip``). ``keep_alive`` speaks HTTP/1.1
-        and keeps connections open between requests (else each answer closes its connection)."""
+        and keeps connections open between requests (else each answer closes its connection);
+        ``idle_close_s`` closes a kept-alive connection idle that long (a short server keep-alive)."""
         self.handler = handler
         self.requests: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -45,6 +46,7 @@ class FakeOpenAI:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            timeout = idle_close_s  # an idle read that long ends the connection
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from teammed.backends import streams
-from teammed.backends.openai_http import OpenAICompatibleClient
+from teammed.backends.openai_http import HTTPStatusError, OpenAICompatibleClient
 from tests.fake_openai import FakeOpenAI, completion
 
 pytestmark = pytest.mark.skipif(not streams.SUPPORTED, reason="kernel-timed streams are Linux only")
@@ -194,7 +194,7 @@ def test_timeval_never_turns_a_timeout_into_none(timeout, expected):
     assert struct.unpack("ll", streams._timeval(timeout)) == expected
 
 
-def test_an_idle_connection_is_polled_once_per_request_and_a_closed_one_every_time():
+def test_a_look_is_spared_once_right_after_the_connection_was_seen_open_and_never_after_idling():
     ours, peer = socket.socketpair()
     plain = _plain(ours)
     looks: list[bool] = []
@@ -206,25 +206,67 @@ def test_an_idle_connection_is_polled_once_per_request_and_a_closed_one_every_ti
                 looks.append(value)
             return value
 
-        def start_tls(self, *args):  # pragma: no cover - not used here
-            raise AssertionError
-
     stream = streams.KernelTimedStream(Looking(), ours)
     try:
-        assert stream.get_extra_info("is_readable") is False
-        assert stream.get_extra_info("is_readable") is False  # the client looked just before httpcore
-        assert looks == [False]
-        stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
-        peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        stream.read(100, timeout=1)
-        assert stream.get_extra_info("is_readable") is False  # a new request looks again
+        assert stream.get_extra_info("is_readable") is False  # the client's look before a request
+        assert stream.get_extra_info("is_readable") is False  # httpcore's, just after: spared
+        assert stream.get_extra_info("is_readable") is False  # only once
         assert looks == [False, False]
         stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
         peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
         stream.read(100, timeout=1)
-        peer.close()  # the server closed the idle connection: seen at every look
+        assert stream.get_extra_info("is_readable") is False  # httpcore's when the response closes: spared
+        assert looks == [False, False]
+        stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
+        peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+        stream.read(100, timeout=1)
+        time.sleep(3 * streams.FRESH_S)
+        peer.close()  # the server closed the connection while it was idle: every look sees it
         assert stream.get_extra_info("is_readable") is True
         assert stream.get_extra_info("is_readable") is True
         assert looks == [False, False, True, True]
     finally:
         stream.close()
+
+
+@pytest.mark.parametrize("connects_elsewhere", [False, True], ids=["on-the-caller", "via-connect-with"])
+def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(connects_elsewhere):
+    """A server keep-alive shorter than the client's (gunicorn's is 2 s): the next request reconnects."""
+    with FakeOpenAI(_ok, keep_alive=True, idle_close_s=0.3) as server:
+        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5, max_connections=1)
+        connect_with = (lambda post: post()) if connects_elsewhere else None
+        try:
+            for _ in range(2):
+                client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}],
+                                connect_with=connect_with)
+                time.sleep(0.8)  # the server has closed it
+        finally:
+            client.close()
+    assert len(server.requests) == 2
+
+
+def test_an_early_error_answer_to_a_body_the_server_never_read_is_the_answer():
+    """A server may answer 413 or 401 from the headers and close without reading a large body (an
+    image): the answer is the error, as with httpcore's own stream, not a failed send retried."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += conn.recv(65536)
+        body = b'{"error": {"message": "request too large"}}'
+        conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\ncontent-type: application/json\r\n"
+                     b"connection: close\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = listener.getsockname()[1]
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=10, max_connections=1)
+    try:
+        with pytest.raises(HTTPStatusError) as raised:
+            client.complete(model="openai/fake", messages=[{"role": "user", "content": "x" * (16 << 20)}])
+        assert raised.value.status_code == 413
+    finally:
+        client.close()
+        listener.close()

@@ -10,12 +10,14 @@ all of it slot time the server does not see.
 
 `KernelTimedStream` keeps the socket blocking and gives the read and write timeouts to the kernel
 (``SO_RCVTIMEO``/``SO_SNDTIMEO``, set again only when the timeout changes), holds the writes of a
-request until its response is read, and answers httpcore's look at an idle connection from the
-client's own look just before. A request is then three system calls: one ``poll``, one ``send``,
-one ``recv``. A read or write that times out is httpcore's
-`~httpcore.ReadTimeout`/`~httpcore.WriteTimeout`, as before; shutting the socket down (what
-`teammed.backends.openai_http.OpenAICompatibleClient.close` does to a request in flight) still
-ends a blocked read at once.
+request until its response is read, and spares httpcore's look at whether the connection is
+still open when it was seen open an instant before (by the client's own look, or by the read
+that ended the response). A request is then three system calls: one ``poll``, one ``send``,
+one ``recv``. A read or write that times out is httpcore's `~httpcore.ReadTimeout` or
+`~httpcore.WriteTimeout`, as before; a send that fails does not stop the response being read (a
+server may answer 413 or 401 and close before reading a large body), as in httpcore; shutting
+the socket down (what `teammed.backends.openai_http.OpenAICompatibleClient.close` does to a
+request in flight) still ends a blocked read at once.
 
 Only plain TCP on Linux: a TLS connection goes back to httpcore's stream when it starts TLS
 (`start_tls`), and other platforms keep httpcore's backend. Connections through a proxy are
@@ -28,6 +30,7 @@ import socket
 import ssl
 import struct
 import sys
+import time
 from typing import Any
 
 import httpcore
@@ -36,6 +39,8 @@ import httpx
 __all__ = ["KernelTimedBackend", "KernelTimedStream", "install", "SUPPORTED"]
 
 SUPPORTED = sys.platform == "linux"  # struct timeval as two C longs; SO_RCVTIMEO ends recv with EAGAIN
+
+FRESH_S = 0.002  # a connection seen open this recently stands for one more look
 
 
 def _timeval(timeout: float | None) -> bytes:
@@ -55,7 +60,7 @@ class KernelTimedStream(httpcore.NetworkStream):
         self._plain = plain  # httpcore's stream of the same socket: get_extra_info and start_tls
         self._armed: float | None | str = "unset"
         self._pending: list[bytes] = []
-        self._idle_open = False  # seen open and idle, and nothing read or written since
+        self._open_at: float | None = None  # when the connection was last seen open (a look, or data read)
         sock.settimeout(None)
 
     def _arm(self, timeout: float | None) -> None:
@@ -79,20 +84,30 @@ class KernelTimedStream(httpcore.NetworkStream):
             raise httpcore.WriteError(exc) from exc
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._idle_open = False
+        self._open_at = None
         if buffer:
             self._pending.append(bytes(buffer))
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        self._idle_open = False
-        self._flush(timeout)
+        """Sends what was written, then reads. A failed send is not raised before the read: as
+        httpcore does with a body it could not send, the response is read anyway (a server may
+        answer 413 or 401 from the headers and close without reading the body)."""
+        self._open_at = None
+        unsent: httpcore.WriteError | None = None
+        try:
+            self._flush(timeout)
+        except httpcore.WriteError as exc:
+            unsent = exc
         try:
             self._arm(timeout)
-            return self._sock.recv(max_bytes)
+            data = self._sock.recv(max_bytes)
         except BlockingIOError as exc:  # SO_RCVTIMEO ran out
             raise httpcore.ReadTimeout(exc) from exc
         except OSError as exc:
-            raise httpcore.ReadError(exc) from exc
+            raise (unsent or httpcore.ReadError(exc)) from exc
+        if data:
+            self._open_at = time.monotonic()
+        return data
 
     def close(self) -> None:
         self._pending.clear()  # a request that never read its response was never complete
@@ -106,15 +121,19 @@ class KernelTimedStream(httpcore.NetworkStream):
         return self._plain.start_tls(ssl_context, server_hostname, timeout)
 
     def get_extra_info(self, info: str) -> Any:
-        """httpcore's, except that an idle connection seen open is not polled again before the next
-        read or write: the client looks (`teammed.backends.openai_http._Lane.warm`) and then httpcore
-        does, microseconds apart (each look gives up the GIL)."""
+        """httpcore's, except that a look at whether the connection is readable (closed by the
+        server) is spared once when it was seen open within the last `FRESH_S`: by the client's own
+        look just before a request (`teammed.backends.openai_http._Lane.warm`), or by the read that
+        just ended a response (httpcore looks when a response closes). Each look gives up the GIL.
+        A connection that sat idle is always looked at."""
         if info != "is_readable":
             return self._plain.get_extra_info(info)
-        if self._idle_open:
+        seen, self._open_at = self._open_at, None  # one look spared at most
+        if seen is not None and time.monotonic() - seen < FRESH_S:
             return False
         readable = self._plain.get_extra_info(info)
-        self._idle_open = not readable
+        if not readable:
+            self._open_at = time.monotonic()
         return readable
 
 
