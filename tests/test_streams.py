@@ -135,6 +135,21 @@ def test_a_write_the_peer_never_reads_is_httpcores_write_timeout():
         peer.close()
 
 
+def test_pending_writes_go_out_under_their_own_write_timeout_not_the_reads():
+    ours, peer = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    stream = streams.KernelTimedStream(_plain(ours), ours)
+    try:
+        stream.write(b"x" * (8 << 20), timeout=0.3)
+        started = time.monotonic()
+        with pytest.raises(httpcore.WriteTimeout):
+            stream.read(100, timeout=30)
+        assert time.monotonic() - started < 3
+    finally:
+        stream.close()
+        peer.close()
+
+
 def test_a_hung_read_ends_at_once_when_its_socket_is_shut_down():
     """What `OpenAICompatibleClient.close` does to a request in flight."""
     ours, peer = socket.socketpair()

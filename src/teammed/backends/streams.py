@@ -9,8 +9,8 @@ wait for the GIL to come back: ~10 ms of a call's wall time each, measured on a 
 all of it slot time the server does not see.
 
 `KernelTimedStream` keeps the socket blocking and gives the read and write timeouts to the kernel
-(``SO_RCVTIMEO``/``SO_SNDTIMEO``, set again only when the timeout changes), holds the writes of a
-request until its response is read, and spares httpcore's look at whether the connection is
+(``SO_RCVTIMEO``/``SO_SNDTIMEO``, set again only when a timeout changes), holds the writes of a
+request until its response is read (then sent with the write timeout they were given), and spares httpcore's look at whether the connection is
 still open when it was seen open an instant before (by the client's own look, or by the read
 that ended the response). A request is then three system calls: one ``poll``, one ``send``,
 one ``recv``. A read or write that times out is httpcore's `~httpcore.ReadTimeout` or
@@ -58,25 +58,25 @@ class KernelTimedStream(httpcore.NetworkStream):
     def __init__(self, plain: httpcore.NetworkStream, sock: socket.socket) -> None:
         self._sock = sock
         self._plain = plain  # httpcore's stream of the same socket: get_extra_info and start_tls
-        self._armed: float | None | str = "unset"
+        self._armed: dict[int, float | None] = {}  # SO_RCVTIMEO/SO_SNDTIMEO: the timeout each is set to
         self._pending: list[bytes] = []
+        self._send_timeout: float | None = None  # of the writes pending
         self._open_at: float | None = None  # when the connection was last seen open (a look, or data read)
         sock.settimeout(None)
 
-    def _arm(self, timeout: float | None) -> None:
-        if timeout != self._armed:
-            value = _timeval(timeout)
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
-            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
-            self._armed = timeout
+    def _arm(self, option: int, timeout: float | None) -> None:
+        """Sets ``option`` (``SO_RCVTIMEO`` or ``SO_SNDTIMEO``) to ``timeout`` unless it already is."""
+        if option not in self._armed or self._armed[option] != timeout:
+            self._sock.setsockopt(socket.SOL_SOCKET, option, _timeval(timeout))
+            self._armed[option] = timeout
 
-    def _flush(self, timeout: float | None) -> None:
+    def _flush(self) -> None:
         if not self._pending:
             return
         data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
         self._pending.clear()
         try:
-            self._arm(timeout)
+            self._arm(socket.SO_SNDTIMEO, self._send_timeout)
             self._sock.sendall(data)
         except BlockingIOError as exc:  # SO_SNDTIMEO ran out
             raise httpcore.WriteTimeout(exc) from exc
@@ -87,6 +87,7 @@ class KernelTimedStream(httpcore.NetworkStream):
         self._open_at = None
         if buffer:
             self._pending.append(bytes(buffer))
+            self._send_timeout = timeout
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         """Sends what was written, then reads. A failed send is not raised before the read: as
@@ -95,11 +96,11 @@ class KernelTimedStream(httpcore.NetworkStream):
         self._open_at = None
         unsent: httpcore.WriteError | None = None
         try:
-            self._flush(timeout)
+            self._flush()
         except httpcore.WriteError as exc:
             unsent = exc
         try:
-            self._arm(timeout)
+            self._arm(socket.SO_RCVTIMEO, timeout)
             data = self._sock.recv(max_bytes)
         except BlockingIOError as exc:  # SO_RCVTIMEO ran out
             raise httpcore.ReadTimeout(exc) from exc
@@ -115,9 +116,9 @@ class KernelTimedStream(httpcore.NetworkStream):
 
     def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
                   timeout: float | None = None) -> httpcore.NetworkStream:
-        self._flush(timeout)
-        self._arm(None)  # the TLS stream is httpcore's, in timeout mode
-        self._armed = "unset"
+        self._flush()
+        for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):  # the TLS stream is httpcore's, in timeout mode
+            self._arm(option, None)
         return self._plain.start_tls(ssl_context, server_hostname, timeout)
 
     def get_extra_info(self, info: str) -> Any:
