@@ -10,14 +10,15 @@ all of it slot time the server does not see.
 
 `KernelTimedStream` keeps the socket blocking and gives the read and write timeouts to the kernel
 (``SO_RCVTIMEO``/``SO_SNDTIMEO``, set again only when a timeout changes), holds the writes of a
-request until its response is read (then sends them under the write timeout they were given),
-and spares httpcore's look at whether the connection is still open when it was seen open an
-instant before (by the client's own look, or by the read that ended the response). A request is
-then three system calls: one ``poll``, one ``send``, one ``recv``. A read or write that times out is httpcore's `~httpcore.ReadTimeout` or
-`~httpcore.WriteTimeout`, as before; a send that fails does not stop the response being read (a
-server may answer 413 or 401 and close before reading a large body), as in httpcore; shutting
-the socket down (what `teammed.backends.openai_http.OpenAICompatibleClient.close` does to a
-request in flight) still ends a blocked read at once.
+request until its response is read (then sends them under the write timeout they were given), and
+spares httpcore's look at whether the connection is still open when it was seen open an instant
+before (by the client's own look, or by the read that ended the response). A request is then three
+system calls: one ``poll``, one ``send``, one ``recv``. A read or write that times out is
+httpcore's `~httpcore.ReadTimeout` or `~httpcore.WriteTimeout`, as before; a send that fails does
+not stop the response being read (a server may answer 413 or 401 and close before reading a large
+body), as in httpcore; shutting the socket down (what
+`teammed.backends.openai_http.OpenAICompatibleClient.close` does to a request in flight) still ends
+a blocked read at once.
 
 Only plain TCP on Linux: a TLS connection goes back to httpcore's stream when it starts TLS
 (`start_tls`), and other platforms keep httpcore's backend. Connections through a proxy are
