@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 import httpcore
 import httpx
@@ -80,22 +81,13 @@ def test_a_request_on_a_kept_alive_connection_is_one_send_and_one_receive(monkey
     assert 3 <= counting.calls["recv"] + counting.calls["recv_into"] <= 6
 
 
-def test_writes_wait_for_the_read_and_go_out_in_one_send():
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """(ours, the peer): a connected pair of sockets, both closed when the test ends."""
     ours, peer = socket.socketpair()
-    stream = streams.KernelTimedStream(_plain(ours), ours)
-    try:
-        stream.write(b"POST / HTTP/1.1\r\n\r\n", timeout=1)
-        stream.write(b"body", timeout=1)
-        peer.setblocking(False)
-        with pytest.raises(BlockingIOError):
-            peer.recv(100)  # nothing sent before the response is read
-        peer.setblocking(True)
-        peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        assert stream.read(100, timeout=1) == b"HTTP/1.1 200 OK\r\n\r\n"
-        assert peer.recv(100) == b"POST / HTTP/1.1\r\n\r\nbody"
-    finally:
-        stream.close()
-        peer.close()
+    yield ours, peer
+    ours.close()
+    peer.close()
 
 
 def _plain(sock: socket.socket) -> httpcore.NetworkStream:
@@ -105,54 +97,47 @@ def _plain(sock: socket.socket) -> httpcore.NetworkStream:
     return SyncStream(sock)
 
 
-def test_a_read_past_its_timeout_is_httpcores_read_timeout():
-    ours, peer = socket.socketpair()
+def test_writes_wait_for_the_read_and_go_out_in_one_send(pair):
+    ours, peer = pair
     stream = streams.KernelTimedStream(_plain(ours), ours)
-    try:
-        started = time.monotonic()
-        with pytest.raises(httpcore.ReadTimeout):
-            stream.read(100, timeout=0.3)
-        assert 0.25 <= time.monotonic() - started < 2
-        peer.sendall(b"late")
-        assert stream.read(100, timeout=None) == b"late"  # no timeout: the kernel's limit is lifted
-    finally:
-        stream.close()
-        peer.close()
+    stream.write(b"POST / HTTP/1.1\r\n\r\n", timeout=1)
+    stream.write(b"body", timeout=1)
+    peer.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        peer.recv(100)  # nothing sent before the response is read
+    peer.setblocking(True)
+    peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    assert stream.read(100, timeout=1) == b"HTTP/1.1 200 OK\r\n\r\n"
+    assert peer.recv(100) == b"POST / HTTP/1.1\r\n\r\nbody"
 
 
-def test_a_write_the_peer_never_reads_is_httpcores_write_timeout():
-    ours, peer = socket.socketpair()
+def test_a_read_past_its_timeout_is_httpcores_read_timeout(pair):
+    ours, peer = pair
+    stream = streams.KernelTimedStream(_plain(ours), ours)
+    started = time.monotonic()
+    with pytest.raises(httpcore.ReadTimeout):
+        stream.read(100, timeout=0.3)
+    assert 0.25 <= time.monotonic() - started < 2
+    peer.sendall(b"late")
+    assert stream.read(100, timeout=None) == b"late"  # no timeout: the kernel's limit is lifted
+
+
+@pytest.mark.parametrize("read_timeout", [0.3, 30], ids=["same-as-the-write", "longer-than-the-write"])
+def test_a_write_the_peer_never_reads_is_httpcores_write_timeout(pair, read_timeout):
+    """Pending writes go out under their own write timeout, whatever the read's."""
+    ours, _ = pair
     ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     stream = streams.KernelTimedStream(_plain(ours), ours)
-    try:
-        stream.write(b"x" * (8 << 20), timeout=0.3)
-        started = time.monotonic()
-        with pytest.raises(httpcore.WriteTimeout):
-            stream.read(100, timeout=0.3)
-        assert time.monotonic() - started < 3
-    finally:
-        stream.close()
-        peer.close()
+    stream.write(b"x" * (8 << 20), timeout=0.3)
+    started = time.monotonic()
+    with pytest.raises(httpcore.WriteTimeout):
+        stream.read(100, timeout=read_timeout)
+    assert time.monotonic() - started < 3
 
 
-def test_pending_writes_go_out_under_their_own_write_timeout_not_the_reads():
-    ours, peer = socket.socketpair()
-    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    stream = streams.KernelTimedStream(_plain(ours), ours)
-    try:
-        stream.write(b"x" * (8 << 20), timeout=0.3)
-        started = time.monotonic()
-        with pytest.raises(httpcore.WriteTimeout):
-            stream.read(100, timeout=30)
-        assert time.monotonic() - started < 3
-    finally:
-        stream.close()
-        peer.close()
-
-
-def test_a_hung_read_ends_at_once_when_its_socket_is_shut_down():
+def test_a_hung_read_ends_at_once_when_its_socket_is_shut_down(pair):
     """What `OpenAICompatibleClient.close` does to a request in flight."""
-    ours, peer = socket.socketpair()
+    ours, _ = pair
     stream = streams.KernelTimedStream(_plain(ours), ours)
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(stream.read(100, timeout=60)))
@@ -161,12 +146,8 @@ def test_a_hung_read_ends_at_once_when_its_socket_is_shut_down():
     started = time.monotonic()
     socket.socket.shutdown(ours, socket.SHUT_RDWR)
     reader.join(5)
-    try:
-        assert not reader.is_alive() and got == [b""]
-        assert time.monotonic() - started < 1
-    finally:
-        stream.close()
-        peer.close()
+    assert not reader.is_alive() and got == [b""]
+    assert time.monotonic() - started < 1
 
 
 def test_a_hung_server_times_out_through_the_client():
@@ -209,8 +190,8 @@ def test_timeval_never_turns_a_timeout_into_none(timeout, expected):
     assert struct.unpack("ll", streams._timeval(timeout)) == expected
 
 
-def test_a_look_is_spared_once_right_after_the_connection_was_seen_open_and_never_after_idling():
-    ours, peer = socket.socketpair()
+def test_a_look_is_spared_once_right_after_the_connection_was_seen_open_and_never_after_idling(pair):
+    ours, peer = pair
     plain = _plain(ours)
     looks: list[bool] = []
 
@@ -222,26 +203,23 @@ def test_a_look_is_spared_once_right_after_the_connection_was_seen_open_and_neve
             return value
 
     stream = streams.KernelTimedStream(Looking(), ours)
-    try:
-        assert stream.get_extra_info("is_readable") is False  # the client's look before a request
-        assert stream.get_extra_info("is_readable") is False  # httpcore's, just after: spared
-        assert stream.get_extra_info("is_readable") is False  # only once
-        assert looks == [False, False]
-        stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
-        peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        stream.read(100, timeout=1)
-        assert stream.get_extra_info("is_readable") is False  # httpcore's when the response closes: spared
-        assert looks == [False, False]
-        stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
-        peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
-        stream.read(100, timeout=1)
-        time.sleep(3 * streams.FRESH_S)
-        peer.close()  # the server closed the connection while it was idle: every look sees it
-        assert stream.get_extra_info("is_readable") is True
-        assert stream.get_extra_info("is_readable") is True
-        assert looks == [False, False, True, True]
-    finally:
-        stream.close()
+    assert stream.get_extra_info("is_readable") is False  # the client's look before a request
+    assert stream.get_extra_info("is_readable") is False  # httpcore's, just after: spared
+    assert stream.get_extra_info("is_readable") is False  # only once
+    assert looks == [False, False]
+    stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
+    peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    stream.read(100, timeout=1)
+    assert stream.get_extra_info("is_readable") is False  # httpcore's when the response closes: spared
+    assert looks == [False, False]
+    stream.write(b"GET / HTTP/1.1\r\n\r\n", timeout=1)
+    peer.sendall(b"HTTP/1.1 200 OK\r\n\r\n")
+    stream.read(100, timeout=1)
+    time.sleep(3 * streams.FRESH_S)
+    peer.close()  # the server closed the connection while it was idle: every look sees it
+    assert stream.get_extra_info("is_readable") is True
+    assert stream.get_extra_info("is_readable") is True
+    assert looks == [False, False, True, True]
 
 
 @pytest.mark.parametrize("connects_elsewhere", [False, True], ids=["on-the-caller", "via-connect-with"])
