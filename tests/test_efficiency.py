@@ -279,7 +279,7 @@ def test_connections_are_kept_alive_and_never_exceed_the_requests_in_flight(fake
 
     server, log = fake_server(0.05)
     with server:
-        client = OpenAICompatibleClient(server.api_base, api_key=None, timeout_s=10, max_connections=2)
+        client = OpenAICompatibleClient(server.api_base, api_key=None, timeout_s=10)
         start = threading.Barrier(4)
 
         def ask() -> None:
@@ -315,7 +315,7 @@ def test_close_does_not_wait_for_a_request_in_flight():
     held = []
     threading.Thread(target=lambda: held.append(listener.accept()), daemon=True).start()  # never answers
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
-                                    timeout_s=3, max_connections=1)
+                                    timeout_s=3)
     errors: list[BaseException] = []
 
     def ask() -> None:
@@ -406,7 +406,7 @@ def test_an_informational_status_never_hands_one_request_the_answer_to_another()
 
     listener, _, _ = _raw_server(script)
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
-                                    timeout_s=5, max_connections=1)
+                                    timeout_s=5)
     try:
         first = client.complete(model="openai/fake", messages=[{"role": "user", "content": "1"}])
         second = client.complete(model="openai/fake", messages=[{"role": "user", "content": "2"}])
@@ -438,7 +438,7 @@ def test_requests_name_their_client_and_take_json():
 
     threading.Thread(target=serve, daemon=True).start()
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key="sk-x",
-                                    timeout_s=5, max_connections=1)
+                                    timeout_s=5)
     client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
     client.close()
     listener.close()
@@ -450,7 +450,7 @@ def test_api_base_forms_map_to_the_chat_completions_url():
     from teammed.backends.openai_http import OpenAICompatibleClient
 
     def url(base: str) -> str:
-        return OpenAICompatibleClient(base, api_key=None, timeout_s=1, max_connections=1).url
+        return OpenAICompatibleClient(base, api_key=None, timeout_s=1).url
 
     assert url("http://[::1]/v1") == "http://[::1]/v1/chat/completions"
     assert url("https://example.org/v1/") == "https://example.org/v1/chat/completions"
@@ -544,7 +544,7 @@ def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_fai
     closed = threading.Semaphore(0)
     listener, _, accepted = _raw_server(lambda n: [_answer("{}")], close_idle_after=0.05, closed=closed)
     client = OpenAICompatibleClient(f"http://127.0.0.1:{listener.getsockname()[1]}/v1", api_key=None,
-                                    timeout_s=5, max_connections=1)
+                                    timeout_s=5)
     try:
         for _ in range(3):
             assert client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}]).choices

@@ -58,7 +58,7 @@ def _cycles_of_ours(garbage: list[object], origins: tuple[str, ...] = OURS) -> l
 
 def test_a_request_of_the_direct_client_leaves_no_cycle(saved_garbage):
     with FakeOpenAI(handler, keep_alive=True) as server:
-        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=10, max_connections=1)
+        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=10)
         try:
             client.complete(model="openai/fake", messages=[{"role": "user", "content": "connect"}])
             gc.collect()

@@ -55,7 +55,7 @@ def test_the_direct_client_sends_on_kernel_timed_streams():
     """Fails when httpx or httpcore move the internals `streams.install` relies on (it then leaves
     httpcore's stream in place and says False)."""
     with FakeOpenAI(_ok, keep_alive=True) as server:
-        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5, max_connections=1)
+        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5)
         try:
             client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])
             (lane,) = client._clients
@@ -66,7 +66,7 @@ def test_the_direct_client_sends_on_kernel_timed_streams():
 
 def test_a_request_on_a_kept_alive_connection_is_one_send_and_one_receive(monkeypatch):
     with FakeOpenAI(_ok, keep_alive=True) as server:
-        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5, max_connections=1)
+        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5)
         try:
             client.complete(model="openai/fake", messages=[{"role": "user", "content": "hi"}])  # connects
             counting = _Counting(monkeypatch, int(server.api_base.rsplit(":", 1)[1].split("/")[0]))
@@ -155,7 +155,7 @@ def test_a_hung_server_times_out_through_the_client():
     accepted: list[socket.socket] = []
     threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True).start()
     port = listener.getsockname()[1]
-    client = OpenAICompatibleClient(f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=0.5, max_connections=1)
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=0.5)
     try:
         started = time.monotonic()
         with pytest.raises(httpx.ReadTimeout):
@@ -226,7 +226,7 @@ def test_a_look_is_spared_once_right_after_the_connection_was_seen_open_and_neve
 def test_a_connection_the_server_closed_while_idle_is_replaced_not_failed(connects_elsewhere):
     """A server keep-alive shorter than the client's (gunicorn's is 2 s): the next request reconnects."""
     with FakeOpenAI(_ok, keep_alive=True, idle_close_s=0.3) as server:
-        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5, max_connections=1)
+        client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=5)
         connect_with = (lambda post: post()) if connects_elsewhere else None
         try:
             for _ in range(2):
@@ -255,7 +255,7 @@ def test_an_early_error_answer_to_a_body_the_server_never_read_is_the_answer():
 
     threading.Thread(target=serve, daemon=True).start()
     port = listener.getsockname()[1]
-    client = OpenAICompatibleClient(f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=10, max_connections=1)
+    client = OpenAICompatibleClient(f"http://127.0.0.1:{port}/v1", api_key="k", timeout_s=10)
     try:
         with pytest.raises(HTTPStatusError) as raised:
             client.complete(model="openai/fake", messages=[{"role": "user", "content": "x" * (16 << 20)}])

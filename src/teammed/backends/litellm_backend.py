@@ -189,7 +189,8 @@ class LiteLLMBackend(MeteredLM):
         self._rng = random.Random()
         self._closed = threading.Event()
         self._waiters = Waiters()
-        self._dialect_lock = threading.Lock()  # also guards _sleepers and closing
+        self._dialect_lock = threading.Lock()
+        self._close_lock = threading.Lock()  # closing, and the coroutines it must wake (_sleepers)
         self._sleepers: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
@@ -198,8 +199,7 @@ class LiteLLMBackend(MeteredLM):
         self._direct: OpenAICompatibleClient | None = None
         if transport == "auto" and router is None and api_base and model.startswith("openai/"):
             # an OpenAI-compatible server: the same request without litellm's per-call machinery
-            self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s,
-                                                  max_connections=limit)
+            self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s)
         self._answered = False  # a refused connection after the first answer is a restart, not a wrong URL
 
     @property
@@ -210,7 +210,7 @@ class LiteLLMBackend(MeteredLM):
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
-        with self._dialect_lock:
+        with self._close_lock:
             self._closed.set()
             sleepers, self._sleepers = self._sleepers, set()
         self._waiters.release_all()
@@ -457,7 +457,7 @@ class LiteLLMBackend(MeteredLM):
         """A future of this event loop that `close` sets (already set if the backend is closed)."""
         loop = asyncio.get_running_loop()
         closed: asyncio.Future[None] = loop.create_future()
-        with self._dialect_lock:
+        with self._close_lock:
             if self._closed.is_set():
                 closed.set_result(None)
             else:
@@ -465,7 +465,7 @@ class LiteLLMBackend(MeteredLM):
         try:
             yield closed
         finally:
-            with self._dialect_lock:
+            with self._close_lock:
                 self._sleepers.discard((loop, closed))
 
     @contextlib.asynccontextmanager

@@ -217,7 +217,7 @@ class OpenAICompatibleClient:
     """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``
     (``await client.acomplete(...)`` from a coroutine)."""
 
-    def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float, max_connections: int | None):
+    def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float):
         base, self._auth = _split_userinfo(api_base)
         parts = urllib.parse.urlsplit(base)
         path = parts.path.rstrip("/") + "/chat/completions"
@@ -225,7 +225,6 @@ class OpenAICompatibleClient:
         self._url = httpx.URL(self.url)  # parsed once: httpx parses a string URL on every request (~7% of its CPU)
         self.api_key = api_key
         self.timeout_s = timeout_s
-        self.max_connections = max_connections or 100
         self._tls: ssl.SSLContext | None = None
         self._lock = threading.Lock()
         self._idle: list[_Lane] = []  # a stack: the most recently used connection is reused first
