@@ -4,9 +4,9 @@ httpcore's own socket stream puts each socket in timeout mode and calls ``settim
 every read and every write, so one request on a kept-alive connection is eleven system calls:
 per write and per read an ``ioctl``, a ``poll`` (CPython waits for readiness itself in timeout
 mode) and the ``send``/``recv``, plus the checks that the idle connection is still open. Each
-of them gives up the GIL, and with 256 questions in flight every one of those hand-offs is a
-wait for the GIL to come back: ~10 ms of a call's wall time each, measured on a 2-core machine,
-all of it slot time the server does not see.
+of them gives up the GIL, and with 256 questions in flight each hand-off is a wait for the GIL to
+come back: the client's own look (one ``poll``) averaged 11 ms of a call's wall time there, on a
+2-core machine, slot time the server does not see.
 
 `KernelTimedStream` keeps the socket blocking and gives the read and write timeouts to the kernel
 (``SO_RCVTIMEO``/``SO_SNDTIMEO``, set again only when a timeout changes), holds the writes of a
