@@ -40,6 +40,7 @@ ARMS = {
     # both of the above: this tree as it was before them
     "neither": "import contextlib, teammed.runtime as r; r.quiet_collector = contextlib.nullcontext\n"
                "import teammed.backends.streams as s; s.install = lambda client: False",
+    # a longer GIL switch interval (Python's: 5 ms)
     "switch-50ms": "import sys; sys.setswitchinterval(0.05)",
     "gc-off": "import gc; gc.disable()",
 }
