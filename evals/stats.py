@@ -31,6 +31,14 @@ __all__ = [
     "PublishedCheck",
     "published_consistency",
     "wilson_interval",
+    "binomial_se",
+    "CellEstimate",
+    "cell_estimate",
+    "t_sf",
+    "t_ppf",
+    "welch_t_test",
+    "mde_t",
+    "versus_runner_up",
 ]
 
 logger = logging.getLogger(__name__)
@@ -181,6 +189,137 @@ def holm(pvalues: Sequence[float | None]) -> list[float | None]:
         running = max(running, min(1.0, (m - rank) * p))
         adjusted[index] = running
     return adjusted
+
+
+def binomial_se(correct: int, n: int, *, confidence: float = 0.95) -> float:
+    """The Agresti-Coull standard error of a proportion ``correct / n`` (a share, 0-1).
+
+    p~ = (correct + z^2/2) / (n + z^2), SE = sqrt(p~ (1 - p~) / (n + z^2)): never 0, so 2 of 2
+    questions right is not an accuracy known exactly (sqrt(p(1-p)/n) would say 0).
+    """
+    if n <= 0 or not 0 <= correct <= n:
+        raise ValueError(f"need 0 <= correct <= n and n > 0 (got correct={correct}, n={n})")
+    z2 = statistics.NormalDist().inv_cdf(1 - (1 - confidence) / 2) ** 2
+    p = (correct + z2 / 2) / (n + z2)
+    return math.sqrt(p * (1 - p) / (n + z2))
+
+
+class CellEstimate(NamedTuple):
+    """A cell's accuracy (a share) and the standard error its tests use.
+
+    ``se`` is the larger of the seeds' SE (sample SD / sqrt(k), ``df = k - 1``) and the binomial SE
+    of the cell's ``n`` questions pooled (`binomial_se`, ``df`` infinite): one seed, or seeds that
+    agree, never make a cell look exact. ``source`` says which one it is ("seeds" or "binomial").
+    """
+
+    mean: float
+    se: float
+    df: float
+    source: str
+    k: int
+    n: int
+
+
+def cell_estimate(accuracies: Sequence[float], sizes: Sequence[int]) -> CellEstimate:
+    """`CellEstimate` of ``accuracies`` (one share per seed) measured on ``sizes`` questions each."""
+    if not accuracies or len(accuracies) != len(sizes) or min(sizes) <= 0:
+        raise ValueError(f"need one accuracy per seed and a positive size each (got {len(accuracies)} "
+                         f"accuracies, sizes {list(sizes)})")
+    k, n = len(accuracies), sum(sizes)
+    mean = statistics.fmean(accuracies)
+    correct = min(n, max(0, round(sum(a * m for a, m in zip(accuracies, sizes, strict=True)))))
+    floor = binomial_se(correct, n)
+    seeds = statistics.stdev(accuracies) / math.sqrt(k) if k > 1 else None
+    if seeds is not None and seeds >= floor:
+        return CellEstimate(mean, seeds, float(k - 1), "seeds", k, n)
+    return CellEstimate(mean, floor, math.inf, "binomial", k, n)
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 500):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom (``math.inf``: the normal law)."""
+    if not df > 0:
+        raise ValueError(f"degrees of freedom must be positive (got {df})")
+    if math.isinf(df):
+        return 1.0 - statistics.NormalDist().cdf(t)
+    tail = 0.5 * _incomplete_beta(df / 2, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (bisection on `t_sf`)."""
+    if not 0 < q < 1:
+        raise ValueError(f"q must be in (0, 1) (got {q})")
+    if math.isinf(df):
+        return statistics.NormalDist().inv_cdf(q)
+    low, high = -1e6, 1e6
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if 1.0 - t_sf(mid, df) < q else (low, mid)
+    return (low + high) / 2
+
+
+def welch_t_test(diff: float, se_a: float, df_a: float, se_b: float, df_b: float) -> tuple[float, float] | None:
+    """Two-sided p of a difference of two independent means with SEs ``se_a``/``se_b`` on ``df_a``/``df_b``
+    degrees of freedom: Welch's t with Satterthwaite's df, ``(p, df)``. None when both SEs are 0."""
+    var_a, var_b = se_a * se_a, se_b * se_b
+    if var_a + var_b <= 0:
+        return None
+    parts = (var_a * var_a / df_a if not math.isinf(df_a) else 0.0) + (var_b * var_b / df_b if not math.isinf(df_b)
+                                                                           else 0.0)
+    df = (var_a + var_b) ** 2 / parts if parts > 0 else math.inf
+    t = abs(diff) / math.sqrt(var_a + var_b)
+    return min(1.0, 2 * t_sf(t, df)), df
+
+
+def mde_t(se: float, df: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest true difference a two-sided t-test at ``alpha`` on ``df`` degrees of freedom detects
+    with ``power``, given the difference's SE: (t_{1-alpha/2} + t_power) * se."""
+    if se < 0:
+        raise ValueError(f"se must be non-negative (got {se})")
+    return (t_ppf(1 - alpha / 2, df) + t_ppf(power, df)) * se
+
+
+def versus_runner_up(winner: dict[str, bool], runner_up: dict[str, bool], *, alpha: float = 0.05) -> dict[str, Any]:
+    """Whether a winner's lead over the runner-up is within noise: the exact McNemar test on the questions
+    both answered (``winner``/``runner_up`` map a question id to correct). ``within_noise`` when
+    p >= ``alpha``, or when no question is shared (nothing shows the lead is real)."""
+    shared = sorted(winner.keys() & runner_up.keys())
+    b = sum(winner[k] and not runner_up[k] for k in shared)
+    c = sum(runner_up[k] and not winner[k] for k in shared)
+    p = mcnemar(b, c) if shared else None
+    return {"n_pairs": len(shared), "b": b, "c": c, "p_mcnemar": p, "alpha": alpha,
+            "within_noise": p is None or p >= alpha, "test": "exact McNemar on paired questions"}
 
 
 def _z_sum(alpha: float, power: float) -> float:

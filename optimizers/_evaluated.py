@@ -17,6 +17,7 @@ from teammed.config import COMPONENTS
 
 __all__ = [
     "evaluated_rows",
+    "runner_up_test",
     "pareto_front",
     "best_row",
     "component_effects",
@@ -41,7 +42,7 @@ def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
         key = json.dumps(attrs["config"], sort_keys=True)
         row = {"trial": t.number, "state": t.state.name,
                "components": [c for c in COMPONENTS if attrs["config"].get(c)], "config": attrs["config"],
-               **{k: attrs.get(k) for k in _STATS}}
+               **{k: attrs.get(k) for k in _STATS}, "outcomes": attrs.get("outcomes")}
         previous = rows.get(key)
         if previous is None or (previous["state"] != "COMPLETE" and row["state"] == "COMPLETE"):
             rows[key] = row
@@ -56,6 +57,29 @@ def best_row(rows: Sequence[Row]) -> Row | None:
     """The most accurate completed configuration; ties go to the cheaper, then the earlier."""
     done = _complete(rows)
     return min(done, key=lambda r: (-r["accuracy"], r["tokens_per_question"], r["trial"])) if done else None
+
+
+def runner_up_test(rows: Sequence[Row], best: Row, *, alpha: float = 0.05) -> dict[str, Any] | None:
+    """The best row against the most accurate other completed row: is the lead within noise?
+
+    Paired (exact McNemar on the questions both answered) where both rows kept their per-question
+    outcomes; else whether the two 95% intervals (accuracy ± 1.96 SE) overlap. None without a runner-up.
+    """
+    from teammed.evals.stats import versus_runner_up
+
+    others = [r for r in _complete(rows) if r is not best and r["trial"] != best["trial"]]
+    if not others:
+        return None
+    runner = min(others, key=lambda r: (-r["accuracy"], r["tokens_per_question"], r["trial"]))
+    shown = {"runner_up": runner["components"], "runner_up_trial": runner["trial"],
+             "runner_up_accuracy": runner["accuracy"], "runner_up_se": runner["se"]}
+    if best.get("outcomes") and runner.get("outcomes"):
+        as_bool = {k: bool(v) for k, v in best["outcomes"].items()}
+        return {**shown, **versus_runner_up(as_bool, {k: bool(v) for k, v in runner["outcomes"].items()},
+                                            alpha=alpha)}
+    half = 1.96 * ((best["se"] or 0.0) + (runner["se"] or 0.0))
+    return {**shown, "alpha": alpha, "within_noise": best["accuracy"] - runner["accuracy"] < half,
+            "test": "overlap of the 95% intervals (no per-question outcomes stored)"}
 
 
 def pareto_front(rows: Sequence[Row]) -> list[Row]:

@@ -22,6 +22,7 @@ from teammed.errors import ConfigError, DataError
 from teammed.optimizers._demos import DegradedOutputs, NotingAdapter, clean_traces, drop_unsound_demos
 from teammed.optimizers._scoring import accuracy_of, require_labels, score_questions
 from teammed.optimizers.metrics import accuracy_metric, deliberation_feedback
+from teammed.programs.parallel import IN_TURN_SETTING
 from teammed.records import ResultRow
 from teammed.types import Question
 
@@ -145,7 +146,10 @@ def compile_program(
                  reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
                  max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
                  max_metric_calls=max_metric_calls, degraded=DegradedOutputs())
-    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True), _no_progress_bars():
+    # each question's calls in order (IN_TURN_SETTING): the traces demos are drawn from, and so the
+    # compiled program, are the same on every run; questions still run side by side (num_threads)
+    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True,
+                      **{IN_TURN_SETTING: True}), _no_progress_bars():
         compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
     drop_unsound_demos(compiled, plan.degraded)
     return compiled

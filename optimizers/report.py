@@ -23,11 +23,12 @@ from teammed.optimizers._evaluated import (
     evaluated_rows,
     parameter_effects,
     pareto_front,
+    runner_up_test,
 )
 from teammed.optimizers._space import subset_label
 from teammed.records import write_atomic
 
-__all__ = ["search_report"]
+__all__ = ["search_report", "noise_text"]
 
 _DPI = 120
 
@@ -119,6 +120,23 @@ def _fmt(value: float | None, scale: float = 100.0, digits: int = 1) -> str:
     return "–" if value is None else f"{scale * value:.{digits}f}"
 
 
+def noise_text(versus: dict) -> str:
+    """One sentence: the winner against the runner-up, and whether the lead is within noise."""
+    runner = subset_label(versus["runner_up"]) if isinstance(versus.get("runner_up"), list) else versus["runner_up"]
+    acc = versus.get("runner_up_accuracy")
+    se = versus.get("runner_up_se")
+    shown = (f"{runner} ({_fmt(acc)}%{f' ± {_fmt(se)}' if se is not None else ''})" if acc is not None
+             else str(runner))
+    if versus.get("p_mcnemar") is not None:
+        test = (f"{versus['test']}: b={versus['b']}, c={versus['c']} on {versus['n_pairs']} questions, "
+                f"p = {versus['p_mcnemar']:.3f}")
+    else:
+        test = versus["test"]
+    verdict = (f"**within noise** at alpha {versus['alpha']}: these questions do not tell the two apart"
+               if versus["within_noise"] else f"ahead beyond noise at alpha {versus['alpha']}")
+    return f"Runner-up: {shown}. The winner is {verdict} ({test})."
+
+
 def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
     """Write ``search_report.md`` and its figures into ``out_dir``; return the markdown's path."""
     out = Path(out_dir)
@@ -137,6 +155,9 @@ def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
         lines += [f"**Chosen:** {_label(best)}: accuracy {_fmt(best['accuracy'])}% ± {_fmt(best['se'])} "
                   f"(n={best['n']}), {best['tokens_per_question']:.0f} tokens/question "
                   f"(trial {best['trial']}).", ""]
+        versus = runner_up_test(rows, best)
+        if versus is not None:
+            lines += [noise_text(versus), ""]
     if not rows:
         lines.append("No trial has been evaluated yet.")
         write_atomic(out / "search_report.md", "\n".join(lines) + "\n")

@@ -9,8 +9,10 @@ where it stopped and several machines pointing at the same storage share the cel
 
 The table gives per row and data set the measured mean ± SE over seeds, the published mean
 ± SE and whether 3 seeds x 50 questions can produce it (`teammed.evals.stats.published_consistency`),
-their difference, a two-sided z-test of that difference (normal approximation with both SEs)
-only against a possible cell, and the exact McNemar test of the row against Zero-Shot on the
+their difference, and a two-sided Welch t-test of that difference only against a possible cell: the
+published SE on 2 df (3 seeds), ours on k - 1 df, floored by the binomial SE of the cell's questions
+(`teammed.evals.stats.cell_estimate`: one seed, or seeds that agree, never make a cell exact), with
+Satterthwaite's df; and the exact McNemar test of the row against Zero-Shot on the
 same questions. Each family of p-values gets Holm's adjustment beside the raw value, and each
 comparison its minimum detectable difference at 80% power. Few-Shot and MDAgents draw their worked
 examples from the data set's tuning part, never from a cell's questions.
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,12 +110,6 @@ class Table1Result:
     markdown: str = ""
 
 
-def _z_p(diff: float, se: float) -> float | None:
-    if se <= 0:
-        return None
-    return math.erfc(abs(diff / se) / math.sqrt(2))
-
-
 def _mcnemar(ours: Mapping[str, bool], theirs: Mapping[str, bool]) -> dict[str, Any] | None:
     from teammed.evals.stats import mcnemar
 
@@ -136,7 +131,11 @@ def reproduce_table1(
     out_dir: Path,
     tune_special: Callable[[str, Sequence[Question], Sequence[Question]], Mapping[str, Any]] | None = None,
 ) -> Table1Result:
-    """Run (or resume) the grid; ``datasets`` maps a code to its questions, or to why it is unavailable."""
+    """Run (or resume) the grid; ``datasets`` maps a code to its questions, or to why it is unavailable.
+
+    ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config`` and ``program``, and
+    ``proven``: whether its held-out proof ran (a row without it is marked unproven in the table).
+    """
     from teammed.data.sampling import sample_questions
     from teammed.data.splits import partition
     from teammed.optimizers.tune import open_tune_study
@@ -205,7 +204,7 @@ def reproduce_table1(
               "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None}
              for code in available for row in settings.rows for seed in settings.seeds]
     done = queue.run(cells, execute)
-    table = _table(cells, done, settings)
+    table = _table(cells, done, settings, special)
     result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
     result.markdown = _markdown(table, unavailable, settings)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -217,23 +216,25 @@ def reproduce_table1(
 
 
 def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]],
-           settings: ReproduceSettings) -> list[dict[str, Any]]:
-    from teammed.evals.stats import holm, mde_from_se, mde_paired, published_consistency
+           settings: ReproduceSettings, special: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    from teammed.evals.stats import cell_estimate, holm, mde_paired, mde_t, published_consistency, welch_t_test
 
     per: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
     for cell in cells:
         per.setdefault((cell["row"], cell["dataset"]), {})[cell["seed"]] = done[cell_key(cell)]
     out = []
     for (row, code), by_seed in per.items():
-        accs = [100 * r["value"] for r in by_seed.values()]
-        mean = statistics.fmean(accs)
-        se = statistics.stdev(accs) / math.sqrt(len(accs)) if len(accs) > 1 else 0.0
+        sizes = [len(r["ids"]) for r in by_seed.values()]
+        est = cell_estimate([r["value"] for r in by_seed.values()], sizes) if min(sizes, default=0) else None
+        mean, se = (100 * est.mean, 100 * est.se) if est is not None else (0.0, 0.0)
         pub_mean, pub_se = TABLE1_001.get(ROWS_001[row][0], {}).get(code, (None, None))
         check = (published_consistency(pub_mean, pub_se, n=PAPER_N, k=PAPER_SEEDS)
                  if pub_mean is not None and pub_se is not None else None)
         diff = mean - pub_mean if pub_mean is not None else None
-        combined = math.hypot(se, pub_se or 0.0)
-        tested = diff is not None and check is not None and check.consistent  # never against an impossible cell
+        tested = (diff is not None and check is not None and check.consistent  # never against an impossible cell
+                  and est is not None)
+        welch = (welch_t_test(diff, se, est.df, pub_se or 0.0, PAPER_SEEDS - 1)
+                 if tested and est is not None and diff is not None else None)
         correct = {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
         baseline = per.get(("Zero-Shot", code))
         vs_zero = None
@@ -245,13 +246,22 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                 mde = mde_paired(vs_zero["n"], share)
                 vs_zero["mde"] = round(100 * mde, 1) if mde is not None else None
         out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
+                    "measured_se_source": est.source if est is not None else None,
+                    "measured_df": (None if est is None or math.isinf(est.df) else est.df),
                     "published": pub_mean, "published_se": pub_se,
                     "published_consistent": check.consistent if check is not None else None,
                     "published_check": check._asdict() if check is not None else None,
                     "difference": round(diff, 2) if diff is not None else None,
-                    "p_vs_published": _z_p(diff, combined) if tested and diff is not None else None,
-                    "mde_vs_published": round(mde_from_se(combined), 1) if tested and combined > 0 else None,
+                    "p_vs_published": welch[0] if welch is not None else None,
+                    "df_vs_published": round(welch[1], 2) if welch is not None and not math.isinf(welch[1]) else None,
+                    "mde_vs_published": (round(mde_t(math.hypot(se, pub_se or 0.0), welch[1]), 1)
+                                         if welch is not None else None),
                     "vs_zero_shot": vs_zero,
+                    # the tuned row: whether tune's held-out proof ran (a Special Set the budget left unproven
+                    # is marked), and the hash of the data it was tuned on
+                    **({"proof": "run" if (special or {}).get(code, {}).get("proven") else "not run",
+                        "dataset_sha256": (special or {}).get(code, {}).get("dataset_sha256")}
+                       if ROWS_001[row][1] == "special" else {}),
                     "n_per_seed": [len(r["ids"]) for r in by_seed.values()],
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values())})
@@ -272,11 +282,14 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
     n_tests = sum(r["p_vs_published"] is not None for r in table)
     inconsistent = sum(r["published_consistent"] is False for r in table)
     lines = [f"# 001 Table 1 reproduced with {s.model} (seeds {', '.join(map(str, s.seeds))}, n={s.n} per seed)", "",
-             "measured mean ± SE (over seeds) | published mean ± SE and whether the paper's protocol "
-             f"({PAPER_SEEDS} seeds x {PAPER_N} questions) can produce it | difference | z-test p, raw and "
+             "measured mean ± SE: the SE over seeds (t, k-1 df), or the binomial SE of the cell's questions "
+             "when larger (marked b: one seed, or seeds that agree) | published mean ± SE and whether the "
+             f"paper's protocol ({PAPER_SEEDS} seeds x {PAPER_N} questions) can produce it | difference | "
+             f"test: two-sided Welch t-test of measured vs published (published SE on {PAPER_SEEDS - 1} df, "
+             "Satterthwaite df), p raw and "
              f"Holm-adjusted over the table's {n_tests} tests | MDE: the smallest true difference (points) "
-             "detectable at 80% power, alpha 0.05, with these SEs or pairs | exact McNemar vs Zero-Shot on the same "
-             "questions (b/c, p, Holm p, MDE)", "",
+             "detectable at 80% power, alpha 0.05, with these SEs and df or pairs | exact McNemar vs Zero-Shot on "
+             "the same questions (b/c, p, Holm p, MDE)", "",
              "| row | data set | measured | published | possible | difference | p | Holm p | MDE | "
              "vs Zero-Shot (b/c, p, Holm p, MDE) | failed |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -287,7 +300,9 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
         possible = _possible(r["published_check"])
         diff = f"{r['difference']:+.1f}" if r["difference"] is not None else ""
         mde = f"{r['mde_vs_published']:.1f}" if r["mde_vs_published"] is not None else ""
-        lines.append(f"| {r['row']} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f} | {pub} | "
+        floor = " b" if r.get("measured_se_source") == "binomial" else ""
+        name = r["row"] + (" (held-out proof not run)" if r.get("proof") == "not run" else "")
+        lines.append(f"| {name} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f}{floor} | {pub} | "
                      f"{possible} | {diff} | {_fmt_p(r['p_vs_published'])} | {_fmt_p(r.get('p_vs_published_holm'))} | "
                      f"{mde} | {vs} | {r['failed']} |")
     if inconsistent:
@@ -295,6 +310,10 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
                   "(mean not a multiple of 100/150, or no three accuracies with that mean give the SE); they are "
                   "shown but never tested (p n/a). 'SD' marks an SE that fits only when read as a standard "
                   "deviation."]
+    unproven = [r["dataset"] for r in table if r.get("proof") == "not run"]
+    if unproven:
+        lines += ["", f"The tuned row's held-out proof did not run for {', '.join(unproven)} (the tune budget did not "
+                  "cover it): that Special Set is unproven; raise --tune-budget to prove it."]
     if unavailable:
         lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
     return "\n".join(lines) + "\n"

@@ -168,6 +168,8 @@ def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
     }
     for key, value in stats.items():
         trial.set_user_attr(key, value)
+    # per question: what the winner-vs-runner-up test pairs (teammed.evals.stats.versus_runner_up)
+    trial.set_user_attr("outcomes", {r.id: int(bool(r.correct) and not r.failed) for r in rows if r.labeled})
     return stats
 
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError, TeammedError
-from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front
+from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front, runner_up_test
 
 __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",
            "NoTrialSucceeded"]
@@ -56,6 +56,8 @@ class SpecialSet(BaseModel):
     evaluated: list[dict[str, Any]]
     created: str
     tuning: dict[str, Any] | None = None  # data set identity and the question ids the search was tuned on
+    # the winner against the most accurate other configuration: is its lead within noise?
+    runner_up: dict[str, Any] | None = None
 
 
 def _public(row: Row) -> dict[str, Any]:
@@ -98,6 +100,7 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         evaluated=[_public(r) for r in rows],
         created=datetime.now(UTC).isoformat(timespec="seconds"),
         tuning=tuning,
+        runner_up=runner_up_test(rows, best),
     )
 
 

@@ -630,6 +630,30 @@ def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["n"], -(r["accuracy"] or 0)))
 
 
+def _runner_up(queue: WorkQueue, winner: str) -> dict[str, Any] | None:
+    """The winner against the most accurate other configuration evaluated with the same prompts on the
+    tuning questions: paired (exact McNemar) on the questions both answered. None without a runner-up."""
+    from teammed.evals.stats import versus_runner_up
+
+    outcomes: dict[tuple[str, str], dict[str, bool]] = {}
+    for key, result in queue.results().items():
+        cell = json.loads(key)
+        if cell.get("kind") == "eval" and cell.get("part") == "tune":
+            outcomes.setdefault((_label(cell["config"]), cell["prompts"]), {}).update(
+                zip(result["ids"], map(bool, result["correct"]), strict=True))
+    mine = [(prompts, seen) for (label, prompts), seen in outcomes.items() if label == winner]
+    if not mine:
+        return None
+    prompts, won = max(mine, key=lambda item: len(item[1]))
+    others = {label: seen for (label, p), seen in outcomes.items() if p == prompts and label != winner and seen}
+    if not others:
+        return None
+    runner = max(others, key=lambda label: (sum(others[label].values()) / len(others[label]), len(others[label])))
+    seen = others[runner]
+    return {"runner_up": runner, "runner_up_accuracy": round(sum(seen.values()) / len(seen), 4),
+            "runner_up_se": None, "prompts": prompts, **versus_runner_up(won, seen)}
+
+
 def _spent(queue: WorkQueue) -> dict[str, Any]:
     results = queue.results()
     totals = queue.spent(results)
@@ -733,6 +757,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                   held_out_comparison=compare, held_out_components_only=components_only,
                   stages_completed=_stages_completed(p), tried=_tried(queue), spent=_spent(queue))
     report["pareto_front"] = pareto_front([r for r in report["tried"] if r["accuracy"] is not None])
+    report["runner_up"] = _runner_up(queue, winner)
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
     special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
                "config": winner_config, "program": str(program_path), "model": settings.model,
@@ -851,6 +876,10 @@ def render_markdown(report: Mapping[str, Any]) -> str:
                   f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
                   for h in r["history"]]
         lines.append("")
+    if report.get("runner_up"):
+        from teammed.optimizers.report import noise_text
+
+        lines += [noise_text(report["runner_up"]), ""]
     lines += ["## configurations tried (tuning questions)", "",
               "| config | prompts | n | accuracy | tokens/q | calls | cost |", "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['config']} | {r['prompts']} | {r['n']} | {r['accuracy']} | {r['tokens_per_question']} | "

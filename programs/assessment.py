@@ -55,7 +55,6 @@ class IndependentAssessment(dspy.Module):
 
     def forward(self, question: str, options: dict[str, str], agents: list[Agent], shared_context: str,
                 role_briefs: bool, image: str | None = None) -> list[Assessment]:
-        letters = list(options)
         if image and self.assess_image is None:
             raise ValueError("this question has an image; build the program with vision=True to show it to agents")
 
@@ -66,7 +65,7 @@ class IndependentAssessment(dspy.Module):
                 out = self.assess_image(**common, image=_as_image(image))
             else:
                 out = self.assess(**common)
-            read = read_ranking(out.ranking, letters)
+            read = read_ranking(out.ranking, options)
             return Assessment(agent=agent.id, ranking=read.ranking, justification=out.justification or "",
                               facts=[str(f) for f in (out.facts or [])][:5], confidence=out.confidence or "Low",
                               repaired=read.repaired, fell_back=read.fell_back, invalid_letters=read.invalid_letters)

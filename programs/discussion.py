@@ -35,15 +35,16 @@ class Discussion(dspy.Module):
               role: str, team_context: str, history: str, default_choice: str) -> Turn:
         """One turn; ``default_choice`` (the agent's last position) stands in for an unusable choice."""
         common = dict(question=question, options=options, role=role, team_context=team_context, history=history)
-        letters = list(options)
         if not final:
             out = self.discuss(**common)
-            read = read_choice(out.current_choice, letters, default=default_choice)
+            read = read_choice(out.current_choice, options, default=default_choice)
             return Turn(agent=agent.id, turn=turn, message=out.message or "", choice=read.first,
                         repaired=read.repaired, fell_back=read.fell_back, invalid_letters=read.invalid_letters)
         out = self.final(**common)
-        read = read_ranking(out.ranking, letters)
-        return Turn(agent=agent.id, turn=turn, message=out.rationale or "", choice=read.first, ranking=read.ranking,
+        read = read_ranking(out.ranking, options)
+        # a ranking naming no option is no vote: the turn shows the agent's last position, never option A
+        return Turn(agent=agent.id, turn=turn, message=out.rationale or "",
+                    choice=default_choice if read.fell_back else read.first, ranking=read.ranking,
                     confidence=out.confidence or "Low", repaired=read.repaired, fell_back=read.fell_back,
                     invalid_letters=read.invalid_letters)
 

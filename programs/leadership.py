@@ -62,7 +62,7 @@ class Leader(dspy.Module):
         """The leader's pick among ``tied``; a pick outside the tie leaves the rule's answer, recorded as such."""
         out = self.resolve_tie(question=question, options=options, tied_options={k: options[k] for k in tied},
                                rankings=rankings, shared_context=shared)
-        pick = read_choice(out.answer, tied, default=rule_answer)
+        pick = read_choice(out.answer, options, allowed=tied, default=rule_answer)
         if not pick.fell_back:
             return TieBreak(tied=tied, resolved_by="leader", answer=pick.first, reason=out.reason or "",
                             leader_pick=pick.first)
@@ -80,7 +80,7 @@ class Leader(dspy.Module):
         flaw = (out.flaw or "").strip()
         if out.decision != "override":
             return LeaderOverride(original=team_answer, answer=team_answer, flaw="", overridden=False)
-        pick = read_choice(out.answer, list(options), default=team_answer)
+        pick = read_choice(out.answer, options, default=team_answer)
         overridden = not pick.fell_back and pick.first != team_answer and bool(flaw)
         return LeaderOverride(original=team_answer, answer=pick.first if overridden else team_answer, flaw=flaw,
                               overridden=overridden, invalid_pick=pick.fell_back)

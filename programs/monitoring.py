@@ -38,7 +38,7 @@ class MutualMonitoring(dspy.Module):
         reply = self.respond(**case, role=role_of[target], own_message=own.message, concern=raised.concern)
         judged = self.evaluate(**case, concern=raised.concern, response=reply.response)
         verdict = judged.verdict if judged.verdict in ("strong", "weak", "disputed") else "disputed"
-        after = read_choice(reply.revised_choice, list(options), default=own.choice)
+        after = read_choice(reply.revised_choice, options, default=own.choice)
         return Challenge(turn=turn, agent=target, reason=picked.reason or "", concern=raised.concern or "",
                          severity=raised.severity or "medium", response=reply.response or "", verdict=verdict,
                          verdict_reason=judged.reason or "", choice_before=own.choice, choice_after=after.first,

@@ -23,10 +23,12 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
+import dspy
+
 from teammed import interrupts
 from teammed.async_bridge import await_only, bridged, run_sync
 
-__all__ = ["parallel_map", "Background", "AsyncForward", "calls_in_turn", "in_turn"]
+__all__ = ["parallel_map", "Background", "AsyncForward", "calls_in_turn", "in_turn", "IN_TURN_SETTING"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -44,9 +46,16 @@ def calls_in_turn(enabled: bool = True) -> Iterator[None]:
         _IN_TURN.reset(token)
 
 
+# The same switch as a DSPy setting: DSPy's own worker threads (an optimizer's evaluation) carry its
+# settings but not other context variables. `teammed.optimizers.compile` sets it, so that a question's
+# calls (and the trace an optimizer builds demos from) come in the same order on every run.
+IN_TURN_SETTING = "teammed_calls_in_turn"
+
+
 def in_turn() -> bool:
-    """Whether calls run one after another on the caller's thread here (`calls_in_turn`)."""
-    return _IN_TURN.get()
+    """Whether calls run one after another on the caller's thread here (`calls_in_turn`, or the DSPy
+    setting ``teammed_calls_in_turn`` of a ``dspy.context``)."""
+    return _IN_TURN.get() or bool(dspy.settings.get(IN_TURN_SETTING, False))
 
 
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int | None = None) -> list[R]:
@@ -58,7 +67,7 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], *, max_workers: int |
     """
     if len(items) <= 1:
         return [fn(item) for item in items]
-    if _IN_TURN.get():  # every item runs, as on the workers; then the first error is raised
+    if in_turn():  # every item runs, as on the workers; then the first error is raised
         done: list[Any] = []
         first: Exception | None = None
         for item in items:
@@ -145,7 +154,7 @@ class Background:
         self._tasks: dict[Future[Any], asyncio.Task[Any]] = {}  # under `run_sync`: the loop's task of each call
 
     def start(self, fn: Callable[..., R], /, *args: Any, **kwargs: Any) -> Future[R]:
-        if _IN_TURN.get():  # run now; its error is raised where it is collected, as from a worker
+        if in_turn():  # run now; its error is raised where it is collected, as from a worker
             future: Future[R] = Future()
             try:
                 future.set_result(fn(*args, **kwargs))

@@ -11,7 +11,12 @@ from teammed.programs.parallel import Background
 from teammed.programs.team import Agent
 from teammed.signatures import AgentCount, QuestionTricks, SpecialtyRecruitment
 
-__all__ = ["Recruitment", "generic_agents"]
+__all__ = ["Recruitment", "generic_agents", "DEFAULT_TEAM_SIZE", "TEAM_SIZES"]
+
+TEAM_SIZES = (2, 3, 4)
+# n_agents="auto" whose count reply names no size (unparseable, or outside 2-4): the team of a typical
+# clinical vignette, counted as a fallback of AgentCount (never the schema's first value, 2)
+DEFAULT_TEAM_SIZE = 3
 
 
 def generic_agents(n: int) -> list[Agent]:
@@ -43,14 +48,15 @@ class Recruitment(dspy.Module):
         self.specialties = Behaviour(SpecialtyRecruitment) if config.team_orientation else None
 
     def forward(self, question: str, options: dict[str, str]) -> dspy.Prediction:
-        n = self.config.n_agents
-        count_reason = ""
+        n: int | str = self.config.n_agents
+        count_reason, count_fell_back = "", False
         with Background() as bg:  # the team size and the trick analysis do not depend on each other
             tricks = bg.start(self.tricks, question=question, options=options) if self.tricks is not None else None
             if self.count is not None:
                 counted = self.count(question=question, options=options)
-                n = counted.n_agents if counted.n_agents in (2, 3, 4) else 3
-                count_reason = counted.reason
+                count_fell_back = counted.n_agents not in TEAM_SIZES
+                n = DEFAULT_TEAM_SIZE if count_fell_back else counted.n_agents
+                count_reason = counted.reason or ""
             analysis = (bg.result(tricks).analysis or "") if tricks is not None else ""
         assert isinstance(n, int)
         if self.specialties is not None:
@@ -59,4 +65,5 @@ class Recruitment(dspy.Module):
             agents = _specialist_agents(recruited.specialists, n)
         else:
             agents = generic_agents(n)
-        return dspy.Prediction(agents=agents, analysis=analysis, count_reason=count_reason)
+        return dspy.Prediction(agents=agents, analysis=analysis, count_reason=count_reason,
+                               count_fell_back=count_fell_back)

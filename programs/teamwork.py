@@ -99,7 +99,8 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
     # ------------------------------------------------------------------ phase 1
     def _recruit(self, question: str, options: dict[str, str]) -> Team:
         out = self.recruitment(question=question, options=options)
-        return Team(agents=out.agents, question_analysis=out.analysis or "", count_reason=out.count_reason or "")
+        return Team(agents=out.agents, question_analysis=out.analysis or "", count_reason=out.count_reason or "",
+                    count_fell_back=out.count_fell_back)
 
     # ------------------------------------------------------------------ phase 2
     def _assess(self, bg: Background, question: str, options: dict[str, str], team: Team,

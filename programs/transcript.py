@@ -15,8 +15,10 @@ def transcript_of(d: Deliberation, *, team: Team, r2: RoundTwo) -> list[dict[str
     """Who said what, in which phase, in the order the algorithm runs the phases."""
     t = Transcript()
     role = team.role_of
-    if team.count_reason:
-        t.add("R1", "agent_count", team.count_reason, n_agents=len(team.agents))
+    if team.count_reason or team.count_fell_back:
+        said = team.count_reason if not team.count_fell_back else (
+            f"the count named no team size; the default of {len(team.agents)} stands. {team.count_reason}".strip())
+        t.add("R1", "agent_count", said, n_agents=len(team.agents), fell_back=team.count_fell_back)
     if team.question_analysis:
         t.add("R1", "question_analysis", team.question_analysis)
     for a in team.agents:

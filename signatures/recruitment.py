@@ -19,7 +19,9 @@ class AgentCount(dspy.Signature):
 
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
-    n_agents: Literal[2, 3, 4] = dspy.OutputField()
+    # default None: an unusable reply parses to None (not the Literal's first value), and the
+    # program uses its documented default size, counted as a fallback
+    n_agents: Literal[2, 3, 4] = dspy.OutputField(default=None)
     reason: str = dspy.OutputField(desc="One sentence.")
 
 

@@ -332,3 +332,30 @@ def test_the_same_bootstrap_compile_twice_writes_the_same_bytes(tmp_path, capsys
                      "--no-cache"]) == 0, capsys.readouterr().err
         digests.append(hashlib.sha256(out.read_bytes()).hexdigest())
     assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("preset_name", ["leadership", "all", "trust"])
+def test_the_same_bootstrap_compile_of_a_parallel_preset_writes_the_same_bytes(tmp_path, monkeypatch, capsys,
+                                                                               preset_name):
+    """Issue 32: a preset whose calls run side by side (three assessments, the leader's background
+    calls) gave a different program per run, its demos taken from traces in thread order. Cold
+    response cache, then warm: the same bytes, and the program has demos (else the test shows nothing)."""
+    import hashlib
+
+    from teammed.cli import main
+    from teammed.optimizers.saved import load_program
+    from tests.fake_openai import FakeOpenAI
+    from tests.schema_fake import handler
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("TEAMMED_CACHE_DIR", str(tmp_path / "cache"))
+    digests = []
+    with FakeOpenAI(handler) as server:
+        for k in (1, 2):
+            out = tmp_path / f"p{k}.json"
+            assert main(["compile", "--dataset", "demo", "--split", "all", "--optimizer", "bootstrap", "--preset",
+                         preset_name, "--train", "8", "--val", "4", "--test", "4", "--model", "openai/x",
+                         "--api-base", server.api_base, "--out", str(out)]) == 0, capsys.readouterr().err
+            digests.append(hashlib.sha256(out.read_bytes()).hexdigest())
+    assert digests[0] == digests[1]
+    assert any(p.demos for p in load_program(tmp_path / "p1.json")[0].predictors())

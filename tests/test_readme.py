@@ -27,6 +27,9 @@ def test_the_python_example_runs_as_printed(tmp_path, monkeypatch, capsys):
         assert server.requests
     out = capsys.readouterr().out
     assert "before" in out and "after" in out
+    # the tracked line: answer, confidence, calls, billable prompt tokens, DSPy cache hits
+    (calls, tokens, hits), = [tuple(map(int, m)) for m in re.findall(r"^[A-C] \w+ (\d+) (\d+) (\d+)$", out, re.M)]
+    assert calls > 0 and tokens > 0 and hits == 0  # DSPy's cache off (as the docs say): every call billed
     from teammed.programs import TeamworkProgram, load_program
 
     program, config = load_program(tmp_path / "leadership.json", system="teamwork")
@@ -65,3 +68,25 @@ def test_the_readme_is_short_and_its_example_is_the_docs_example():
     (readme_code,) = _blocks("python")
     docs_code = re.findall(r"```python\n(.*?)```", (DOCS / "python-api.md").read_text(), flags=re.S)
     assert docs_code == [readme_code]  # the docs show the example the test above runs
+
+
+def test_a_dspy_cache_hit_counts_as_a_call_with_no_tokens():
+    """What docs/python-api.md says of DSPy's cache: a repeated call is a call and a cache hit, with 0 tokens."""
+    import uuid
+
+    import dspy
+
+    from teammed.programs import SingleAgentCoT
+    from teammed.usage import track
+
+    options = {"A": "Myocardial infarction", "B": "Pulmonary embolism", "C": "Aortic dissection"}
+    question = f"Tearing chest pain radiating to the back ({uuid.uuid4()})."  # never in DSPy's disk cache
+    with FakeOpenAI(handler) as server:
+        lm = dspy.LM("openai/fake-model", api_base=server.api_base, api_key="x", cache=True)
+        with dspy.context(lm=lm):
+            with track() as first:
+                SingleAgentCoT()(question=question, options=options)
+            with track() as again:
+                SingleAgentCoT()(question=question, options=options)
+    assert first.calls == 1 and first.prompt_tokens > 0 and first.cache_hits == 0
+    assert again.calls == 1 and again.prompt_tokens == 0 and again.cache_hits == 1

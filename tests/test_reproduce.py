@@ -32,7 +32,8 @@ def test_reproduce_writes_the_table_and_resumes_without_rerunning(tmp_path):
                    settings=TuneSettings(dataset=code, model="sim", optimizer="none", batch_size=5, stage1_batches=1,
                                          pool_size=3),
                    budget=None, storage=f"sqlite:///{tmp_path / 'tune.db'}", study_name="t", out_dir=tmp_path / "t")
-        return {"config": out.report["winner_config"], "program": out.report["program"]}
+        return {"config": out.report["winner_config"], "program": out.report["program"],
+                "proven": out.report["held_out"] is not None}
 
     settings = ReproduceSettings(model="sim", seeds=(111, 222), n=10,
                                  rows=("Zero-Shot", "Leadership", "Mut. Trust", "TeamMed (tuned)"))

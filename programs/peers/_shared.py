@@ -4,7 +4,8 @@ Pure functions over plain data, plus `PeerSystem` (the base module) and `Setting
 frozen, validated constructor arguments of a system).
 
 No invented answers: an agent's vote, choice or final answer that names none of the
-question's options is *dropped* (`read_letter` returns None), never read as some option.
+question's options is *dropped* (`read_letter` returns None), never read as some option;
+letters are read by `teammed.programs.letters.letter_of`, the reader the teamwork program uses too.
 Every drop, and every unreadable non-answer decision a system replaces by a documented
 default (`note_fallback`: an MDAgents route, a consensus or knowledge-gap verdict), is a
 *fallback* of the behaviour that produced it, counted in the question's `teammed.usage`
@@ -28,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from teammed import usage
 from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.behaviour import Behaviour, showing_image
+from teammed.programs.letters import letter_of
 from teammed.programs.options import validated_options
 from teammed.programs.parallel import AsyncForward
 from teammed.programs.persist import SavesConfig
@@ -128,26 +130,6 @@ class Statement:
 def question_text(question: str, context: str | None) -> str:
     """The question as agents read it, with its supporting context first."""
     return f"Context:\n{context}\n\nQuestion:\n{question}" if context else question
-
-
-def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
-    """The option letter ``raw`` names, or None when it names none.
-
-    Accepts the letter itself in any case, decorated (``"(b)"``, ``"B) ..."``, ``"B. ..."``)
-    or the full text of an option.
-    """
-    text = str(raw or "").strip()
-    if text in options:
-        return text
-    bare = text.strip("()[]{}.:;-\"' ").upper()
-    if bare in options:
-        return bare
-    if len(bare) > 1 and bare[0] in options and not bare[1].isalnum():
-        return bare[0]
-    for letter, option in options.items():
-        if text and text.casefold() == str(option).strip().casefold():
-            return letter
-    return None
 
 
 class _LetterTally:

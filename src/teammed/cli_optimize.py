@@ -156,9 +156,14 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     counts = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in result.trials.items())
     print(f"special set: {', '.join(result.components) or 'none (base)'} | dev accuracy {score} | "
           f"trials: {counts}", file=human)
+    if result.runner_up is not None:
+        from teammed.optimizers.report import noise_text
+
+        print(noise_text(result.runner_up).replace("**", ""), file=human)
     print(f"special set: {path}\nsearch report: {report}", file=human)
     if getattr(args, "json", False):
         print(json.dumps({"special_set": result.components, "dev_accuracy": accuracy, "se": se,
+                          "runner_up": result.runner_up,
                           "trials": result.trials, "special_set_path": str(path), "report": str(report)},
                          indent=2))
     return 0

@@ -174,6 +174,10 @@ def tune_command(args: argparse.Namespace, *, deployments: Callable[[argparse.Na
     if len(outcome.report.get("plans", [])) > 1:
         print(f"re-planned after stage 1's first batch: {outcome.report['plans'][-1]}", file=human)
     print(f"stages: {'; '.join(outcome.report['stages_completed'])}", file=human)
+    if outcome.report.get("runner_up"):
+        from teammed.optimizers.report import noise_text
+
+        print(noise_text(outcome.report["runner_up"]).replace("**", ""), file=human)
     print(f"special set: {outcome.special_set_path}\nreport: {outcome.report_path} (and tune_report.md)", file=human)
     if args.json:
         print(json.dumps({"status": outcome.status, "special_set": outcome.report["winner"], "held_out": held_out,
@@ -229,7 +233,12 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
         tune_prices = _prices(args)[0] if parse_budget(args.tune_budget).usd is not None else None
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
-            outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
+            from teammed.records import dataset_digest
+
+            whole = datasets[code]
+            tuned_on = {"dataset": code, "split": "tune",
+                        "dataset_sha256": dataset_digest(whole) if not isinstance(whole, str) else None}
+            outcome = tune(tune_questions=tuning, eval_questions=held_out, lm=lm, tuning=tuned_on,
                            settings=TuneSettings(dataset=code, model=model, optimizer=args.optimizer,
                                                  batch_size=args.batch_size, seed=0),
                            budget=parse_budget(args.tune_budget), storage=args.storage,
@@ -240,7 +249,8 @@ def reproduce_command(args: argparse.Namespace, *, deployments: Callable[[argpar
                                   f"(raise --tune-budget)")
             report = outcome.report
             return {"config": report["winner_config"], "program": report["program"],
-                    "special_set": report["special_set"]}
+                    "special_set": report["special_set"], "proven": report["held_out"] is not None,
+                    "dataset_sha256": tuned_on["dataset_sha256"]}
 
         result = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=args.storage,
                                   study_name=study, out_dir=out, tune_special=tune_special)

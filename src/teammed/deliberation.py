@@ -194,6 +194,7 @@ class Team(_Frozen):
     agents: list[Agent]
     question_analysis: str = ""
     count_reason: str = ""
+    count_fell_back: bool = False  # n_agents="auto" and the count reply named no size: the default size stands
 
     @property
     def ids(self) -> list[str]:
@@ -280,7 +281,7 @@ class Deliberation(_Frozen):
         votes = {a.agent: [a.first] for a in r2.assessments}
         for t in talk.turns:
             votes.setdefault(t.agent, []).append(t.choice)
-        fallbacks = tally_fallbacks(r2=r2, talk=talk, decision=decision)
+        fallbacks = tally_fallbacks(r2=r2, talk=talk, decision=decision, team=team)
         return cls(
             answer=decision.answer,
             agents=team.agents,
@@ -310,9 +311,11 @@ class Deliberation(_Frozen):
         )
 
 
-def tally_fallbacks(*, r2: RoundTwo, talk: DiscussionLog, decision: Decision) -> dict[str, int]:
+def tally_fallbacks(*, r2: RoundTwo, talk: DiscussionLog, decision: Decision,
+                    team: Team | None = None) -> dict[str, int]:
     """How many outputs of each behaviour the program could not use and replaced by a default."""
     counts = {
+        "AgentCount": int(team is not None and team.count_fell_back),
         "InitialAssessment": sum(a.fell_back for a in r2.assessments),
         "DiscussionTurn": sum(t.fell_back for t in talk.turns if t.ranking is None),
         "FinalRanking": sum(t.fell_back for t in talk.turns if t.ranking is not None),
