@@ -116,3 +116,40 @@ def test_a_winner_ahead_by_two_questions_of_ten_is_within_noise() -> None:
     far = versus_runner_up(dict.fromkeys(ids, True), dict.fromkeys(ids, False))
     assert far["p_mcnemar"] < 0.01 and not far["within_noise"]
     assert versus_runner_up(winner, {})["within_noise"]  # no shared question: nothing shows the lead
+
+
+def test_search_says_when_its_winner_is_within_noise(tmp_path, capsys) -> None:
+    import json
+
+    from teammed.cli import main
+
+    out = tmp_path / "s"
+    assert main(["search", "--dataset", "demo", "--split", "all", "--n", "6", "--trials", "3", "--sampler", "brute",
+                 "--model", "simulated:3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    (special,) = [json.loads(p.read_text()) for p in out.glob("*.json")]
+    versus = special["runner_up"]
+    assert versus["n_pairs"] == 6 and versus["test"] == "exact McNemar on paired questions"
+    assert versus["p_mcnemar"] == mcnemar(versus["b"], versus["c"])
+    assert versus["within_noise"] == (versus["p_mcnemar"] >= 0.05)
+    word = "within noise" if versus["within_noise"] else "beyond noise"
+    assert "Runner-up:" in printed and word in printed
+    (report,) = out.glob("*_study/search_report.md")
+    assert "Runner-up:" in report.read_text() and word in report.read_text()
+
+
+def test_tune_says_when_its_winner_is_within_noise(tmp_path, capsys) -> None:
+    import json
+
+    from teammed.cli import main
+
+    out = tmp_path / "t"
+    assert main(["tune", "--dataset", "demo", "--budget", "calls=1e6", "--model", "scripted", "--optimizer", "none",
+                 "--n-eval", "2", "--batch-size", "2", "--pool-size", "2", "--stage1-batches", "1",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    report = json.loads((out / "tune_report.json").read_text())
+    versus = report["runner_up"]
+    assert versus is not None and versus["runner_up"] != report["winner"] and versus["n_pairs"] > 0
+    assert versus["within_noise"] == (versus["p_mcnemar"] >= 0.05)
+    assert "Runner-up:" in printed and "Runner-up:" in (out / "tune_report.md").read_text()
