@@ -1,10 +1,13 @@
 """Where a study lives: a SQLite file by default, a journal file, or a database URL.
 
-* ``None`` -> ``sqlite:///<out_dir>/study.db``;
-* a path ending ``.log`` or ``.journal`` -> `optuna.storages.JournalStorage` on that file
-  (safe for several processes on one machine or a shared file system);
-* anything else is a SQLAlchemy URL (``postgresql://user:pass@host/db``; the installed
-  psycopg or psycopg2 driver is picked) for workers on several machines.
+* ``None`` -> ``sqlite:///<out_dir>/study.db`` (one worker at a time);
+* ``journal:PATH`` or a path ending ``.log`` or ``.journal`` -> `optuna.storages.JournalStorage` on
+  that file (several processes on one machine, or on a shared file system);
+* a database URL: ``sqlite:///PATH`` (one worker at a time), ``postgresql://user:pass@host/db`` (the
+  installed psycopg or psycopg2 driver is picked) or ``mysql://...``, for workers on several machines.
+
+Anything else is refused with the accepted forms listed (`STORAGE_FORMS`): ``journal:/x.log`` once
+made a ``./journal:`` folder.
 
 Database storages send heartbeats, so a crashed worker's trial is failed after a grace
 period instead of staying RUNNING forever. `worker_gone` tells, on every storage, whether a
@@ -32,7 +35,13 @@ from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from teammed.errors import ConfigError, DataError
 
-__all__ = ["open_storage", "masked", "worker_gone", "WORKER", "UNCLAIMED_S"]
+__all__ = ["open_storage", "masked", "worker_gone", "WORKER", "UNCLAIMED_S", "STORAGE_FORMS"]
+
+STORAGE_FORMS = ("journal:/abs/path/study.log (or any path ending .log or .journal: a journal file, for "
+                 "several processes on one machine)", "sqlite:////abs/path/study.db (one worker at a time)",
+                 "postgresql://user:password@host:5432/db (workers on several machines)",
+                 "mysql://user:password@host/db")
+_URL_SCHEMES = ("sqlite", "postgresql", "mysql")
 
 logger = logging.getLogger(__name__)
 
@@ -103,21 +112,49 @@ def open_storage(storage: str | None, out_dir: Path) -> tuple[optuna.storages.Ba
     """The storage object and the reference results record (password masked). A damaged SQLite file
     or journal is refused naming the file, the cause and the fix (a journal's torn last entry, left
     by a writer killed mid-write, is cut first)."""
+    journal = _journal_path(storage) if storage is not None else None
     if storage is None:
         out_dir.mkdir(parents=True, exist_ok=True)
         url = f"sqlite:///{(out_dir / 'study.db').resolve()}"
-    elif "://" not in storage and storage.endswith((".log", ".journal")):
-        path = Path(storage).resolve()
+    elif journal is not None:
+        path = journal.expanduser().resolve()
         path.parent.mkdir(parents=True, exist_ok=True)
         _check_journal(path)
         return optuna.storages.JournalStorage(JournalFileBackend(str(path))), str(path)
     else:
-        url = storage
+        url = _checked_url(storage)
     _check_sqlite(url)
     return _rdb(_with_driver(url)), masked(url)
 
 
 _DAMAGED_FIX = "move it away (or delete it) to start the study afresh, or restore a copy"
+
+
+def _journal_path(storage: str) -> Path | None:
+    """The journal file ``storage`` names (``journal:PATH``, ``journal://PATH``, or a path ending .log or
+    .journal), else None."""
+    if storage.startswith("journal:"):
+        rest = storage.removeprefix("journal:")
+        rest = rest.removeprefix("//") if rest.startswith("///") else rest
+        if not rest.strip():
+            raise ConfigError(f"--storage {storage!r} names no journal file; accepted forms: "
+                              + "; ".join(STORAGE_FORMS))
+        return Path(rest)
+    if "://" not in storage and storage.endswith((".log", ".journal")):
+        return Path(storage)
+    return None
+
+
+def _checked_url(storage: str) -> str:
+    """``storage`` if it is a database URL Optuna can open, else `ConfigError` listing the accepted forms."""
+    try:
+        scheme = make_url(storage).get_backend_name() if "://" in storage else None
+    except Exception:
+        scheme = None
+    if scheme not in _URL_SCHEMES:
+        raise ConfigError(f"--storage {masked(storage)!r} is not a storage teammed can open; accepted forms: "
+                          + "; ".join(STORAGE_FORMS))
+    return storage
 
 
 def _check_sqlite(url: str) -> None:

@@ -88,6 +88,7 @@ class _Objective:
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
         self.interrupted = False
+        self.duplicates = 0  # trials closed without a request: their configuration ran in another trial
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         """A failed trial returns NaN, which Optuna records as FAILED with one warning line (an
@@ -111,9 +112,15 @@ class _Objective:
         config = self.space.suggest(trial)
         config_json = config.model_dump(mode="json")
         trial.set_user_attr("config", config_json)
-        twin = _finished_twin(trial, config_json)
-        if twin is not None:
+        twin = _twin(trial, config_json)
+        if twin is not None and twin.state == TrialState.COMPLETE:
             return self._reuse(trial, twin)
+        if twin is not None:  # another worker is evaluating it: no request, close this one, sample again
+            trial.set_user_attr("duplicate_of", twin.number)
+            logger.info("trial %d (%s) is being evaluated by trial %d of %s; not evaluated twice", trial.number,
+                        config.label(), twin.number, twin.user_attrs.get("worker") or "another worker")
+            self.duplicates += 1
+            raise optuna.TrialPruned()
         program, lm = TeamworkProgram(config), self.lm_factory()
         rows: list[ResultRow] = []
         for start in range(0, len(self.questions), self.batch_size):
@@ -147,11 +154,20 @@ class _Objective:
         return (values[0], values[1]) if self.multi else values[0]
 
 
-def _finished_twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
-    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if other.user_attrs.get("config") == config_json and other.user_attrs.get("duplicate_of") is None:
+def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
+    """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else one
+    RUNNING in a live worker with a lower number. Every trial records its configuration before it
+    looks, so of two workers that sampled the same configuration at once, the later trial yields."""
+    running = None
+    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
+        if (other.number == trial.number or other.user_attrs.get("config") != config_json
+                or other.user_attrs.get("duplicate_of") is not None):
+            continue
+        if other.state == TrialState.COMPLETE:
             return other
-    return None
+        if other.number < trial.number and not worker_gone(other):
+            running = other
+    return running
 
 
 def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
@@ -173,45 +189,67 @@ def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
     return stats
 
 
-class _Budget:
-    """Stops a worker once the study holds ``trials`` finished trials or every configuration of the space
-    has been evaluated. Other workers' running trials count too where the storage has heartbeats (a
-    crashed worker's trial is failed after the grace period), so workers together run ``trials``."""
+def _evaluated(study: optuna.Study) -> set[str]:
+    """The distinct configurations the study evaluated (complete, or pruned part way), duplicates aside."""
+    return {json.dumps(t.user_attrs["config"], sort_keys=True) for t in study.get_trials(deepcopy=False, states=_DONE)
+            if "config" in t.user_attrs and t.user_attrs.get("duplicate_of") is None}
 
-    def __init__(self, trials: int, space_size: int, *, count_running: bool):
-        self.trials, self.space_size, self.count_running = trials, space_size, count_running
+
+def _running(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """Trials live workers are evaluating now (a duplicate being closed, or a killed worker's trial, aside)."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+            if t.user_attrs.get("duplicate_of") is None and not worker_gone(t)]
+
+
+class _Budget:
+    """Stops a worker once the study holds ``trials`` distinct evaluated configurations, counting those
+    other live workers are evaluating, or every configuration of the space; so N workers together
+    evaluate ``trials`` distinct configurations. A trial closed as a duplicate counts for nothing.
+    Stops too after ``stuck`` duplicates in a row: the sampler keeps proposing what was evaluated."""
+
+    def __init__(self, trials: int, space_size: int, *, stuck: int = 25):
+        self.trials, self.space_size, self.stuck = trials, space_size, stuck
+        self.in_a_row = 0
 
     def spent(self, study: optuna.Study) -> bool:
-        finished = study.get_trials(deepcopy=False, states=_DONE)
-        running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)) if self.count_running else []
-        distinct = {json.dumps(t.user_attrs.get("config"), sort_keys=True) for t in finished}
-        return len(finished) + len(running) >= self.trials or len(distinct) >= self.space_size
+        evaluated = len(_evaluated(study))
+        return evaluated + len(_running(study)) >= self.trials or evaluated >= self.space_size
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if self.spent(study):
+        self.in_a_row = self.in_a_row + 1 if trial.user_attrs.get("duplicate_of") is not None else 0
+        if self.in_a_row >= self.stuck:
+            logger.warning("the sampler proposed %d evaluated configurations in a row; stopping with %d of %d "
+                           "distinct configurations evaluated", self.in_a_row, len(_evaluated(study)), self.trials)
+            study.stop()
+        elif self.spent(study):
             study.stop()
 
 
 class _TrialClock:
-    """After each trial of this process: ``on_trial(k, n, eta_s)``, k the study's trials so far (earlier
-    runs' finished ones included), n the ``trials`` asked for, eta_s the time the rest should take at
-    this process's mean trial duration (None before a trial finished)."""
+    """After each evaluating trial of this process: ``on_trial(k, n, eta_s)``, k the distinct configurations
+    the study evaluated so far (other workers' and earlier runs' included), n the ``trials`` asked for,
+    eta_s the time the rest should take at this process's mean evaluation time. A trial closed as a
+    duplicate reports nothing."""
 
-    def __init__(self, on_trial: Callable[[int, int, float | None], None], *, done: int, trials: int):
-        self.on_trial, self.done, self.trials = on_trial, done, trials
+    def __init__(self, on_trial: Callable[[int, int, float | None], None], *, trials: int):
+        self.on_trial, self.trials = on_trial, trials
         self.started = time.monotonic()
         self.ran = 0
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.user_attrs.get("duplicate_of") is not None:
+            return
         self.ran += 1
-        k = min(self.done + self.ran, self.trials)
+        k = min(len(_evaluated(study)), self.trials)
         mean = (time.monotonic() - self.started) / self.ran
         self.on_trial(k, self.trials, mean * (self.trials - k))
 
 
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed)
+    if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
+        with warnings.catch_warnings():  # constant_liar is marked experimental in Optuna 5
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "grid":
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
     with warnings.catch_warnings():  # BruteForceSampler is marked experimental in Optuna 5
@@ -255,6 +293,19 @@ def _fail_orphans(study: optuna.Study) -> None:
             study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
         except (RuntimeError, ValueError):  # finished meanwhile
             pass
+
+
+def _refuse_parallel_sqlite(study: optuna.Study, reference: str) -> None:
+    """SQLite is not for parallel workers (its writers lock each other out, and a study's reads race its
+    writes): a second worker on a SQLite study that a live worker is running is refused, naming the fix."""
+    if not reference.startswith("sqlite"):
+        return
+    busy = [t for t in _running(study) if t.user_attrs.get("worker") not in (None, WORKER)]
+    if busy:
+        raise ConfigError(f"study {study.study_name!r} is stored in SQLite ({reference}) and worker "
+                          f"{busy[0].user_attrs['worker']} is running trial {busy[0].number}: SQLite is not for "
+                          "parallel workers. Give every worker the same --storage journal:/abs/path/study.log "
+                          "(one machine) or --storage postgresql://user:password@host/db (several machines)")
 
 
 def search_special_set(
@@ -313,17 +364,19 @@ def search_special_set(
               "questions": {"n": len(questions), "sha256": hashlib.sha256(ids.encode()).hexdigest()}}
     study = _open_study(storage=backend, study_name=study_name, sampler=_sampler(sampler, space, seed),
                         multi=multi, search=search)
-    heartbeat = isinstance(backend, optuna.storages.RDBStorage)  # opened with heartbeats by open_storage
     _fail_orphans(study)
-    budget = _Budget(trials, space.size(), count_running=heartbeat)
-    remaining = trials - len(study.get_trials(deepcopy=False, states=_DONE))
+    budget = _Budget(trials, space.size())
+    remaining = trials - len(_evaluated(study))
     if remaining > 0 and not budget.spent(study):
+        _refuse_parallel_sqlite(study, reference)
         require_labels(questions)  # before any trial: every question must have its gold answer
         objective = _Objective(space=space, questions=list(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads)
-        clock = [] if on_trial is None else [_TrialClock(on_trial, done=trials - remaining, trials=trials)]
-        study.optimize(objective, n_trials=remaining, callbacks=[budget, *clock])
+        clock = [] if on_trial is None else [_TrialClock(on_trial, trials=trials)]
+        # more attempts than configurations still to evaluate: a re-proposed configuration is closed as a
+        # duplicate (no request) and another sampled; the budget stops the loop at `trials` distinct ones
+        study.optimize(objective, n_trials=remaining + budget.stuck + space.size(), callbacks=[budget, *clock])
         if objective.interrupted:
             raise KeyboardInterrupt
         if objective.aborted is not None:

@@ -77,14 +77,24 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
                                f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
                                f"search again to resume it")
-    counts = {state.name.lower(): sum(t.state == state for t in all_trials)
-              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)}
-    finished = counts["complete"] + counts["pruned"]
+    from teammed.optimizers._storage import worker_gone
+
+    duplicates = [t for t in all_trials if t.user_attrs.get("duplicate_of") is not None]
+    counts = {state.name.lower(): sum(t.state == state and t.user_attrs.get("duplicate_of") is None
+                                      for t in all_trials)
+              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    # trials live workers are still evaluating: the worker that finishes last writes the Special Set
+    counts["running"] = sum(t.state == TrialState.RUNNING and t.user_attrs.get("duplicate_of") is None
+                            and not worker_gone(t) for t in all_trials)
+    counts["duplicates"] = len(duplicates)
     if len(rows) >= space_size:
         logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
-    elif finished < trials:
-        logger.warning("study %s holds %d finished trials of the %d requested (other workers may still be "
-                       "running; run the search again to resume)", study.study_name, finished, trials)
+    elif len(rows) < trials and not counts["running"]:
+        logger.warning("study %s holds %d distinct evaluated configurations of the %d requested (run the "
+                       "search again to resume)", study.study_name, len(rows), trials)
+    # the study's last completion, not the clock: every worker that writes the Special Set writes the same bytes
+    ends = [t.datetime_complete for t in all_trials if t.datetime_complete is not None]
+    created = max(ends).astimezone(UTC) if ends else datetime.now(UTC)
     multi = objectives == "accuracy,tokens"
     return SpecialSet(
         dataset=dataset,
@@ -98,7 +108,7 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         study={"storage": storage, "study_name": study.study_name},
         pareto_front=[_public(r) for r in pareto_front(rows)] if multi else None,
         evaluated=[_public(r) for r in rows],
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        created=created.isoformat(timespec="seconds"),
         tuning=tuning,
         runner_up=runner_up_test(rows, best),
     )

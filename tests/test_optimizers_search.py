@@ -87,7 +87,10 @@ def load(storage: str, name: str = "planted") -> optuna.Study:
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    """The trials that evaluated a configuration (complete or pruned part way); trials closed as duplicates of
+    another evaluation of their configuration made no request and are left out."""
+    return [t for t in study.get_trials(states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+            if t.user_attrs.get("duplicate_of") is None]
 
 
 def assert_all_valid(study: optuna.Study) -> None:
@@ -160,10 +163,11 @@ def test_tpe_resumes_the_default_sqlite_study_and_never_samples_invalid_sets(tmp
     assert len(finished(load(first.study["storage"]))) == 4
     second = search(tmp_path, trials=7, sampler="tpe")
     study = load(first.study["storage"])
-    assert len(finished(study)) == 7 and [t.number for t in study.get_trials()] == list(range(7))
+    assert len(finished(study)) == 7 == len({json.dumps(t.user_attrs["config"]) for t in finished(study)})
     assert second.trials["complete"] + second.trials["pruned"] == 7
+    before = len(study.get_trials())
     search(tmp_path, trials=7, sampler="tpe")  # already complete: nothing more runs
-    assert len(load(first.study["storage"]).get_trials()) == 7
+    assert len(load(first.study["storage"]).get_trials()) == before
     assert_all_valid(study)
 
 
@@ -241,9 +245,9 @@ def test_pareto_front_and_component_effects_by_hand():
     assert effects["closed_loop"]["effect"] is None
 
 
-# ---------------------------------------------------------------------- two workers, one PostgreSQL study
+# ---------------------------------------------------------------------- two workers, one study
 _WORKER = """
-import sys, time
+import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from tests.test_optimizers_search import BASE, QUESTIONS, planted_responder
@@ -253,19 +257,31 @@ ready = Path({barrier!r})
 (ready / "{index}").touch()
 while len(list(ready.iterdir())) < 2:
     time.sleep(0.05)
-# each call takes a little time, so neither worker can run every trial before the other has started
-search_special_set(questions=QUESTIONS[:2], lm_factory=lambda: ScriptedLM(planted_responder, delay_s=0.05),
-                   trials={trials}, storage={url!r},
-                   study_name={name!r}, sampler="tpe", seed={index}, batch_size=1, out_dir={out!r},
-                   base_config=BASE)
+lms = []
+def lm():  # each call takes a little time, so neither worker can run every trial before the other has started
+    lms.append(ScriptedLM(planted_responder, delay_s=0.05))
+    return lms[-1]
+# the same command in both workers: the same sampler seed, so both propose the same configurations first
+search_special_set(questions=QUESTIONS[:2], lm_factory=lm, trials={trials}, storage={url!r},
+                   study_name={name!r}, sampler="tpe", seed=0, batch_size=1, out_dir={out!r}, base_config=BASE)
+print(json.dumps({{"calls": sum(len(x.calls) for x in lms)}}))
 """
 
 
-@pytest.mark.postgres
-def test_two_workers_share_one_postgres_study(tmp_path):
+def _storage_for(kind: str, tmp_path: Path) -> str:
+    if kind == "journal":
+        return str(tmp_path / "shared.journal")
     url = os.environ.get("TEAMMED_PG_URL")
     if not url:
         pytest.skip("set TEAMMED_PG_URL to a PostgreSQL database to run this test")
+    return url
+
+
+@pytest.mark.parametrize("kind", ["journal", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_two_workers_evaluate_distinct_configurations_of_one_study(tmp_path, kind):
+    """Issue 35: two workers with the same command on one study evaluate 8 distinct configurations in all;
+    a configuration one of them re-proposes (complete, or running in the other) makes no request."""
+    url = _storage_for(kind, tmp_path)
     name, trials = f"teammed-test-{uuid.uuid4().hex[:12]}", 8
     barrier = tmp_path / "ready"
     barrier.mkdir()
@@ -274,12 +290,18 @@ def test_two_workers_share_one_postgres_study(tmp_path):
     workers = [subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for script in scripts]
     try:
-        outcomes = [w.communicate(timeout=120) for w in workers]
+        outcomes = [w.communicate(timeout=180) for w in workers]
         assert [w.returncode for w in workers] == [0, 0], [err[-2000:] for _, err in outcomes]
         study = load(url, name)
         done = finished(study)
-        assert trials <= len(done) <= trials + 1  # a race between the two workers may add one
-        assert len({t.user_attrs["worker"] for t in done}) == 2  # both workers ran trials
+        configs = [json.dumps(t.user_attrs["config"], sort_keys=True) for t in done]
+        assert len(configs) == len(set(configs)) == trials  # 8 evaluations, 8 distinct configurations
+        assert len({t.user_attrs["worker"] for t in done}) == 2  # both workers evaluated
+        duplicates = [t for t in study.get_trials() if t.user_attrs.get("duplicate_of") is not None]
+        assert all("n" not in t.user_attrs or t.state.name == "COMPLETE" for t in duplicates)
+        # the requests the workers made are exactly those of the 8 evaluations: none for a duplicate
+        calls = sum(json.loads(out.strip().splitlines()[-1])["calls"] for out, _ in outcomes)
+        assert calls == sum(round(t.user_attrs["calls_per_question"] * t.user_attrs["n"]) for t in done)
         assert_all_valid(study)
     finally:
         for w in workers:
@@ -289,3 +311,34 @@ def test_two_workers_share_one_postgres_study(tmp_path):
             optuna.delete_study(study_name=name, storage=open_storage(url, tmp_path)[0])
         except KeyError:
             pass
+
+
+# ---------------------------------------------------------------------- storage URLs (issue 35, item 5)
+@pytest.mark.parametrize("form", ["journal:{p}", "journal://{p}", "{p}"])
+def test_a_journal_storage_is_understood_in_each_of_its_forms(tmp_path, form):
+    path = tmp_path / "j" / "study.log"
+    backend, reference = open_storage(form.format(p=path), tmp_path)
+    assert isinstance(backend, optuna.storages.JournalStorage) and reference == str(path)
+    assert not any(p.name.startswith("journal:") for p in Path.cwd().iterdir())  # no ./journal: folder
+
+
+@pytest.mark.parametrize("storage", ["journal:", "studies/x.db", "redis://localhost/0", "postgres-ish", "file.sqlite"])
+def test_a_storage_teammed_cannot_open_is_refused_with_the_accepted_forms(tmp_path, storage):
+    with pytest.raises(ConfigError) as caught:
+        open_storage(storage, tmp_path)
+    assert "journal:/abs/path/study.log" in str(caught.value) and "postgresql://" in str(caught.value)
+    assert not (tmp_path / "studies").exists()
+
+
+def test_a_second_worker_on_a_busy_sqlite_study_is_refused_naming_the_fix(tmp_path):
+    import socket
+
+    from tests.test_stale_trials import _orphan
+
+    search(tmp_path, trials=1, sampler="tpe")
+    study = load(f"sqlite:///{(tmp_path / 'study.db').resolve()}")
+    # another live process on this host is running a trial of the study
+    _orphan(study, user_attrs={"worker": f"{socket.gethostname()}:{os.getppid()}"}, age_s=5)
+    with pytest.raises(ConfigError, match="SQLite is not for parallel workers.*journal:"):
+        search(tmp_path, trials=3, sampler="tpe")
+    search(tmp_path, trials=1, sampler="tpe")  # nothing left to run: nothing to refuse

@@ -146,6 +146,11 @@ def search_command(args: argparse.Namespace, *, deployments: Callable[[argparse.
     except (SearchAborted, NoTrialSucceeded) as exc:
         print(f"teammed: error: {exc}", file=sys.stderr)
         return 1
+    if result.trials["running"]:  # the worker that finishes last writes the Special Set, once
+        print(f"search: this worker is done; other workers are still evaluating {result.trials['running']} "
+              f"configuration(s) of study {study_name}, and the last of them writes the Special Set",
+              file=sys.stderr)
+        return 0
     path = write_special_set(result, args.out / f"{choice.key}.json")
     report = search_report(open_study(storage=args.storage, study_name=study_name, out_dir=work_dir), work_dir)
     dev = result.dev
