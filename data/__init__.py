@@ -16,13 +16,14 @@ from teammed.data.pathvqa import pathvqa_questions
 from teammed.data.pmc_vqa import pmc_vqa_questions
 from teammed.data.pubmedqa import pubmedqa_questions
 from teammed.data.registry import DATA_DIR_VARIABLE, available_datasets, load_dataset
-from teammed.data.sampling import sample_questions
+from teammed.data.sampling import sample_questions, shard_questions
 from teammed.data.unified import unified_questions
 
 __all__ = [
     "load_dataset",
     "available_datasets",
     "sample_questions",
+    "shard_questions",
     "DATA_DIR_VARIABLE",
     "unified_questions",
     "medqa_questions",

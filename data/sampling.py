@@ -40,6 +40,27 @@ def sample_questions(
     return picked
 
 
+def shard_questions(questions: Sequence[Question], index: int, count: int, *,
+                    stratify_by: str | None = None) -> list[Question]:
+    """The ``index``-th (1-based) of ``count`` disjoint parts of ``questions``, in their order.
+
+    The parts cover ``questions`` exactly once and differ in size by at most one question; they
+    depend only on ``questions`` (the same sample in every shard gives the same parts). Each
+    stratum (``stratify_by``) is dealt round-robin on its own, so every part keeps the sample's
+    strata within one question each.
+    """
+    if not 1 <= index <= count:
+        raise DataError(f"shard {index}/{count} does not exist: give I/N with 1 <= I <= N, e.g. 1/{max(count, 2)}")
+    groups: dict[Hashable, list[int]] = {}
+    for i, q in enumerate(questions):
+        groups.setdefault(_hashable(q.meta.get(stratify_by)) if stratify_by else None, []).append(i)
+    dealt, offset = [], 0
+    for members in groups.values():  # a stratum starts where the last one stopped: sizes stay within one
+        dealt += [i for k, i in enumerate(members) if (k + offset) % count == index - 1]
+        offset = (offset + len(members)) % count
+    return [questions[i] for i in sorted(dealt)]
+
+
 def _choose(questions: Sequence[Question], *, n: int | None, seed: int, stratify_by: str | None) -> list[int]:
     total = len(questions)
     if n is None or n >= total:

@@ -29,6 +29,7 @@ from teammed.cli_args import (
     read_json_object,
     report_error,
     seed_list,
+    shard_spec,
     storage_url,
     system_name,
     validation_message,
@@ -280,7 +281,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cells = plan_cells(configs, args.seeds or [args.seed], sample=sample, dataset=choice.name, out=args.out,
                        program_sha256=program.get("program_sha256"), resuming=resuming,
-                       check_dir=check_writable_dir, say=_say)
+                       check_dir=check_writable_dir, say=_say, shard=args.shard, stratify=args.stratify)
     summaries = []
     with _deployments(args) as deployments:
         for cell in cells:
@@ -311,7 +312,8 @@ def _run_cell(args: argparse.Namespace, cell: RunCell, *, choice: DatasetChoice,
                             dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n,
                             stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
                             temperature=args.temperature)
-    factory = _program_factory(args, cell.config, pool=few_shot_pool(choice.source, cell.questions), seed=cell.seed,
+    factory = _program_factory(args, cell.config, pool=few_shot_pool(choice.source, cell.sampled or cell.questions),
+                               seed=cell.seed,
                                vision=any(q.image for q in cell.questions))
     settings = RunSettings(out_dir=cell.out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
                            max_consecutive_failures=args.max_consecutive_failures,
@@ -448,6 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=111, help="sampling seed (default: 111; the papers use 111, 222, 333)")
     run.add_argument("--seeds", type=seed_list, help="comma-separated sampling seeds: run each (a grid with --presets)")
     run.add_argument("--stratify", help="a meta field to stratify the sample by")
+    run.add_argument("--shard", type=shard_spec, metavar="I/N",
+                     help="answer only the I-th of N disjoint parts of the sample (same seed and --n in every "
+                          "shard; e.g. a Slurm array: $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT); each part "
+                          "writes its own directory, <out>/shard<I>of<N>, and `report` merges them "
+                          "(default: the whole sample)")
     run.add_argument("--shuffle-options", action="store_true", help="shuffle option order (seeded)")
     run.add_argument("--out", help="run directory (default: runs/<time>-<dataset>/<label>/seed<seed>)")
     run.add_argument("--resume", action="store_true", help="continue the run in --out (same identity only), "

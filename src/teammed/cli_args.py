@@ -80,6 +80,18 @@ def _number(kind: Callable[[str], Any], raw: str) -> Any:
         raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
 
 
+def shard_spec(raw: str) -> tuple[int, int]:
+    """``--shard I/N``: the I-th (1-based) of N parts, 1 <= I <= N."""
+    index, sep, count = raw.strip().partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"{raw!r} is not I/N (e.g. 1/4: the first of four shards)")
+    i, n = int(index), int(count)
+    if not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"shard {i}/{n} does not exist: I counts from 1 to N (Slurm: "
+                                         f"--array=1-{max(n, 1)}, then --shard $SLURM_ARRAY_TASK_ID/{max(n, 1)})")
+    return i, n
+
+
 def positive_int(raw: str) -> int:
     value = _number(int, raw)
     if value < 1:
@@ -336,13 +348,17 @@ def api_base(raw: str) -> str:
 
 
 def storage_url(raw: str) -> str:
-    """``--storage``: ``sqlite:///file.db``, a ``.log``/``.journal`` journal file, or a database URL."""
+    """``--storage``: ``journal:PATH`` or a ``.log``/``.journal`` journal file, ``sqlite:///file.db``, or a
+    database URL (`teammed.optimizers._storage.STORAGE_FORMS`)."""
     value = raw.strip()
+    if value.startswith("journal:") and value.removeprefix("journal:").strip("/ "):
+        return value
     if "://" not in value:
         if value.endswith((".log", ".journal")):
             return value
-        raise argparse.ArgumentTypeError(f"{raw!r} is neither a database URL nor a journal file; give "
-                                         f"sqlite:///study.db, a path ending in .log, or postgresql://...")
+        raise argparse.ArgumentTypeError(f"{raw!r} is neither a journal file nor a database URL; give "
+                                         f"journal:/abs/path/study.log (or a path ending .log), "
+                                         f"sqlite:////abs/path/study.db, or postgresql://user:password@host/db")
     try:
         from sqlalchemy.engine import make_url
 

@@ -44,13 +44,17 @@ class RunCell:
     questions: list[Question]
     overlap: dict[str, Any]  # the tuning overlap, as run.json records it
     out: Path
+    sampled: list[Question] | None = None  # with --shard: every shard's questions (few-shot pools leave them out)
+    shard: tuple[int, int] | None = None  # --shard I/N
 
 
-def run_dir(out: str | Path | None, *, stamp: str, dataset: str, label: str, seed: int, grid: bool) -> Path:
+def run_dir(out: str | Path | None, *, stamp: str, dataset: str, label: str, seed: int, grid: bool,
+            shard: tuple[int, int] | None = None) -> Path:
     """A cell's directory: ``--out`` for a single cell; else
-    ``<--out or runs/<stamp>-<dataset>>/<label>/seed<seed>``."""
+    ``<--out or runs/<stamp>-<dataset>>/<label>/seed<seed>``; with ``--shard I/N``, ``shard<I>of<N>`` in it."""
     root = Path(out) if out else Path("runs") / f"{stamp}-{dataset}"
-    return root / label / f"seed{seed}" if grid or not out else root
+    path = root / label / f"seed{seed}" if grid or not out else root
+    return path / f"shard{shard[0]}of{shard[1]}" if shard else path
 
 
 def check_results(out: Path, *, resuming: bool) -> str | None:
@@ -69,10 +73,14 @@ def plan_cells(configs: Sequence[tuple[str, TeamworkConfig | None]], seeds: Sequ
                sample: Callable[[int], tuple[list[Question], dict[str, Any]]], dataset: str,
                out: str | Path | None, program_sha256: str | None, resuming: bool,
                check_dir: Callable[[Path], None], say: Callable[[str], None],
-               stamp: str | None = None) -> list[RunCell]:
+               stamp: str | None = None, shard: tuple[int, int] | None = None,
+               stratify: str | None = None) -> list[RunCell]:
     """Every cell of the grid, configurations outer and seeds inner, each directory checked
     (``check_dir``: writable; `check_results`) before anything is written. ``sample(seed)`` gives a
-    cell's questions and its overlap record; ``say`` shows a notice."""
+    cell's questions and its overlap record; ``say`` shows a notice. With ``shard=(I, N)`` a cell holds
+    the I-th of N disjoint parts of its sample (`teammed.data.sampling.shard_questions`, strata kept)."""
+    from teammed.data.sampling import shard_questions
+
     grid = len(seeds) > 1 or len(configs) > 1
     stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
     cells = []
@@ -80,14 +88,15 @@ def plan_cells(configs: Sequence[tuple[str, TeamworkConfig | None]], seeds: Sequ
         if program_sha256:  # a compiled program never merges with the uncompiled configuration
             label = f"{label}+compiled-{program_sha256[:8]}"
         for seed in seeds:
-            questions, overlap = sample(seed)
-            path = run_dir(out, stamp=stamp, dataset=dataset, label=label, seed=seed, grid=grid)
+            sampled, overlap = sample(seed)
+            questions = shard_questions(sampled, *shard, stratify_by=stratify) if shard else sampled
+            path = run_dir(out, stamp=stamp, dataset=dataset, label=label, seed=seed, grid=grid, shard=shard)
             check_dir(path)
             notice = check_results(path, resuming=resuming)
             if notice:
                 say(notice)
             cells.append(RunCell(label=label, config=config, seed=seed, questions=questions, overlap=overlap,
-                                 out=path))
+                                 out=path, sampled=sampled if shard else None, shard=shard))
     return cells
 
 
@@ -107,6 +116,7 @@ def run_identity(cell: RunCell, *, system: str, program: Mapping[str, Any], depl
         dataset=dataset, dataset_sha256=dataset_sha256, split=split, revision=revision, n=n, seed=cell.seed,
         stratify=stratify, shuffle_options=shuffle_options, question_ids=[q.id for q in cell.questions],
         teammed_version=__version__, temperature=temperature,
+        shard=f"{cell.shard[0]}/{cell.shard[1]}" if cell.shard else None,
     )
 
 
