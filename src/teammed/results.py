@@ -107,6 +107,8 @@ class RunIdentity(BaseModel):
     teammed_version: str | None = None
     temperature: float = Field(default=0.0, description="--temperature of every call (run.json files written "
                                "before this field load as 0, the default they ran with).")
+    shard: str | None = Field(default=None, description="--shard I/N: this run holds the I-th of N disjoint parts "
+                              "of the sample (None: all of it); `report` merges the N parts into one run.")
 
 
 # Fields compared on --resume; ``program`` (a path) is not: the content hash is what counts.
@@ -366,12 +368,14 @@ class MdagentsTeam(_Frozen):
 
 class MdagentsRecord(_SystemRecord):
     """``mdagents``: the ``route`` triage chose (``route_fell_back`` when it named none) and why,
-    and the advanced route's ``teams``."""
+    the advanced route's ``teams``, and the ``variant`` that ran (``paper``: MDAgents' own
+    discussion; ``light``: the lighter one; None in records written before variants existed)."""
 
     system: Literal["mdagents"] = "mdagents"
     route_fell_back: bool = False
     complexity_reason: str = ""
     teams: list[MdagentsTeam] = Field(default_factory=list)
+    variant: str | None = None
 
 
 class ZeroShotRecord(_SystemRecord):
