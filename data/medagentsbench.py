@@ -9,11 +9,28 @@ as ``--data-dir DIR`` (or ``$TEAMMED_DATA_DIR``)::
 
 Each ``<split>.jsonl`` holds one JSON object a line: ``question``, ``options``
 ({"A": text, ...}; options equal to ``"N/A"`` are padding and dropped), ``answer_idx`` (the gold
-letter), ``answer`` (its text), ``realidx`` (the id) and, depending on the benchmark,
+letter), ``answer`` (its text), usually ``realidx`` (the id) and, depending on the benchmark,
 ``meta_info``, ``category``, ``src``, ``reason`` or ``answer_rationale`` (kept in ``meta``).
 The split is the file's stem (``test``, ``test_hard``, ``sampled_50``, ``sampled_50_hard``,
-``train``, ...); the default is ``test``. Only ``.jsonl`` files are read (the folder also holds
-a ``test_hard.json`` copy for MedQA).
+``test_good_reimp``, ``train``, ...): every ``.jsonl`` file in the folder is a split, and a split
+with no file is refused with the list of those present. The default is ``test`` (a folder without
+``test.jsonl``, such as ``medqa_5options``, needs ``--split``). Only ``.jsonl`` files are read
+(the folder also holds a ``test_hard.json`` copy for MedQA).
+
+**Ids.** A row's id is its ``realidx``. Some files have none (all of ``medqa_5options``, for
+instance); such a row gets :func:`teammed.data._fields.content_id` of its question and its kept
+(non-padding) options, ``q-`` + the first 12 hex digits of a SHA-1 of that text: the id every
+teammed loader gives that question when its source has no id, stable across runs and machines.
+Ids are unique within a file: when two rows have the same id (two identical rows hash alike),
+the repeats get ``-2``, ``-3``, ... appended in file order and a warning names the file and the ids.
+
+**Which folders count.** ``DIR/<folder>/`` is read in this layout when one of its ``.jsonl``
+files starts with a row holding ``question``, ``options``, ``answer_idx`` and ``realidx``; or
+when such a row without ``realidx`` starts a file whose stem is not a plain split name
+(``train``, ``test``, ``validation``, ``dev``, ``val``, ``valid``: e.g. ``test_hard.jsonl``),
+or any file of a benchmark only MedAgentsBench ships (:data:`EXTRA_SPECS`). Otherwise (e.g. a
+``medqa/test.jsonl`` from the hub, without ``realidx``) the folder goes to that benchmark's own
+loader.
 
 The registry name -> folder map is :data:`FOLDERS`. PubMedQA's rows already hold the abstract and
 the question in ``question`` and yes/no/maybe as options A-C; MedMCQA's ``test`` is the original
@@ -24,17 +41,21 @@ dev set; ``mmlu-pro`` is MMLU-Pro's health category; ``mmlu`` is MMLU's medical 
 from __future__ import annotations
 
 import json
+import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from teammed.data._fields import lettered, normalize_letter, parse_structured, text
+from teammed.data._fields import content_id, lettered, normalize_letter, parse_structured, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin, standard_files
 from teammed.types import Question
 
 __all__ = ["FOLDERS", "PADDING", "Layout", "find_layout", "medagentsbench_question", "medagentsbench_questions",
            "EXTRA_SPECS"]
+
+logger = logging.getLogger(__name__)
 
 PADDING = "N/A"
 DEFAULT_SPLIT = "test"
@@ -53,7 +74,10 @@ FOLDERS: dict[str, str] = {
     "medxpertqa_r": "medxpertqa-r",
     "medxpertqa_u": "medxpertqa-u",
 }
-_REQUIRED = ("question", "options", "answer_idx", "realidx")
+_ROW_FIELDS = ("question", "options", "answer_idx")  # every MedAgentsBench row; most add realidx
+_ID_FIELD = "realidx"
+# stems another loader also reads: without realidx, such a file alone does not make the folder MedAgentsBench's
+_PLAIN_SPLITS = frozenset({"train", "test", "validation", "dev", "val", "valid"})
 _META_FIELDS = {"meta_info": "meta_info", "category": "category", "src": "src", "reason": "explanation",
                 "answer_rationale": "explanation"}
 
@@ -76,8 +100,12 @@ class Layout:
 def find_layout(data_dir: Path | None, name: str) -> Layout | None:
     """The MedAgentsBench folder of registry name ``name`` under ``data_dir``, or None.
 
-    A folder counts only when its first non-empty row has MedAgentsBench's fields (question,
-    options, answer_idx, realidx): a ``medqa/test.jsonl`` in another schema is left to its own loader.
+    A folder counts when one of its ``.jsonl`` files starts with a MedAgentsBench row: one with
+    ``question``, ``options`` ({letter: text}), ``answer_idx`` and ``realidx``; without
+    ``realidx`` only in a file no other loader reads (a stem other than a plain split name, such
+    as ``test_hard``), or for a benchmark only MedAgentsBench ships. A ``medqa/test.jsonl`` in
+    another schema (the hub's, without ``realidx``) is left to its own loader. When the folder
+    counts, every ``.jsonl`` file in it is a split.
     """
     folder_name = FOLDERS.get(name)
     if data_dir is None or folder_name is None:
@@ -86,21 +114,31 @@ def find_layout(data_dir: Path | None, name: str) -> Layout | None:
     if not folder.is_dir():
         return None
     splits = {path.stem: path for path in sorted(folder.glob("*.jsonl")) if path.is_file()}
-    if not splits or not _has_schema(splits.get(DEFAULT_SPLIT) or next(iter(splits.values()))):
-        return None
-    return Layout(folder, splits)
+    only_here = name in _ONLY_HERE
+    for stem, path in splits.items():
+        row = _first_row(path)
+        if row is None or not _is_row(row):
+            continue
+        if _ID_FIELD in row or only_here or stem not in _PLAIN_SPLITS:
+            return Layout(folder, splits)
+    return None
 
 
-def _has_schema(path: Path) -> bool:
+def _first_row(path: Path) -> Mapping[str, Any] | None:
+    """The first non-empty line of a .jsonl file as an object, or None (unreadable, empty, not an object)."""
     try:
         with path.open(encoding="utf-8") as f:
             for line in f:
                 if line.strip():
                     row = json.loads(line)
-                    return isinstance(row, dict) and all(k in row for k in _REQUIRED)
+                    return row if isinstance(row, dict) else None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return False
+        return None
+    return None
+
+
+def _is_row(row: Mapping[str, Any]) -> bool:
+    return all(k in row for k in _ROW_FIELDS) and isinstance(row["options"], (dict, str))
 
 
 def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: str = "medagentsbench") -> Question:
@@ -125,11 +163,14 @@ def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: 
             meta.setdefault(key, text(row[field]))
     if dataset == "pubmedqa":
         meta["answer_type"] = "yes/no/maybe"
-    realidx = text(row["realidx"])
-    if not realidx:
-        raise ValueError("realidx (the question's id) is empty")
+    if _ID_FIELD in row:
+        qid = text(row[_ID_FIELD])
+        if not qid:
+            raise ValueError("realidx (the question's id) is empty")
+    else:  # files such as medqa_5options/test_hard.jsonl have no realidx: the id every loader derives
+        qid = content_id(text(row["question"]), options)
     return Question(
-        id=realidx,
+        id=qid,
         question=text(row["question"]),
         options=options,
         answer_idx=None if gold is None else list(options)[letters.index(gold)],
@@ -137,14 +178,39 @@ def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: 
     )
 
 
-def medagentsbench_questions(rows: Iterable[Row | Mapping[str, Any]], *, dataset: str) -> list[Question]:
-    """MedAgentsBench rows as questions of ``dataset`` (the registry name they are reported under)."""
-    return map_rows(rows, lambda row, index: medagentsbench_question(row, index, dataset=dataset))
+def medagentsbench_questions(rows: Iterable[Row | Mapping[str, Any]], *, dataset: str,
+                             where: str = "the rows") -> list[Question]:
+    """MedAgentsBench rows as questions of ``dataset`` (the registry name they are reported under).
+
+    Ids are unique: a repeated id (a ``realidx`` twice, or two identical rows without one) gets
+    ``-2``, ``-3``, ... appended in row order, with a warning naming ``where`` (the file).
+    """
+    seen: Counter[str] = Counter()
+    repeated: list[str] = []
+
+    def one(row: Mapping[str, Any], index: int) -> Question:
+        question = medagentsbench_question(row, index, dataset=dataset)
+        seen[question.id] += 1
+        if seen[question.id] == 1:
+            return question
+        repeated.append(question.id)
+        return question.model_copy(update={"id": f"{question.id}-{seen[question.id]}"})
+
+    questions = map_rows(rows, one)
+    if repeated:
+        ids = list(dict.fromkeys(repeated))
+        logger.warning("%s: %d rows repeat an earlier row's id (%s%s); the repeats get -2, -3, ... appended "
+                       "(ids without realidx are hashes of the question and options: identical rows hash alike)",
+                       where, len(repeated), ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "")
+    return questions
 
 
 def build(rows: list[Row], origin: Origin) -> list[Question]:
     """The registry's builder for rows read from a MedAgentsBench folder."""
-    return medagentsbench_questions(rows, dataset=origin.dataset or "medagentsbench")
+    # a row's where is "<file>, line N": the file names the rows in warnings
+    first = rows[0] if rows else None
+    where = (first.where.rpartition(", ")[0] or first.where) if isinstance(first, Row) else f"split {origin.split!r}"
+    return medagentsbench_questions(rows, dataset=origin.dataset or "medagentsbench", where=where)
 
 
 def _spec(name: str, summary: str) -> DatasetSpec:
@@ -152,7 +218,7 @@ def _spec(name: str, summary: str) -> DatasetSpec:
     return DatasetSpec(
         name=name,
         summary=f"{summary} (MedAgentsBench data/{folder}/)",
-        schema='question, options {"A": ...}, answer_idx (letter), answer, realidx',
+        schema='question, options {"A": ...}, answer_idx (letter), answer, realidx (optional)',
         build=build,
         files=standard_files(folder) if folder == name else standard_files(folder) + standard_files(name),
         splits=None,
@@ -171,3 +237,4 @@ EXTRA_SPECS: tuple[DatasetSpec, ...] = (
     _spec("medxpertqa_r", "MedXpertQA reasoning questions"),
     _spec("medxpertqa_u", "MedXpertQA understanding questions"),
 )
+_ONLY_HERE = frozenset(spec.name for spec in EXTRA_SPECS)

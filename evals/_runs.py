@@ -16,7 +16,9 @@ from teammed.results import ResultRow, RunIdentity, iter_rows
 logger = logging.getLogger(__name__)
 
 # Identity fields that tell one seed's sample from another's: runs differing only in these merge.
-_SAMPLE_FIELDS = {"seed", "question_ids", "program"}
+_SAMPLE_FIELDS = {"seed", "question_ids", "program", "shard"}
+# What the N shards of one run (`run --shard I/N`) differ in: the rest of their identities is equal.
+_SHARD_FIELDS = {"shard", "question_ids", "program"}
 
 
 # the label of a run that kept questions its Special Set / program was tuned on (`run --allow-overlap`)
@@ -41,14 +43,21 @@ class Run:
     identity: RunIdentity | None = None  # run.json's identity (None for runs written before it)
     row_config: dict[str, Any] | None = None  # the first row's teamwork configuration, when rows carry one
     part: str | None = None  # for one model's part of a run split by model (`split_by_model`): that model
+    shards: tuple[Run, ...] = ()  # a run merged from its --shard parts (`merge_shards`): the parts
+    shards_planned: int | None = None  # N of --shard I/N, for a merged run
 
     def rows_of(self, ids: set[str]) -> list[ResultRow]:
         """The full rows (transcripts included) of this run whose ids are among ``ids``, read from
         its ``results.jsonl`` one line at a time (its torn tail was reported when it was loaded).
-        A part of a run split by model keeps only the rows that model answered."""
+        A question written twice gives its last row, as in `load_run`. A part of a run split by
+        model keeps only the rows that model answered."""
+        if self.shards:
+            return [row for shard in self.shards for row in shard.rows_of(ids)]
         mine = {row.id for row in self.rows} & ids
-        return [row for row, _ in iter_rows(self.path / "results.jsonl", warn=False, ids=mine)
-                if self.part is None or (row.answered_models or "") == self.part]
+        last: dict[tuple[Any, str], ResultRow] = {}
+        for row, _ in iter_rows(self.path / "results.jsonl", warn=False, ids=mine):
+            last[(row.seed, row.id)] = row  # a repeat keeps its first place and takes the later row
+        return [row for row in last.values() if self.part is None or (row.answered_models or "") == self.part]
 
     def read_rows(self) -> list[ResultRow]:
         """All of this run's full, typed rows, read from its ``results.jsonl``."""
@@ -77,8 +86,19 @@ class Run:
 
     @property
     def partial(self) -> bool:
-        """Fewer rows than the run planned (stopped, killed or still running)."""
+        """Fewer rows than the run planned (stopped, killed or still running), or, merged from shards,
+        a shard missing or partial."""
+        if self.shards_planned is not None and (len(self.shards) < self.shards_planned
+                                                or any(s.partial for s in self.shards)):
+            return True
         return self.n_planned is not None and len(self.rows) < self.n_planned
+
+    @property
+    def shard_note(self) -> str | None:
+        """``"partial: k of N shards"`` for a merged run missing shards, else None."""
+        if self.shards_planned is None or len(self.shards) >= self.shards_planned:
+            return None
+        return f"partial: {len(self.shards)} of {self.shards_planned} shards"
 
 
 @dataclass(frozen=True)
@@ -109,15 +129,31 @@ class _Firsts:
                 self.values[key] = value
 
 
+_SHOWN_IDS = 5  # repeated ids a warning names
+
+
 def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
     """The facts of every row of a ``results.jsonl`` (rows written before schema versions are
     upgraded, rows of a newer schema or invalid ones refused naming the line and the fix), and
-    the first value of the fields a run's identity falls back on. One row is held at a time."""
-    facts, firsts = [], _Firsts()
+    the first value of the fields a run's identity falls back on. One row is held at a time.
+
+    Each question counts once: a file holding one (seed, id) twice (two processes appending to
+    one file, or files concatenated) keeps the last row written for it, in the place of the first,
+    with a warning naming the file and the repeated ids."""
+    facts: dict[tuple[Any, str], RowFacts] = {}
+    firsts = _Firsts()
+    repeated: dict[str, None] = {}
     for row, _ in iter_rows(path):
-        facts.append(row_facts(row))
+        key = (row.seed, row.id)
+        if key in facts:
+            repeated[row.id] = None
+        facts[key] = row_facts(row)
         firsts.see(row)
-    return facts, firsts
+    if repeated:
+        shown = ", ".join(list(repeated)[:_SHOWN_IDS]) + (", ..." if len(repeated) > _SHOWN_IDS else "")
+        logger.warning("%s holds %d questions more than once (%s); counting each once, from the last row written "
+                       "for it", path, len(repeated), shown)
+    return list(facts.values()), firsts
 
 
 def config_name(label: Any, system: Any) -> str:
@@ -137,7 +173,9 @@ def _field(summary: dict[str, Any], firsts: _Firsts, key: str) -> Any:
 
 
 def load_run(run_dir: Path) -> Run:
-    """Read one run directory; ``summary.json`` is optional (identity then comes from the rows)."""
+    """Read one run directory; ``summary.json`` is optional (identity then comes from the rows).
+    A question written twice to ``results.jsonl`` counts once, from its last row (a warning names
+    the file and the ids)."""
     run_dir = Path(run_dir)
     results = run_dir / "results.jsonl"
     if not results.is_file():
@@ -202,38 +240,123 @@ def unique_dirs(run_dirs: Sequence[Path | str]) -> list[Path]:
 
 
 def _sameness(run: Run) -> str:
-    """What two directories of one run share: the recorded identity (seed and question ids included),
-    else, for runs written before identities, the data set, configuration and seed."""
+    """What two directories of one run share: the recorded identity (data set and its hash, split,
+    seed, question ids, system, label, configuration, model, program hash, ...), else, for runs
+    written before identities, the data set, configuration, seed and the model that answered."""
     if run.identity is not None:
         return run.identity.model_dump_json()
-    return _key([run.dataset, run.dataset_sha256, run.config, run.system, run.seed])
+    return _key([run.dataset, run.dataset_sha256, run.config, run.system, run.seed, run.summary.get("model"),
+                 run.answered_by])
 
 
-def _answers(run: Run) -> set[tuple[str, str | None, bool]]:
-    return {(r.id, r.prediction, r.failed) for r in run.rows}
+def _n_failed(run: Run) -> int:
+    return sum(bool(row.failed) for row in run.rows)
+
+
+def _mtime(run: Run) -> float:
+    try:
+        return (run.path / "results.jsonl").stat().st_mtime
+    except OSError:
+        return float("-inf")
+
+
+def _preferred(first: Run, second: Run) -> tuple[Run, str]:
+    """The directory of one run that the report counts, and why (see `unique_runs`)."""
+    if len(first.rows) != len(second.rows):
+        return (first if len(first.rows) > len(second.rows) else second), "it has more questions"
+    if _n_failed(first) != _n_failed(second):
+        return (first if _n_failed(first) < _n_failed(second) else second), "fewer of its questions failed"
+    if _mtime(first) != _mtime(second):
+        return (first if _mtime(first) > _mtime(second) else second), "its results.jsonl is newer"
+    return first, "it was passed first"
 
 
 def unique_runs(runs: Sequence[Run]) -> list[Run]:
-    """Each run once. Two directories hold the same run when they share its identity and one's rows
-    are among the other's (a copy of a run directory, taken finished or mid-run): the one with more
-    rows is kept and both are named in a warning. Two executions of one identity that answered
-    differently are both kept (`group_runs` warns that they repeat a seed)."""
+    """Each run once. Two directories hold the same run when they share its identity (`_sameness`:
+    the whole recorded `RunIdentity`, seed and question ids included) and answered at least one
+    question in common: a copy of a run directory, taken finished or mid-run, or the backup kept
+    beside a directory continued with ``--resume``/``--retry-failed``. The report counts one of
+    them, chosen by these rules in turn: the one with more questions (rows) is the more complete;
+    then the one with fewer failed questions (a ``--retry-failed`` pass answered them again); then
+    the one whose ``results.jsonl`` was modified last (the newer); then the one passed first. A
+    warning names both directories, the one kept and why. Runs of one identity that share no
+    question (two parts of one sample) are both kept (`group_runs` warns that they repeat a seed)."""
     kept: list[Run] = []
     for run in runs:
-        mine = _answers(run)
+        mine = {row.id for row in run.rows}
         for i, other in enumerate(kept):
-            if _sameness(other) != _sameness(run):
+            if _sameness(other) != _sameness(run) or not mine & {row.id for row in other.rows}:
                 continue
-            theirs = _answers(other)
-            if mine <= theirs or theirs <= mine:
-                keep = run if len(mine) > len(theirs) else other
-                logger.warning("%s and %s hold the same run (one identity, the same answers); counting it once, "
-                               "from %s", other.path, run.path, keep.path)
-                kept[i] = keep
-                break
+            keep, why = _preferred(other, run)
+            logger.warning("%s and %s hold the same run (one identity, %d questions in common); counting it once, "
+                           "from %s: %s", other.path, run.path, len(mine & {row.id for row in other.rows}),
+                           keep.path, why)
+            kept[i] = keep
+            break
         else:
             kept.append(run)
     return kept
+
+
+def _shard_of(run: Run) -> tuple[int, int] | None:
+    shard = run.identity.shard if run.identity is not None else None
+    if not shard:
+        return None
+    index, _, count = shard.partition("/")
+    return int(index), int(count)
+
+
+def merge_shards(runs: Sequence[Run]) -> list[Run]:
+    """The shards of one run (``run --shard I/N``: identities equal but for the shard and its
+    question ids) as one run, in the place of its first shard: its rows are every shard's, n their
+    sum. Shards that share a question are refused (`DataError` naming both directories); a shard
+    missing leaves the run marked partial ("partial: k of N shards", see `Run.shard_note`), never
+    reported as complete. Runs without a shard pass through."""
+    families: dict[str, list[Run]] = {}
+    order: list[str | Run] = []
+    for run in runs:
+        shard = _shard_of(run)
+        if shard is None or run.identity is None:
+            order.append(run)
+            continue
+        key = _key([run.identity.model_dump(mode="json", exclude=_SHARD_FIELDS), run.part])
+        if key not in families:
+            order.append(key)
+        families.setdefault(key, []).append(run)
+    out: list[Run] = []
+    for item in order:
+        if isinstance(item, Run):
+            out.append(item)
+            continue
+        parts = sorted(families[item], key=lambda r: _shard_of(r) or (0, 0))
+        seen: dict[str, Run] = {}
+        for part in parts:
+            for row in part.rows:
+                if row.id in seen and seen[row.id] is not part:
+                    raise DataError(f"{seen[row.id].path} and {part.path} are shards of one run that both answered "
+                                    f"question {row.id!r}: shards must be disjoint. They were run with different "
+                                    f"samples or --shard counts; report one of them, or run the shards again")
+                seen.setdefault(row.id, part)
+        indexes = [(_shard_of(p) or (0, 0))[0] for p in parts]
+        repeated = sorted({i for i in indexes if indexes.count(i) > 1})
+        if repeated:
+            twice = [str(p.path) for p, i in zip(parts, indexes, strict=True) if i == repeated[0]]
+            raise DataError(f"shard {repeated[0]} of one run is passed twice ({', '.join(twice)}); pass each "
+                            f"shard once")
+        counts = sorted({(_shard_of(p) or (0, 0))[1] for p in parts})
+        if len(counts) > 1:
+            raise DataError(f"the shards of one run were split {' and '.join(f'{n} ways' for n in counts)} "
+                            f"({', '.join(str(p.path) for p in parts)}); report the shards of one split")
+        count = counts[0]
+        planned = [p.n_planned for p in parts]
+        merged = replace(parts[0], rows=tuple(row for p in parts for row in p.rows), shards=tuple(parts),
+                         shards_planned=count,
+                         n_planned=sum(n for n in planned if n is not None) if None not in planned else None)
+        if len(parts) < count:
+            logger.warning("%s: %d of %d shards (%s missing); its row is marked partial", parts[0].path.parent,
+                           len(parts), count, ", ".join(str(i) for i in range(1, count + 1) if i not in indexes))
+        out.append(merged)
+    return out
 
 
 def distinguish_datasets(runs: list[Run]) -> list[Run]:

@@ -18,7 +18,15 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
 from teammed.evals._html import PAGE_QUESTIONS, page_name, paged_transcripts
-from teammed.evals._runs import Group, distinguish_datasets, group_runs, load_run, unique_dirs, unique_runs
+from teammed.evals._runs import (
+    Group,
+    distinguish_datasets,
+    group_runs,
+    load_run,
+    merge_shards,
+    unique_dirs,
+    unique_runs,
+)
 from teammed.evals.metrics import (
     accuracy,
     binary_metrics,
@@ -50,7 +58,8 @@ def _group_stats(group: Group) -> dict[str, Any]:
         accuracy_stats = {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
     else:  # no labeled question: there is no accuracy to report
         accuracy_stats = {"mean": None, "se": None, "k": 0, "per_seed": []}
-    partial = [f"{run.path} ({len(run.rows)}/{run.n_planned})" for run in group.runs if run.partial]
+    partial = [f"{run.path} ({run.shard_note or f'{len(run.rows)}/{run.n_planned}'})"
+               for run in group.runs if run.partial]
     return {
         "dataset": group.dataset,
         "config": group.config,
@@ -173,8 +182,13 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         "column. "
         "*majority class*: the accuracy of always answering the most common gold letter, pooled over the "
         "questions of all seeds (a run's own summary line gives it for that run's questions). "
-        "† marks a partial run (fewer rows than planned: stopped, killed or still running).",
+        "† marks a partial run (fewer rows than planned: stopped, killed or still running; or merged from "
+        "`--shard` parts with a shard missing, listed under *Partial runs*). The shards of one run "
+        "(`run --shard I/N`) count as one run.",
     )
+    partial = [f"- {g['config']} on {g['dataset']}: {entry}" for g in stats for entry in g.get("partial") or []]
+    lines += _section("Partial runs", "\n".join(partial) if partial else None,
+                      "These rows are marked † in Table 1: their numbers cover fewer questions than were planned.")
     lines += _section(
         "Table 1, cell by cell", _tables.cells_table(stats),
         "Per configuration and data set: the model(s) that answered, the seeds, n = labelled questions over "
@@ -232,7 +246,11 @@ def build_report(
 ) -> Path:
     """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
 
-    Each run counts once, however often it is passed (by its directory's real path and its identity).
+    Each run counts once, however often it is passed: by its directory's real path, and by its
+    identity, so a copy or backup of a run directory (one identity, questions in common) counts
+    once, from the more complete directory (`teammed.evals._runs.unique_runs` gives the rule); and
+    each question of a run once, from the last row written for it (`teammed.evals._runs.load_run`).
+    Both are logged as warnings naming the directories or the file.
     Runs are grouped by system across seeds: data set, configuration label and the run identity
     minus its seed (same-named systems that differ get names saying how, see `group_runs`). With a
     ``baseline`` configuration, every other configuration is compared with it on each data
@@ -241,7 +259,7 @@ def build_report(
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
     _check_out_dir(Path(out_dir), run_dirs)
-    runs = distinguish_datasets(unique_runs([load_run(d) for d in unique_dirs(run_dirs)]))
+    runs = distinguish_datasets(merge_shards(unique_runs([load_run(d) for d in unique_dirs(run_dirs)])))
     groups = group_runs(runs)
     configs = list(dict.fromkeys(g.config for g in groups))
     datasets = list(dict.fromkeys(g.dataset for g in groups))

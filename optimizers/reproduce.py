@@ -302,6 +302,7 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
         mde = f"{r['mde_vs_published']:.1f}" if r["mde_vs_published"] is not None else ""
         floor = " b" if r.get("measured_se_source") == "binomial" else ""
         name = r["row"] + (" (held-out proof not run)" if r.get("proof") == "not run" else "")
+        name += f" ({_mdagents_variant()[0]} variant)" if r["row"] == "MDAgents" else ""
         lines.append(f"| {name} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f}{floor} | {pub} | "
                      f"{possible} | {diff} | {_fmt_p(r['p_vs_published'])} | {_fmt_p(r.get('p_vs_published_holm'))} | "
                      f"{mde} | {vs} | {r['failed']} |")
@@ -316,7 +317,17 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
                   "cover it): that Special Set is unproven; raise --tune-budget to prove it."]
     if unavailable:
         lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
+    if any(r["row"] == "MDAgents" for r in table):
+        variant, summary = _mdagents_variant()
+        lines += ["", f"MDAgents: our MDAgents-style system (`mdagents`), {variant} variant: {summary}."]
     return "\n".join(lines) + "\n"
+
+
+def _mdagents_variant() -> tuple[str, str]:
+    """The variant of the MDAgents row (`program_for` builds the system's defaults) and what it is."""
+    from teammed.programs.peers.mdagents import DEFAULT_VARIANT, VARIANT_SUMMARY
+
+    return DEFAULT_VARIANT, VARIANT_SUMMARY[DEFAULT_VARIANT]
 
 
 def _possible(check: Mapping[str, bool] | None) -> str:

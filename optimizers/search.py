@@ -115,10 +115,10 @@ class _Objective:
         twin = _twin(trial, config_json)
         if twin is not None and twin.state == TrialState.COMPLETE:
             return self._reuse(trial, twin)
-        if twin is not None:  # another worker is evaluating it: no request, close this one, sample again
+        if twin is not None:  # running elsewhere, or pruned: no request, close this one, sample again
             trial.set_user_attr("duplicate_of", twin.number)
-            logger.info("trial %d (%s) is being evaluated by trial %d of %s; not evaluated twice", trial.number,
-                        config.label(), twin.number, twin.user_attrs.get("worker") or "another worker")
+            logger.info("trial %d (%s) was evaluated by trial %d (%s); not evaluated twice", trial.number,
+                        config.label(), twin.number, twin.state.name.lower())
             self.duplicates += 1
             raise optuna.TrialPruned()
         program, lm = TeamworkProgram(config), self.lm_factory()
@@ -156,18 +156,32 @@ class _Objective:
 
 def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
     """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else one
-    RUNNING in a live worker with a lower number. Every trial records its configuration before it
-    looks, so of two workers that sampled the same configuration at once, the later trial yields."""
-    running = None
-    for other in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-        if (other.number == trial.number or other.user_attrs.get("config") != config_json
-                or other.user_attrs.get("duplicate_of") is not None):
+    PRUNED (the median rule stopped it), else one RUNNING in a live worker with a lower number.
+
+    Of two workers that sampled one configuration at once, the lower-numbered trial evaluates it. Every
+    trial records its configuration before it looks, and waits (up to ``_DECLARE_S``) for the live
+    lower-numbered trials to record theirs, so the later one always sees the earlier and yields.
+    """
+    deadline = time.monotonic() + _DECLARE_S
+    while True:
+        others = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
+                                                                            TrialState.RUNNING))
+                  if t.number != trial.number]
+        undeclared = [t for t in others if t.state == TrialState.RUNNING and t.number < trial.number
+                      and "config" not in t.user_attrs and not worker_gone(t)]
+        if not undeclared or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    found: dict[TrialState, optuna.trial.FrozenTrial] = {}
+    for other in others:
+        if other.user_attrs.get("config") != config_json or other.user_attrs.get("duplicate_of") is not None:
             continue
-        if other.state == TrialState.COMPLETE:
-            return other
-        if other.number < trial.number and not worker_gone(other):
-            running = other
-    return running
+        if other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)):
+            found.setdefault(other.state, other)
+    return next((found[s] for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) if s in found), None)
+
+
+_DECLARE_S = 10.0  # a live trial records its configuration a moment after it starts
 
 
 def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:

@@ -1,4 +1,9 @@
-"""Adaptive-complexity teams: triage the question, then one clinician, one panel or several teams."""
+"""Adaptive-complexity teams: triage the question, then one clinician, one panel or several teams.
+
+The intermediate route has two variants (`teammed.programs.peers.mdagents`): ``paper``, MDAgents'
+own discussion (`PanelOpinion`, `PanelTurn`, `PanelRoundAnswer`, `MajorityDecision`), and
+``light`` (`SpecialistOpinion`, `ModeratorReview`, `PanelReply`, `ModeratorDecision`).
+"""
 
 from __future__ import annotations
 
@@ -138,6 +143,73 @@ class IntegratedDecision(dspy.Signature):
     question: str = dspy.InputField()
     options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     reports: str = dspy.InputField(desc="Each team's report, in the order the teams worked.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    rationale: str = dspy.OutputField(desc="One or two sentences.")
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+# ---------------------------------------------------------------- the paper variant's panel
+
+
+class PanelOpinion(dspy.Signature):
+    """As the specialist in `role`, a member of a panel of experts, answer the medical question
+    after the worked examples: the findings your specialty weighs most, the option you favour
+    and how confident you are."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Your specialty and what you focus on.")
+    reasoning: str = dspy.OutputField(desc="Under 80 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class PanelMessage(BaseModel):
+    to: str = Field(description="The id of the teammate the message is for, as listed in `teammates`.")
+    text: str = Field(description="Your opinion for that expert with a short reason; under 60 words.")
+
+
+class PanelTurn(dspy.Signature):
+    """You are the specialist in `role` on a panel discussing this question. Given the panel's
+    latest answers and this round's messages, say whether you want to talk to any expert of
+    the panel (`speak`). If you do, choose the experts you want to talk to (their ids in
+    `teammates`) and write each of them one message: deliver your opinion once you are
+    confident enough, in a way that could convince that expert, with a short reason. Say
+    `no` when you have nothing to add."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Your specialty and what you focus on.")
+    teammates: str = dspy.InputField(desc="The other experts of the panel: one per line, id and specialty.")
+    answers: str = dspy.InputField(desc="Every panel member's latest answer.")
+    discussion: str = dspy.InputField(desc="The messages of this round you sent or received; may be empty.")
+    # an unreadable verdict parses as None (no stand-in verdict); the system reads it as "no", counted
+    speak: Literal["yes", "no"] = dspy.OutputField(default=None)
+    messages: list[PanelMessage] = dspy.OutputField(desc="One per expert you chose; empty when you say no.")
+
+
+class PanelRoundAnswer(dspy.Signature):
+    """Now that you have talked with the other experts of the panel, recall your expertise as the
+    specialist in `role` and what the others told you, and give your final answer to the
+    question for this round."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    role: str = dspy.InputField(desc="Your specialty and what you focus on.")
+    answers: str = dspy.InputField(desc="Every panel member's answer before this round.")
+    discussion: str = dspy.InputField(desc="The messages of this round you sent or received; may be empty.")
+    reasoning: str = dspy.OutputField(desc="Under 80 words.")
+    answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
+    confidence: Confidence = dspy.OutputField(default="Low")
+
+
+class MajorityDecision(dspy.Signature):
+    """As the final medical decision maker, review each expert's final answer and make the final
+    decision by majority vote: the option most experts chose, and why."""
+
+    question: str = dspy.InputField()
+    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
+    answers: str = dspy.InputField(desc="Each expert's final answer.")
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
     rationale: str = dspy.OutputField(desc="One or two sentences.")
     confidence: Confidence = dspy.OutputField(default="Low")

@@ -254,10 +254,10 @@ def mdagents(*, route: Any = "intermediate", consensus: Any = "yes", opinion: st
 
 
 def test_mdagents_unreadable_route_is_a_counted_non_answer_default() -> None:
-    prediction, used = run(AdaptiveComplexity(), mdagents(route="very hard"))
+    prediction, used = run(AdaptiveComplexity(variant="light"), mdagents(route="very hard"))
     assert (prediction.record["route"], prediction.record["route_fell_back"]) == ("intermediate", True)
     assert used.fallbacks_by_behaviour == {"ComplexityCheck": 1}
-    prediction, used = run(AdaptiveComplexity(), mdagents(route="basic"))
+    prediction, used = run(AdaptiveComplexity(variant="light"), mdagents(route="basic"))
     assert (prediction.record["route"], prediction.record["route_fell_back"], used.fallbacks) == ("basic", False, 0)
 
 
@@ -273,25 +273,25 @@ def test_mdagents_moderator_consensus_needs_a_valid_majority_of_the_panel() -> N
             return {"answer": "B" if first else "Z"}
         return mdagents(consensus="yes", opinion="B")(call)
 
-    prediction, used = run(AdaptiveComplexity(max_rounds=2), respond)
+    prediction, used = run(AdaptiveComplexity(variant="light", max_rounds=2), respond)
     assert prediction.record["rounds"] == 2  # the "yes" after the opinions did not count; after the replies it did
     assert prediction.record["consensus"] is True
     assert used.fallbacks_by_behaviour == {"SpecialistOpinion": 4}
 
 
 def test_mdagents_unreadable_moderator_verdict_is_a_counted_no() -> None:
-    prediction, used = run(AdaptiveComplexity(max_rounds=1), mdagents(consensus="maybe"))
+    prediction, used = run(AdaptiveComplexity(variant="light", max_rounds=1), mdagents(consensus="maybe"))
     assert prediction.record["consensus"] is False
     assert used.fallbacks_by_behaviour == {"ModeratorReview": 1}
 
 
 def test_mdagents_invalid_decision_falls_to_the_valid_votes_then_to_no_answer() -> None:
-    prediction, used = run(AdaptiveComplexity(), mdagents(decision="Z", opinion="D"))
+    prediction, used = run(AdaptiveComplexity(variant="light"), mdagents(decision="Z", opinion="D"))
     assert prediction.answer == "D"
     assert used.fallbacks_by_behaviour == {"ModeratorDecision": 1}
     prediction, _ = run(AdaptiveComplexity(), mdagents(route="advanced", decision="Z", opinion="D"))
     assert prediction.answer == "D" and [t["answer"] for t in prediction.record["teams"]] == ["D"] * 3
-    run_failing(AdaptiveComplexity(), mdagents(decision="Z", opinion="Z"))
+    run_failing(AdaptiveComplexity(variant="light"), mdagents(decision="Z", opinion="Z"))
     run_failing(AdaptiveComplexity(), mdagents(route="advanced", decision="Z", opinion="Z"))
     run_failing(AdaptiveComplexity(), mdagents(route="basic", decision="Z"))
 

@@ -300,7 +300,7 @@ def test_mdagents_basic_route_is_one_primary_care_agent_with_demos() -> None:
 
 
 def test_mdagents_intermediate_route_stops_at_the_moderators_consensus() -> None:
-    prediction, lm, used = run(AdaptiveComplexity(), mdagents_responder("intermediate", consensus="yes"))
+    prediction, lm, used = run(AdaptiveComplexity(variant="light"), mdagents_responder("intermediate", consensus="yes"))
     assert prediction.record["route"] == "intermediate"
     assert prediction.record["experts"] == ROLES
     assert (prediction.record["rounds"], prediction.record["consensus"]) == (1, True)
@@ -310,7 +310,7 @@ def test_mdagents_intermediate_route_stops_at_the_moderators_consensus() -> None
 
 def test_mdagents_intermediate_route_discusses_up_to_max_rounds() -> None:
     prediction, lm, used = run(
-        AdaptiveComplexity(max_rounds=2), mdagents_responder("intermediate", consensus="no")
+        AdaptiveComplexity(variant="light", max_rounds=2), mdagents_responder("intermediate", consensus="no")
     )
     assert (prediction.record["rounds"], prediction.record["consensus"]) == (2, False)
     assert called(lm)["PanelReply"] == 2 * 5

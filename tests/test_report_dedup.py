@@ -1,9 +1,15 @@
 """Issue 23.4 and 23.3 (report): a run passed twice counts once, and failed questions are shown
-beside every accuracy the report gives (they count as wrong, so "0.0" alone hides a dead server)."""
+beside every accuracy the report gives (they count as wrong, so "0.0" alone hides a dead server).
+
+Issue 32.10: a run directory and its backup copy (one identity, questions in common, different
+answers after ``--retry-failed``) count as one run, from the more complete directory; a
+``results.jsonl`` holding a question twice counts it once, from its last row; both warn."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import shutil
 from pathlib import Path
@@ -85,13 +91,14 @@ class _Failing(dspy.Module):
         return dspy.Prediction(answer="A", rationale="r", confidence="High", record={}, transcript=[])
 
 
-def _failing_run(out: Path, dataset: str, failing: set[int], *, n: int = 10, label: str = "base") -> Path:
+def _failing_run(out: Path, dataset: str, failing: set[int], *, n: int = 10, label: str = "base",
+                 retry_failed: bool = False) -> Path:
     questions = [Question(id=f"q{i}", question=f"Question {i}?", options={"A": "a", "B": "b"},
                           answer_idx="AB"[i % 2]) for i in range(n)]
     identity = RunIdentity(system="teamwork", label=label, model="scripted", dataset=dataset,
                            dataset_sha256=dataset[0] * 64, split="test", question_ids=[q.id for q in questions])
     program = _Failing({f"Question {i}?" for i in failing})
-    settings = RunSettings(out_dir=out, identity=identity, max_consecutive_failures=0)
+    settings = RunSettings(out_dir=out, identity=identity, max_consecutive_failures=0, retry_failed=retry_failed)
     try:
         run_questions(questions, program_factory=lambda: program, deployments=[Deployment("scripted", ScriptedLM(), 1)],
                       settings=settings)
@@ -133,3 +140,157 @@ def test_a_cell_without_labels_still_shows_its_failures(tmp_path: Path) -> None:
                                                for r in rows))
     _, markdown = _report(tmp_path, out)
     assert "(2/4 failed)" in _table_one(markdown)["base"]
+
+
+# ---------------------------------------------------------------- one run, two directories (issue 32.10)
+RUNS_LOGGER = "teammed.evals._runs"
+
+
+def _lines(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+
+
+def _write_lines(run: Path, rows: list[dict]) -> None:
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _flip(row: dict) -> dict:
+    """The row answered the other way (options A and B)."""
+    prediction = "B" if row["prediction"] == "A" else "A"
+    return {**row, "prediction": prediction, "correct": prediction == row["gold"]}
+
+
+def _dedup_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == RUNS_LOGGER and r.levelno == logging.WARNING]
+
+
+def _seed_of(run: Path) -> object:
+    return json.loads((run / "run.json").read_text())["identity"]["seed"]
+
+
+def _group(summary: dict) -> dict:
+    (group,) = summary["groups"]
+    return group
+
+
+@pytest.fixture
+def retried_and_backup(tmp_path: Path) -> tuple[Path, Path]:
+    """A 10-question run with 3 failed questions, copied aside, then continued with --retry-failed."""
+    run = _failing_run(tmp_path / "runs" / "d", "alpha", {1, 4, 7})
+    backup = tmp_path / "runs" / "d.bak"
+    shutil.copytree(run, backup)
+    _failing_run(run, "alpha", set(), retry_failed=True)  # the three are answered (A) this time
+    assert sum(r["failed"] for r in _lines(backup)) == 3 and sum(r["failed"] for r in _lines(run)) == 0
+    return run, backup
+
+
+@pytest.mark.parametrize("backup_first", [False, True])
+def test_a_run_and_its_backup_count_once_from_the_retried_directory(
+    retried_and_backup: tuple[Path, Path], tmp_path: Path, caplog: pytest.LogCaptureFixture, backup_first: bool
+) -> None:
+    run, backup = retried_and_backup
+    dirs = [backup, run] if backup_first else [run, backup]
+    with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+        summary, markdown = _report(tmp_path, *dirs)
+    assert summary["runs"] == [str(run)] and "1 run:" in markdown
+    group = _group(summary)
+    assert group["metrics"]["n"] == 10 and group["questions"]["n"] == 10
+    assert group["metrics"]["n_failed"] == 0
+    assert group["accuracy"]["mean"] == pytest.approx(0.5)  # A on every question, gold alternates A, B
+    assert group["accuracy"]["k"] == 1 and group["seeds"] == [_seed_of(run)]
+    (warning,) = _dedup_warnings(caplog)
+    assert str(run) in warning and str(backup) in warning
+    assert f"from {run}: fewer of its questions failed" in warning
+
+
+def test_the_directory_with_more_questions_is_kept(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run = _failing_run(tmp_path / "runs" / "d", "alpha", {1, 4, 7})
+    early = tmp_path / "runs" / "early"  # a copy taken mid-run that has since answered q0 otherwise
+    shutil.copytree(run, early)
+    rows = {r["id"]: r for r in _lines(run)}
+    _write_lines(early, [_flip(rows["q0"]), rows["q2"], rows["q3"]])  # 3 questions, none failed
+    for dirs in ([early, run], [run, early]):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+            summary, _ = _report(tmp_path, *dirs)
+        assert summary["runs"] == [str(run)]
+        assert _group(summary)["metrics"]["n"] == 10 and _group(summary)["metrics"]["n_failed"] == 3
+        (warning,) = _dedup_warnings(caplog)
+        assert str(early) in warning and f"from {run}: it has more questions" in warning
+
+
+def test_between_equally_complete_directories_the_newer_is_kept(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    run = _failing_run(tmp_path / "runs" / "d", "alpha", set())
+    other = tmp_path / "runs" / "other"
+    shutil.copytree(run, other)
+    _write_lines(other, [_flip(r) if r["id"] == "q0" else r for r in _lines(other)])  # q0 answered B: 4/10
+    for newer, older in ((other, run), (run, other)):
+        os.utime(older / "results.jsonl", (1_600_000_000, 1_600_000_000))
+        os.utime(newer / "results.jsonl", (1_700_000_000, 1_700_000_000))
+        for dirs in ([run, other], [other, run]):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+                summary, _ = _report(tmp_path, *dirs)
+            assert summary["runs"] == [str(newer)]
+            expected = 0.4 if newer == other else 0.5
+            assert _group(summary)["metrics"]["n"] == 10
+            assert _group(summary)["accuracy"]["mean"] == pytest.approx(expected)
+            (warning,) = _dedup_warnings(caplog)
+            assert f"from {newer}: its results.jsonl is newer" in warning and str(older) in warning
+
+
+def test_one_identity_without_questions_in_common_is_two_parts(tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    first = _failing_run(tmp_path / "runs" / "first", "alpha", set())
+    second = tmp_path / "runs" / "second"
+    shutil.copytree(first, second)
+    rows = _lines(first)
+    _write_lines(first, rows[:5])
+    _write_lines(second, rows[5:])
+    with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+        summary, _ = _report(tmp_path, first, second)
+    assert sorted(summary["runs"]) == sorted([str(first), str(second)])
+    assert _group(summary)["metrics"]["n"] == 10
+    assert not [w for w in _dedup_warnings(caplog) if "hold the same run" in w]
+
+
+def test_a_results_file_holding_each_question_twice_counts_each_once_from_its_last_row(
+    scripted_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = tmp_path / "twice"
+    shutil.copytree(scripted_run, run)
+    rows = _lines(run)
+    assert sum(r["correct"] for r in rows) < N  # the later copies below change the accuracy
+    later = [{**r, "prediction": r["gold"], "correct": True} for r in rows]  # written last: every answer right
+    _write_lines(run, rows + later)
+    with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+        summary, _ = _report(tmp_path, run)
+    group = _group(summary)
+    assert group["metrics"]["n"] == N and group["questions"]["n"] == N
+    assert group["questions"]["correct"] == N and group["accuracy"]["mean"] == pytest.approx(1.0)
+    (warning,) = _dedup_warnings(caplog)
+    assert str(run / "results.jsonl") in warning and f"{N} questions more than once" in warning
+    assert all(r["id"] in warning for r in rows[:5]) and ", ..." in warning
+    headers = re.findall(r"(\d+) of (\d+) correct", (tmp_path / "report" / "transcripts.html").read_text())
+    assert headers == [(str(N), str(N))]  # the transcripts show each question once, its last row
+
+
+def test_a_question_written_twice_names_only_the_repeated_ids(scripted_run: Path, tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    run = tmp_path / "once_more"
+    shutil.copytree(scripted_run, run)
+    rows = _lines(run)
+    _write_lines(run, [*rows, {**rows[3], "prediction": rows[3]["gold"], "correct": True}])
+    with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+        summary, _ = _report(tmp_path, run)
+    correct = sum(r["correct"] for r in rows) + (not rows[3]["correct"])
+    assert _group(summary)["metrics"]["n"] == N and _group(summary)["questions"]["correct"] == correct
+    (warning,) = _dedup_warnings(caplog)
+    assert f"1 questions more than once ({rows[3]['id']})" in warning
+
+
+def test_a_clean_run_warns_of_no_repeat(scripted_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger=RUNS_LOGGER):
+        summary, _ = _report(tmp_path, scripted_run)
+    assert _group(summary)["metrics"]["n"] == N and not _dedup_warnings(caplog)

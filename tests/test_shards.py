@@ -77,3 +77,42 @@ def test_two_shards_answer_the_sample_once_each_in_their_own_directories(tmp_pat
     assert identity["shard"] == "1/2" and len(identity["question_ids"]) == 20
     # the simulated team is deterministic per question: the shards answer as the whole run does
     assert {r["id"]: r["prediction"] for r in first + second} == {r["id"]: r["prediction"] for r in whole}
+
+
+def _report(tmp_path: Path, *runs: Path, out: str = "report") -> dict:
+    from teammed.evals.report import build_report
+
+    build_report(list(runs), tmp_path / out)
+    return json.loads((tmp_path / out / "summary.json").read_text())
+
+
+def test_report_merges_the_shards_into_the_row_of_the_whole_run(tmp_path) -> None:
+    data = _data(tmp_path)
+    one, two = run_shard(tmp_path, data, "1/2"), run_shard(tmp_path, data, "2/2")
+    whole = run_shard(tmp_path, data, None, out="whole")
+    merged, alone = _report(tmp_path, one, two, out="merged"), _report(tmp_path, whole, out="alone")
+    (group,) = merged["groups"]
+    (reference,) = alone["groups"]
+    assert group["questions"]["n"] == 40 == reference["questions"]["n"] and not group["partial"]
+    assert group["accuracy"]["mean"] == reference["accuracy"]["mean"] and len(group["runs"]) == 1
+    assert "## Partial runs" not in (tmp_path / "merged" / "report.md").read_text()
+
+
+def test_a_missing_shard_is_reported_as_partial(tmp_path, caplog) -> None:
+    one = run_shard(tmp_path, _data(tmp_path), "1/2")
+    (group,) = _report(tmp_path, one)["groups"]
+    assert group["questions"]["n"] == 20 and group["partial"] == [f"{one} (partial: 1 of 2 shards)"]
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Partial runs" in text and "partial: 1 of 2 shards" in text and "†" in text
+    assert any("1 of 2 shards (2 missing)" in r.getMessage() for r in caplog.records)
+
+
+def test_overlapping_shards_are_refused_naming_both_directories(tmp_path) -> None:
+    from teammed.errors import DataError
+
+    data = _data(tmp_path)
+    one = run_shard(tmp_path, data, "1/2")
+    other = run_shard(tmp_path, data, "1/3", out="other")  # another split of the same sample: they overlap
+    with pytest.raises(DataError, match="both answered") as caught:
+        _report(tmp_path, one, other)
+    assert str(one) in str(caught.value) and str(other) in str(caught.value)
