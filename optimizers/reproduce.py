@@ -200,8 +200,11 @@ def reproduce_table1(
                 "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
                 "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
 
+    # the MDAgents cells name their variant: a study resumed from before variants never passes its old
+    # (lighter) cells off as the paper variant
     cells = [{"kind": "table1", "dataset": code, "row": row, "seed": seed,
-              "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None}
+              "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None,
+              **({"variant": _mdagents_variant()[0]} if row == "MDAgents" else {})}
              for code in available for row in settings.rows for seed in settings.seeds]
     done = queue.run(cells, execute)
     table = _table(cells, done, settings, special)

@@ -180,3 +180,20 @@ def test_cli_reproduce_reads_a_medagentsbench_folder_for_all_five_text_benchmark
     assert len(table["rows"]) == 10 and {r["dataset"] for r in table["rows"]} == {"MQA", "PQA", "MML", "MMC", "MBL"}
     assert all(r["published_consistent"] is not None for r in table["rows"])  # every published cell flagged
     assert all(r["n_per_seed"] == [3, 3, 3] and r["failed"] == 0 for r in table["rows"])
+
+
+def test_the_mdagents_cells_name_their_variant(tmp_path):
+    """A study resumed from before MDAgents had variants never passes its lighter cells off as the paper's."""
+    import optuna
+
+    from teammed.optimizers.tune_queue import WorkQueue
+
+    questions = simulated_questions(30, seed=3, prefix="mqa")
+    lm = SimulatedTeamLM(answer_key(questions), seed=3)
+    store = f"sqlite:///{tmp_path / 'grid.db'}"
+    settings = ReproduceSettings(model="sim", seeds=(111,), n=2, rows=("MDAgents",))
+    result = reproduce_table1(datasets={"MQA": questions}, lm=lm, settings=settings, storage=store, study_name="g",
+                              out_dir=tmp_path / "r")
+    keys = [json.loads(k) for k in WorkQueue(optuna.load_study(study_name="g", storage=store)).results()]
+    assert keys and all(k["variant"] == "paper" for k in keys if k["row"] == "MDAgents")
+    assert "MDAgents (paper variant)" in result.markdown
