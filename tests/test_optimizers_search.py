@@ -342,3 +342,27 @@ def test_a_second_worker_on_a_busy_sqlite_study_is_refused_naming_the_fix(tmp_pa
     with pytest.raises(ConfigError, match="SQLite is not for parallel workers.*journal:"):
         search(tmp_path, trials=3, sampler="tpe")
     search(tmp_path, trials=1, sampler="tpe")  # nothing left to run: nothing to refuse
+
+
+def test_the_special_set_is_written_by_the_worker_that_finishes_last(tmp_path, capsys):
+    """A worker that stops while another live worker still evaluates a configuration writes nothing and
+    says so; the Special Set is written once the study is done."""
+    import socket
+
+    from teammed.cli import main
+    from tests.test_stale_trials import _orphan
+
+    storage, out = str(tmp_path / "s.journal"), tmp_path / "out"
+    flags = ["search", "--dataset", "demo", "--split", "all", "--n", "2", "--model", "scripted", "--sampler", "tpe",
+             "--storage", storage, "--out", str(out), "--study", "shared"]
+    assert main([*flags, "--trials", "2"]) == 0
+    (written,) = out.glob("*.json")
+    written.unlink()
+    study = load(storage, "shared")
+    busy = _orphan(study, user_attrs={"worker": f"{socket.gethostname()}:{os.getppid()}",
+                                      "config": {"leadership": True}}, age_s=5)
+    assert main([*flags, "--trials", "3"]) == 0  # 2 evaluated + 1 running elsewhere: this worker is done
+    assert "the last of them writes the Special Set" in capsys.readouterr().err and not written.exists()
+    study.tell(busy, state=optuna.trial.TrialState.FAIL)  # the other worker's trial ended (failed: redone)
+    assert main([*flags, "--trials", "3"]) == 0
+    assert written.exists() and json.loads(written.read_text())["trials"]["distinct_configs"] == 3
