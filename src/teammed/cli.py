@@ -299,7 +299,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_cell(args: argparse.Namespace, cell: RunCell, *, choice: DatasetChoice, program: dict[str, Any],
               deployments: list) -> dict[str, Any] | None:
     """Run one cell of the grid with its progress bar; None when the run stopped (said on stderr)."""
-    from teammed import runtime
     from teammed.evals import Summarizer
     from teammed.programs.accounting import expected_calls_per_question
     from teammed.progress import RunProgress
@@ -326,7 +325,7 @@ def _run_cell(args: argparse.Namespace, cell: RunCell, *, choice: DatasetChoice,
     per_question = expected_calls_per_question(cell.config, system=args.system)
     try:
         with RunProgress(total=len(cell.questions), expected_calls=per_question, stream=sys.stderr,
-                         concurrency=in_flight) as bar, runtime.quiet_collector():
+                         concurrency=in_flight) as bar:
             return run_questions(cell.questions, program_factory=factory, deployments=deployments,
                                  settings=settings, progress=bar.update, metrics=Summarizer,
                                  questions_in_flight=in_flight,

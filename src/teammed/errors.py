@@ -35,8 +35,9 @@ class FatalBackendError(BackendError):
     """A backend error no retry can fix: bad credentials, unknown model, refused request, dead server.
 
     ``kind`` is one of ``authentication``, ``permission``, ``not_found``, ``bad_request``,
-    ``connection``, ``dns``, ``tls``, ``scheme`` or ``response_format``; ``fix`` is one sentence naming
-    what to change.
+    ``connection``, ``dns``, ``tls``, ``scheme``, ``response_format``, ``proxy`` (the proxy of the
+    environment is unreachable) or ``unavailable`` (calls kept failing after every retry:
+    `teammed.backends.retry.RetryPolicy.give_up_after`); ``fix`` is one sentence naming what to change.
     """
 
     def __init__(self, message: str, *, kind: str, fix: str = ""):

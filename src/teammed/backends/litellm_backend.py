@@ -30,7 +30,9 @@ import logging
 import os
 import random
 import threading
+import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -41,7 +43,7 @@ from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
-from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient
+from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient, RequestDeadlineExceeded
 from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.backends.slots import RequestSlots
@@ -113,6 +115,17 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
             return isinstance(json_repair.loads(text), dict)
         except Exception:  # json_repair is best-effort
             return False
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, any case)
+    sends a request to ``url`` through, as httpx's ``trust_env`` does; None for a direct request."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
 
 
 def _redacted_base(api_base: Any) -> str | None:
@@ -201,6 +214,8 @@ class LiteLLMBackend(MeteredLM):
             # an OpenAI-compatible server: the same request without litellm's per-call machinery
             self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s)
         self._answered = False  # a refused connection after the first answer is a restart, not a wrong URL
+        self._failed_in_a_row = 0  # calls that failed after every attempt since the last answer
+        self._gave_up: str | None = None  # why the backend gave up on the server (every later call fails at once)
 
     @property
     def transport(self) -> str:
@@ -393,16 +408,35 @@ class LiteLLMBackend(MeteredLM):
         if fault.action == "fatal" and not (fault.kind == "connection" and self._answered):
             raise self._fatal(fault) from None
         if attempt + 1 >= self.retry.attempts:
-            raise TransientBackendError(
-                f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
-                f"{type(exc).__name__}: {fault.message[:300]}"
-            ) from None
+            said = (f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
+                    f"{type(exc).__name__}: {fault.message[:300]}")
+            with self._dialect_lock:
+                self._failed_in_a_row += 1
+                if self.retry.give_up_after and self._failed_in_a_row >= self.retry.give_up_after:
+                    self._gave_up = (f"{self._failed_in_a_row} calls in a row failed after every attempt "
+                                     f"(the last: {said})")
+            if self._gave_up is not None:
+                raise self._given_up() from None
+            raise TransientBackendError(said) from None
         wait = self.retry.delay(attempt, retry_after=fault.retry_after, rng=self._rng)
         logger.warning("%s%s: %s (attempt %d/%d); retrying in %.1fs", self.model, self.where(),
                        fault.message[:200], attempt + 1, self.retry.attempts, wait)
         return wait
 
+    def _given_up(self) -> FatalBackendError:
+        return FatalBackendError(f"{self.model}{self.where()}: giving up on the server: {self._gave_up}",
+                                 kind="unavailable",
+                                 fix="Check that the server runs and answers within --timeout (its log, a proxy "
+                                     "in HTTP_PROXY/HTTPS_PROXY), or raise --timeout/--retry-attempts; then run the "
+                                     "command again (it resumes).")
+
+    def _answer_came(self) -> None:
+        self._answered = True
+        self._failed_in_a_row = 0
+
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self._gave_up is not None:
+            raise self._given_up()
         for attempt in range(self.retry.attempts):
             self._check_open()
             try:
@@ -413,11 +447,13 @@ class LiteLLMBackend(MeteredLM):
                 if self._closed.wait(self._failed(exc, attempt)):
                     self._check_open()
                 continue
-            self._answered = True
+            self._answer_came()
             return response, attempt
         raise AssertionError("unreachable")
 
     async def _acall_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        if self._gave_up is not None:
+            raise self._given_up()
         for attempt in range(self.retry.attempts):
             self._check_open()
             try:
@@ -430,7 +466,7 @@ class LiteLLMBackend(MeteredLM):
                 await self._closed_or_after(self._failed(exc, attempt))
                 self._check_open()
                 continue
-            self._answered = True
+            self._answer_came()
             return response, attempt
         raise AssertionError("unreachable")
 
@@ -496,22 +532,32 @@ class LiteLLMBackend(MeteredLM):
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         """Send, and give up at once when the backend closes. The direct client sends on the calling
         thread (`close` cuts its requests off); the main thread, which must wake up for signals, and
-        litellm, which cannot be cut off, send on a pooled daemon thread the caller waits on."""
+        litellm, which cannot be cut off, send on a pooled daemon thread the caller waits on. Either way
+        the whole request ends by its deadline, ``timeout_s`` from now (`RequestDeadlineExceeded`): a
+        litellm request past it is abandoned on its thread."""
+        deadline = time.monotonic() + self.timeout_s
         if self._direct is not None and not interrupts.on_main_thread():
             def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
                 return run_interruptible(post, check=self._check_open, waiters=self._waiters)
 
             try:
                 return self._direct.complete(model=self.model, messages=messages, connect_with=connect,
-                                             **{**params, "api_key": self._api_key()})
+                                             deadline=deadline, **{**params, "api_key": self._api_key()})
             except Exception:
                 self._check_open()  # cut off by close(): the run is stopping, the request did not fail
                 raise
-        return run_interruptible(lambda: self._send(messages, params), check=self._check_open, waiters=self._waiters)
 
-    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any]):
+        def in_time() -> None:
+            self._check_open()
+            if time.monotonic() > deadline:
+                raise self._late()
+
+        return run_interruptible(lambda: self._send(messages, params, deadline), check=in_time, waiters=self._waiters)
+
+    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], deadline: float | None = None):
         if self._direct is not None:
-            return self._direct.complete(model=self.model, messages=messages, **{**params, "api_key": self._api_key()})
+            return self._direct.complete(model=self.model, messages=messages, deadline=deadline,
+                                         **{**params, "api_key": self._api_key()})
         if self.router is not None:
             return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
                                           num_retries=0, **params)
@@ -519,14 +565,23 @@ class LiteLLMBackend(MeteredLM):
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
 
     async def _asend(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        if self._direct is not None:
+        if self._direct is not None:  # bounds the whole request itself
             return await self._direct.acomplete(model=self.model, messages=messages,
                                                 **{**params, "api_key": self._api_key()})
         if self.router is not None:
-            return await self.router.acompletion(model=self.model, messages=messages, timeout=self.timeout_s,
-                                                 num_retries=0, **params)
-        return await _litellm().acompletion(model=self.model, messages=messages, api_base=self.api_base,
-                                            timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
+            request = self.router.acompletion(model=self.model, messages=messages, timeout=self.timeout_s,
+                                              num_retries=0, **params)
+        else:
+            request = _litellm().acompletion(model=self.model, messages=messages, api_base=self.api_base,
+                                             timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
+        try:  # the whole request's deadline: litellm's timeout bounds each read
+            return await asyncio.wait_for(request, self.timeout_s)
+        except TimeoutError as exc:
+            raise self._late() from exc
+
+    def _late(self) -> RequestDeadlineExceeded:
+        return RequestDeadlineExceeded(f"no complete answer within the request's deadline ({self.timeout_s:g} s, "
+                                       f"--timeout: it bounds the whole request, not each read)")
 
     def _fatal(self, fault: Fault) -> FatalBackendError:
         env = self.api_key_env or expected_key_env(self.model) or "the provider's API key variable"
@@ -544,6 +599,13 @@ class LiteLLMBackend(MeteredLM):
                                      fix="Check the model string (provider/model) and, for a server, --api-base "
                                          "and its model alias.")
         if fault.kind == "connection":
+            proxy = proxy_for(self.api_base or "https://api.openai.com")
+            if proxy is not None:  # the refused connection is the proxy's: name it, not the server
+                return FatalBackendError(f"{head}: the proxy {redact(proxy)} (from the environment's "
+                                         f"{'HTTPS' if (self.api_base or 'https:').startswith('https') else 'HTTP'}"
+                                         f"_PROXY) is unreachable: {said}.", kind="proxy",
+                                         fix="Start the proxy, correct HTTP_PROXY/HTTPS_PROXY, or add the server's "
+                                             "host to NO_PROXY.")
             return FatalBackendError(f"{head} is unreachable: {said}.", kind="connection",
                                      fix="Start the server or correct --api-base.")
         base = redact(self.api_base) if self.api_base else "the provider's URL"

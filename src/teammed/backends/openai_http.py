@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import json
 import os
 import socket
@@ -54,7 +55,6 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
 from teammed import __version__
-from teammed.backends import streams
 
 __all__ = ["ChatResponse", "OpenAICompatibleClient", "HTTPStatusError", "GarbageResponse", "request_body",
            "NOT_SENT"]
@@ -174,24 +174,89 @@ KEEPALIVE_S = 5.0  # an idle connection is closed after this long (httpx's defau
 _CONNECTED = ("connect_tcp.complete", "connect_unix_socket.complete", "start_tls.complete")
 
 
+class _Deadlines:
+    """One daemon thread that calls each registered function when its time (`time.monotonic`) comes,
+    unless cancelled first: the whole-request deadlines of every synchronous request, with no
+    thread started per request. A cancelled function is dropped at once (the heap keeps only its
+    number), so nothing a request made outlives it here."""
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int]] = []
+        self._due: dict[int, Callable[[], None]] = {}
+        self._cond = threading.Condition()
+        self._count = 0
+        self._thread: threading.Thread | None = None
+
+    def add(self, when: float, fn: Callable[[], None]) -> int:
+        with self._cond:
+            self._count += 1
+            self._due[self._count] = fn
+            heapq.heappush(self._heap, (when, self._count))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="teammed-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return self._count
+
+    def cancel(self, number: int) -> None:
+        with self._cond:
+            self._due.pop(number, None)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._heap and self._heap[0][1] not in self._due:  # cancelled ones go at once
+                    heapq.heappop(self._heap)
+                if not self._heap:
+                    self._cond.wait()
+                    continue
+                wait = self._heap[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, number = heapq.heappop(self._heap)
+                fn = self._due.pop(number, None)
+            if fn is not None:
+                fn()
+
+
+_DEADLINES = _Deadlines()
+
+
+class RequestDeadlineExceeded(httpx.TimeoutException):
+    """The server did not send its whole answer within the request's deadline (``--timeout``): the
+    deadline bounds the complete request (connect, send and all of the body), not each read, so a
+    server that trickles its answer a byte at a time ends here. Transient: retried, then counted as
+    a failed question like a 500."""
+
+
 class _Lane:
     """One one-connection `httpx.Client` and the socket of its connection, so that `abort` can cut
     a request in flight off from another thread (closing a socket does not wake a thread blocked
     reading it; shutting it down does)."""
 
-    __slots__ = ("client", "owner", "stream", "idle_since")
+    __slots__ = ("client", "owner", "stream", "idle_since", "expired", "request")
 
     def __init__(self, client: httpx.Client, owner: OpenAICompatibleClient) -> None:
         self.client, self.owner = client, owner
         self.stream: Any = None
         self.idle_since = 0.0  # when its last request ended
+        self.expired = False  # the request in flight passed its deadline
+        self.request = 0  # which request of this lane is in flight (a late deadline of an earlier one is ignored)
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's ``trace`` extension: keeps the stream of each connection this client makes."""
         if event.endswith(_CONNECTED):
             self.stream = info.get("return_value")
-            if self.owner._closed:  # closed while this request was connecting
+            if self.owner._closed or self.expired:  # closed, or past its deadline, while connecting
                 self.abort()
+
+    def expire(self, request: int) -> None:
+        """Request ``request``'s deadline passed: cut it off (now, or as soon as its connection is made)
+        if it is still the one in flight."""
+        if request == self.request:
+            self.expired = True
+            self.abort()
 
     def warm(self) -> bool:
         """Whether this client's connection is open and idle, so a request on it needs no connect.
@@ -262,7 +327,6 @@ class OpenAICompatibleClient:
             if self._idle:
                 return self._idle.pop()
         client = httpx.Client(**self._options(1))
-        streams.install(client)
         lane = _Lane(client, self)
         with self._lock:
             self._clients.add(lane)
@@ -337,21 +401,38 @@ class OpenAICompatibleClient:
 
     def complete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                  connect_with: Callable[[Callable[[], httpx.Response]], httpx.Response] | None = None,
-                 **params: Any) -> ChatResponse:
+                 deadline: float | None = None, **params: Any) -> ChatResponse:
         """``connect_with(post)`` sends a request that must first open its connection (``post`` otherwise
         runs here): `close` cannot cut a connect or a TLS handshake off, so a caller that must be freed at
-        once hands those to a thread it can leave (`teammed.backends.requests_pool.run_interruptible`)."""
+        once hands those to a thread it can leave (`teammed.backends.requests_pool.run_interruptible`).
+        The whole request ends by ``deadline`` (`time.monotonic`; default: ``timeout_s`` from now), else
+        `RequestDeadlineExceeded`: httpx's timeouts bound each read and write, not the request."""
         data, headers = self._request(model, messages, api_key, params)
         lane = self._client()
+        lane.request += 1
+        lane.expired = False
+        deadline = time.monotonic() + self.timeout_s if deadline is None else deadline
 
         def post() -> httpx.Response:
             return lane.client.post(self._url, content=data, headers=headers, extensions={"trace": lane.trace})
 
+        timer = _DEADLINES.add(deadline, functools.partial(lane.expire, lane.request))
         try:
             response = post() if connect_with is None or lane.warm() else connect_with(post)
+        except httpx.HTTPError as exc:
+            if lane.expired:
+                raise self._late() from exc
+            raise
         finally:  # after an error httpcore has dropped the connection: the client stays usable
+            _DEADLINES.cancel(timer)
+            lane.request += 1  # a deadline firing late finds another request number and leaves it alone
             self._release(lane)
         return self._read(response)
+
+    def _late(self) -> RequestDeadlineExceeded:
+        return RequestDeadlineExceeded(f"the server did not send its whole answer within the request's deadline "
+                                       f"({self.timeout_s:g} s, --timeout: it bounds the whole request, not each "
+                                       f"read)")
 
     async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
                         **params: Any) -> ChatResponse:
@@ -359,7 +440,11 @@ class OpenAICompatibleClient:
         loop = asyncio.get_running_loop()
         client = self._async_client(loop)
         try:
-            response = await client.post(self._url, content=data, headers=headers)
+            try:
+                response = await asyncio.wait_for(client.post(self._url, content=data, headers=headers),
+                                                  self.timeout_s)
+            except TimeoutError as exc:  # the whole request's deadline (httpx's own timeouts are per read)
+                raise self._late() from exc
         except BaseException:
             # a failed or cancelled request can leave httpcore's one-connection pool wedged (a
             # connection it never frees: encode/httpcore#830): this client is not reused

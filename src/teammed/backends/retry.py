@@ -22,10 +22,15 @@ class RetryPolicy:
     base_s: float = 2.0
     cap_s: float = 30.0
     jitter: tuple[float, float] = (0.8, 1.2)
+    # calls in a row that still failed after every attempt before the backend gives up on the server
+    # (`FatalBackendError`, kind "unavailable"), so no command retries a dead server for ever; 0: never
+    give_up_after: int = 5
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError(f"attempts must be at least 1 (got {self.attempts})")
+        if self.give_up_after < 0:
+            raise ValueError(f"give_up_after must be 0 (never) or more (got {self.give_up_after})")
         if self.base_s < 0 or self.cap_s < 0:
             raise ValueError("base_s and cap_s must not be negative")
 

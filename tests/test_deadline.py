@@ -1,0 +1,192 @@
+"""Issue 34, item 4: ``--timeout`` is the deadline of the whole request (connect, send and all of the
+body), not of each read. A server that trickles its answer a byte a second ends at the deadline, on
+the direct client, its coroutines and the litellm transport, and ``run`` stops by its
+consecutive-failure rule, naming the deadline."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from teammed.backends.openai_http import OpenAICompatibleClient, RequestDeadlineExceeded
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Trickle:
+    """A server that reads a request, answers ``200`` with a 10,000-byte body, then sends one byte a
+    second (``mode="body"``), or never answers at all (``mode="silent"``)."""
+
+    def __init__(self, mode: str = "body") -> None:
+        self.mode = mode
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stop = threading.Event()
+        self.conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _accept(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.recv(65536)
+            if self.mode == "body":
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 10000\r\n\r\n{")
+            while not self.stop.wait(1.0):
+                if self.mode == "body":
+                    conn.sendall(b" ")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.stop.set()
+        self.listener.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.fixture
+def trickle():
+    server = Trickle()
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("mode", ["body", "silent"])
+def test_the_direct_client_ends_a_request_at_its_deadline(mode) -> None:
+    server = Trickle(mode)
+    client = OpenAICompatibleClient(server.api_base, api_key="k", timeout_s=2.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(RequestDeadlineExceeded, match="deadline"):
+            client.complete(model="openai/x", messages=[{"role": "user", "content": "hi"}])
+        # each byte came within the read timeout: only the deadline ends the request
+        assert 1.9 < time.monotonic() - started < 4.0
+    finally:
+        client.close()
+        server.close()
+
+
+def test_a_coroutine_request_ends_at_its_deadline(trickle) -> None:
+    client = OpenAICompatibleClient(trickle.api_base, api_key="k", timeout_s=2.0)
+
+    async def ask() -> None:
+        await client.acomplete(model="openai/x", messages=[{"role": "user", "content": "hi"}])
+
+    try:
+        started = time.monotonic()
+        with pytest.raises(RequestDeadlineExceeded):
+            asyncio.run(ask())
+        assert time.monotonic() - started < 4.0
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_run_against_a_trickling_server_stops_naming_the_deadline(tmp_path, trickle, transport) -> None:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "teammed", "run", "--dataset", "demo", "--n", "4", "--timeout", "5",
+         "--retry-attempts", "2", "--model", "openai/x", "--api-base", trickle.api_base, "--no-cache",
+         "--transport", transport, "--out", str(tmp_path / "run")],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**_env(), "OPENAI_API_KEY": "sk-test"})
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0 and elapsed < 60, (elapsed, done.stderr[-1500:])
+    assert "deadline" in done.stderr
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["failed"] and "deadline" in r["error"] for r in rows)
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+
+
+def test_a_dead_proxy_is_named_as_the_proxy_not_the_server(tmp_path, monkeypatch, capsys) -> None:
+    from teammed.cli import main
+
+    from .fake_openai import FakeOpenAI, completion
+
+    dead = socket.socket()
+    dead.bind(("127.0.0.1", 0))
+    port = dead.getsockname()[1]
+    dead.close()  # nothing listens there
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "https_proxy", "HTTPS_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with FakeOpenAI(lambda n, body: (200, {}, completion("{}"))) as server:
+        code = main(["run", "--dataset", "demo", "--n", "1", "--model", "openai/x", "--api-base", server.api_base,
+                     "--no-cache", "--retry-attempts", "1", "--out", str(tmp_path / "run")])
+        assert not server.requests  # the request never got past the proxy
+    err = capsys.readouterr().err
+    assert code != 0 and f"the proxy http://127.0.0.1:{port}" in err and "HTTP_PROXY" in err
+    assert "NO_PROXY" in err and "correct --api-base" not in err
+
+
+@pytest.mark.parametrize("transport", ["auto", "litellm"])
+def test_the_backend_gives_up_after_calls_in_a_row_failed_and_an_answer_resets_the_count(transport) -> None:
+    """What stops tune, search, compile and reproduce (whose loops, DSPy's bootstrap among them, go on past a
+    failed question) on a dead server: after ``give_up_after`` calls in a row failed every attempt, every
+    call fails at once with a fatal error naming the cause and the fix."""
+    import dspy
+
+    from teammed.adapter import SchemaAdapter
+    from teammed.backends import LiteLLMBackend
+    from teammed.backends.retry import RetryPolicy
+    from teammed.errors import FatalBackendError, TransientBackendError
+    from teammed.signatures import InitialAssessment
+
+    from .fake_openai import FakeOpenAI, completion
+
+    healthy = {"on": False}
+    answer = json.dumps({"ranking": ["B", "A"], "justification": "x", "facts": ["a"], "confidence": "High"})
+
+    def reply(n, body):
+        return (200, {}, completion(answer)) if healthy["on"] else (500, {}, {"error": {"message": "overloaded"}})
+
+    def ask(lm):
+        with dspy.context(lm=lm, adapter=SchemaAdapter()):
+            return dspy.Predict(InitialAssessment)(question="q?", options={"A": "a", "B": "b"}, role="r",
+                                                   shared_context="")
+
+    with FakeOpenAI(reply) as server:
+        lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", transport=transport,
+                            retry=RetryPolicy(attempts=1, base_s=0, give_up_after=3))
+        for _ in range(2):
+            with pytest.raises(TransientBackendError):
+                ask(lm)
+        healthy["on"] = True
+        ask(lm)  # an answer: the count starts again
+        healthy["on"] = False
+        for _ in range(2):
+            with pytest.raises(TransientBackendError):
+                ask(lm)
+        with pytest.raises(FatalBackendError, match="3 calls in a row failed") as third:
+            ask(lm)
+        assert third.value.kind == "unavailable" and "--timeout" in str(third.value)
+        sent = len(server.requests)
+        healthy["on"] = True
+        with pytest.raises(FatalBackendError, match="giving up on the server"):
+            ask(lm)
+        assert len(server.requests) == sent  # given up: no request goes out
