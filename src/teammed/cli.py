@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import difflib
 import functools
 import logging
 import os
@@ -41,6 +42,7 @@ if TYPE_CHECKING:  # the config model (and pydantic) load when a command needs t
     from teammed.cli_data import DatasetChoice
     from teammed.config import TeamworkConfig
     from teammed.run_plan import RunCell
+    from teammed.types import Question
 
 __all__ = ["main", "build_parser"]
 
@@ -189,6 +191,38 @@ def _image_argument(raw: str | None) -> str | None:
     return str(path)
 
 
+def _asked(args: argparse.Namespace) -> Question:
+    """The question ``ask`` deliberates over: typed in (text and ``--option``s), or replayed from a data set
+    (``--dataset`` and ``--id``)."""
+    from teammed.types import Question
+
+    if args.dataset is None:
+        if args.question_id or args.split or args.data_dir:
+            raise TeammedError("--id, --split and --data-dir pick a question of a data set: give --dataset too")
+        if not (args.question or "").strip():
+            raise TeammedError("the question is empty; give its text as the first argument, or --dataset and --id")
+        return Question(id="ask", question=args.question, options=parse_options(args.option),
+                        image=_image_argument(args.image))
+    if args.question or args.option:
+        raise TeammedError("give either a question's text and --option, or --dataset and --id, not both")
+    if not args.question_id:
+        raise TeammedError(f"--dataset {args.dataset} needs --id: the id of the question to replay")
+    from teammed.data import load_dataset
+
+    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
+    found = [q for q in questions if q.id == args.question_id]
+    if not found:
+        close = difflib.get_close_matches(args.question_id, [q.id for q in questions], n=3)
+        hint = f" Nearest ids: {', '.join(close)}." if close else ""
+        raise TeammedError(f"{args.dataset} ({args.split or 'its default split'}) has no question with id "
+                           f"{args.question_id!r} "
+                           f"among its {len(questions)} questions.{hint}")
+    question = found[0]
+    if args.image:
+        question = question.model_copy(update={"image": _image_argument(args.image)})
+    return question
+
+
 def cmd_ask(args: argparse.Namespace) -> int:
     import dspy
 
@@ -198,13 +232,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from teammed.render import render_transcript
 
     _check_system_flags(args)
-    options = parse_options(args.option)
-    if not args.question.strip():
-        raise TeammedError("the question is empty; give its text as the first argument")
-    from teammed.types import Question
-
-    image = _image_argument(args.image)
-    question = Question(id="ask", question=args.question, options=options, image=image)
+    question = _asked(args)
+    options, image = dict(question.options), question.image
     config = _config_from_args(args) if args.system == "teamwork" else None
     factory = _program_factory(args, config, vision=image is not None)
     from teammed.progress import CallProgress
@@ -221,12 +250,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 usage.track() as used:
             prediction = factory()(**inputs)
     # the question's, the options' and the model's text are shown, never obeyed as terminal escape codes
+    if args.dataset is not None:  # a replayed question: what was asked, before what the team said
+        print(printable(f"Question {question.id} of {args.dataset}:\n{question.question}\n"
+                        + "\n".join(f"  {k}) {v}" for k, v in options.items()) + "\n"))
     print(printable(render_transcript(prediction)))
     if prediction.answer not in options:
         raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
                            f"try another --model or rerun with -v to see the calls")
     print(printable(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  "
                     f"(confidence {prediction.confidence})"))
+    if question.answer_idx is not None:  # a replayed question: its gold, after the team has answered
+        verdict = "right" if prediction.answer == question.answer_idx else "wrong"
+        print(printable(f"Gold: {question.answer_idx}) {options[question.answer_idx]}  (the team is {verdict})"))
     print(printable(f"\nRationale:\n{prediction.rationale}"))
     print(f"\n[{used.calls} LM calls, {used.prompt_tokens}+{used.completion_tokens} tokens, "
           f"{used.latency_s:.1f}s in the LM]")
@@ -263,7 +298,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from teammed.data import sample_questions
     from teammed.programs.persist import program_identity
     from teammed.run_plan import plan_cells
-    from teammed.types import Question
 
     resuming = bool(args.resume or args.retry_failed)
     if resuming and not args.out:
@@ -429,10 +463,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ask = sub.add_parser("ask", help="deliberate over one question and show the transcript")
-    ask.add_argument("question", help="the question's text")
+    ask.add_argument("question", nargs="?", help="the question's text (or --dataset and --id)")
     ask.add_argument("--image", help="an image the question is about (a file or an http(s) URL); needs a vision "
                      "model")
     ask.add_argument("--option", action="append", help='an answer option, LETTER="text" (repeat; A, B, ... in order)')
+    ask.add_argument("--dataset", help="replay a question of this data set (a benchmark name, a file or a folder, "
+                     "as in run), given by --id; its gold answer is shown after the team's")
+    ask.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live (with --dataset)")
+    ask.add_argument("--split", help="the data set's split to look in (default: the data set's default split, "
+                     "as `run --split` names them)")
+    ask.add_argument("--id", dest="question_id", help="the id of the question to replay (with --dataset; "
+                     "MedAgentsBench: its realidx)")
     _add_config_flags(ask)
     _add_model_flags(ask)
     ask.set_defaults(func=cmd_ask)
