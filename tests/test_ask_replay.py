@@ -56,3 +56,29 @@ def test_careless_ask_flags_are_refused_naming_the_fix(argv, said, capsys) -> No
 def test_ask_replays_with_a_peer_system_too(capsys) -> None:
     assert main(["ask", "--dataset", "demo", "--id", "demo-01", "--system", "cot", "--model", "scripted"]) == 0
     assert "Gold: " in capsys.readouterr().out
+
+
+def test_every_option_with_a_default_names_it_in_its_help() -> None:
+    """Issue 36, item 3: `--help` shows every default a user would otherwise have to guess, and the value it
+    names is the parser's (a help text that drifts from the code fails here)."""
+    import argparse
+
+    from teammed.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    missing, wrong = [], []
+    for name, command in commands.items():
+        for action in command._actions:
+            if (not action.option_strings or isinstance(action, argparse._HelpAction | argparse._StoreTrueAction)
+                    or action.default in (None, False, argparse.SUPPRESS)):
+                continue
+            text = action.help or ""
+            if "default" not in text.lower():
+                missing.append(f"{name} {action.option_strings[-1]} (default {action.default!r})")
+                continue
+            shown = f"{action.default:g}" if isinstance(action.default, float) else str(action.default)
+            if "%(default)" not in text and not isinstance(action.default, list | tuple | bool) and shown not in text:
+                wrong.append(f"{name} {action.option_strings[-1]}: help says {text!r}, default is {action.default!r}")
+    assert not missing, "options whose --help hides their default:\n" + "\n".join(missing)
+    assert not wrong, "\n".join(wrong)

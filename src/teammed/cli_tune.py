@@ -292,7 +292,7 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
                    "name); studies and files also carry the content hash")
     t.add_argument("--study", help="study name (default: tune-<dataset name>-<content hash>)")
     t.add_argument("--n-tune", type=positive_int, help="tuning questions (default: all of the tune part)")
-    t.add_argument("--n-eval", type=positive_int, default=100, help="held-out questions for the proof")
+    t.add_argument("--n-eval", type=positive_int, default=100, help="held-out questions for the proof (default: 100)")
     t.add_argument("--seed", type=non_negative_int, help="sampling and racing-order seed (default: 111)")
     t.add_argument("--batch-size", type=positive_int, help="questions per racing round (default: 10)")
     t.add_argument("--stage1-batches", type=positive_int,
@@ -318,14 +318,14 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--rows", help="semicolon-separated rows (default: all rows: " + "; ".join(ROWS) + ")")
     r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
                    help="comma-separated sampling seeds (default and paper: 111,222,333)")
-    r.add_argument("--n", type=positive_int, default=50, help="questions per cell")
+    r.add_argument("--n", type=positive_int, default=50, help="questions per cell (default: 50)")
     r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
     r.add_argument("--tune-budget", default="calls=20000", type=budget_text,
-                   help="budget of the special set's tune per data set")
-    r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer")
+                   help="budget of the special set's tune per data set (default: calls=20000)")
+    r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer (default: none)")
     r.add_argument("--batch-size", type=positive_int, default=10,
-                   help="questions per racing round of the special set's tune")
+                   help="questions per racing round of the special set's tune (default: 10)")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
     r.add_argument("--json", action="store_true", help="print the table as one JSON document on stdout "
                    "(the Markdown table and everything else on stderr)")
