@@ -39,7 +39,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                    help="how the output schema is sent (default auto: per provider, degrading when refused)")
     g.add_argument("--timeout", type=positive_float,
                    help="seconds per LM request (default 120; the embedded local model: 600)")
-    g.add_argument("--max-tokens", type=positive_int, default=512, help="completion token limit per call (default: 512)")
+    g.add_argument("--max-tokens", type=positive_int, default=512,
+                   help="completion token limit per call (default: 512)")
     g.add_argument("--temperature", type=non_negative_float, default=0.0,
                    help="sampling temperature of every call (default 0; recorded in the run identity)")
     g.add_argument("--retry-attempts", type=positive_int, default=4, help="attempts per call (default 4)")

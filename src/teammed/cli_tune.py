@@ -323,7 +323,8 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
     r.add_argument("--tune-budget", default="calls=20000", type=budget_text,
                    help="budget of the special set's tune per data set (default: calls=20000)")
-    r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS, help="the special set's prompt optimizer (default: none)")
+    r.add_argument("--optimizer", default="none", choices=_OPTIMIZERS,
+                   help="the special set's prompt optimizer (default: none)")
     r.add_argument("--batch-size", type=positive_int, default=10,
                    help="questions per racing round of the special set's tune (default: 10)")
     r.add_argument("--out", type=Path, help="output directory (default: reproduce/<protocol>)")
