@@ -22,6 +22,7 @@ from teammed.evals._rows import (
     events,
     first_choice,
     is_correct,
+    stage_name,
     team_record,
     typed_rows,
     votes_by_turn,
@@ -231,7 +232,7 @@ def _team(row: ResultRow) -> str:
     r2: dict[str, Assessment | PeerVote] = {str(v.agent): v for v in rec.r2}
     final: dict[str, FinalVote | PeerVote] = {str(v.agent): v for v in rec.final}
     history = _history(rec)
-    stages = [f"trust: {h.stage}" for h in history]
+    stages = [f"trust {stage_name(h.stage)}" for h in history]
     has_expertise = any(a.expertise for a in rec.agents)
     trust = _trust(row)
     body = []

@@ -11,6 +11,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from teammed.evals._rows import stage_name
+
 Stats = Mapping[str, Any]
 _DPI = 120
 
@@ -97,7 +99,7 @@ def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Pat
         # distinct markers and dashes: configurations with equal trust stay visible on top of each other
         ax.plot(xs, list(stages.values()), marker=markers[k % len(markers)], linestyle=("-", "--", ":", "-.")[k % 4],
                 label=name, alpha=0.85)
-    ax.set_xticks(range(len(order)), [s.replace("_", " ") for s in order], rotation=30, ha="right")
+    ax.set_xticks(range(len(order)), [stage_name(s) for s in order], rotation=30, ha="right")
     ax.set_ylabel("Mean trust")
     ax.set_title("Trust over the deliberation")
     ax.legend(fontsize="small")

@@ -21,6 +21,7 @@ from teammed.programs.record import Assessment, FinalVote
 from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row
 
 __all__ = [
+    "stage_name",
     "AnyRow",
     "typed",
     "typed_rows",
@@ -147,3 +148,15 @@ def mean(values: Iterable[float]) -> float | None:
 
 def ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
+
+
+def stage_name(stage: str) -> str:
+    """A trust snapshot's stage as a reader says it: ``post_r2`` -> "after round 2", ``mm_turn_1`` ->
+    "after challenge 1", ``initial`` -> "at the start"."""
+    if stage == "initial":
+        return "at the start"
+    if stage == "post_r2":
+        return "after round 2"
+    if stage.startswith("mm_turn_"):
+        return f"after challenge {stage.removeprefix('mm_turn_')}"
+    return stage.replace("_", " ")

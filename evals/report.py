@@ -27,6 +27,7 @@ from teammed.evals._runs import (
     unique_dirs,
     unique_runs,
 )
+from teammed.evals.compare import COMPARE_PAGE, compare_html, compare_markdown, paired_comparison_of
 from teammed.evals.metrics import (
     accuracy,
     binary_metrics,
@@ -36,6 +37,7 @@ from teammed.evals.metrics import (
 )
 from teammed.evals.stats import holm, mean_se, paired_comparison, wilson_interval
 from teammed.records import write_atomic
+from teammed.results import ResultRow
 
 __all__ = ["build_report", "ReportError"]
 
@@ -84,6 +86,16 @@ def _check_out_dir(out_dir: Path, run_dirs: Sequence[Path]) -> None:
         if target == run or run in target.parents:
             raise ReportError(f"the report directory {out_dir} is inside the run directory {run_dir}; a report "
                               f"never writes into a run: pass another --out")
+
+
+def pick_pair(groups: Sequence[Group]) -> tuple[Group, Group]:
+    """The two groups ``report --compare`` compares: exactly two configurations of one data set, in the
+    order their runs were given."""
+    if len(groups) != 2 or groups[0].dataset != groups[1].dataset:
+        found = ", ".join(f"{g.config} on {g.dataset}" for g in groups)
+        raise ReportError(f"--compare pairs two configurations of one data set, question by question; these runs "
+                          f"hold {len(groups)} ({found}). Pass the run directories of exactly two")
+    return groups[0], groups[1]
 
 
 def _check_baseline(baseline: str, configs: list[str]) -> None:
@@ -164,7 +176,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
+def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[str] = ()) -> str:
     stats, configs, datasets = numbers["groups"], numbers["configs"], numbers["datasets"]
     seeds = sorted({str(s) for g in stats for s in g["seeds"]})
     lines = [
@@ -186,6 +198,7 @@ def _markdown(numbers: dict[str, Any], figures: list[Path]) -> str:
         "`--shard` parts with a shard missing, listed under *Partial runs*). The shards of one run "
         "(`run --shard I/N`) count as one run.",
     )
+    lines += compared
     partial = [f"- {g['config']} on {g['dataset']}: {entry}" for g in stats for entry in g.get("partial") or []]
     lines += _section("Partial runs", "\n".join(partial) if partial else None,
                       "These rows are marked † in Table 1: their numbers cover fewer questions than were planned.")
@@ -243,6 +256,7 @@ def build_report(
     baseline: str | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
+    compare: bool = False,
 ) -> Path:
     """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
 
@@ -254,13 +268,18 @@ def build_report(
     Runs are grouped by system across seeds: data set, configuration label and the run identity
     minus its seed (same-named systems that differ get names saying how, see `group_runs`). With a
     ``baseline`` configuration, every other configuration is compared with it on each data
-    set (McNemar and a paired bootstrap seeded with ``seed``).
+    set (McNemar and a paired bootstrap seeded with ``seed``). With ``compare`` the runs must hold
+    exactly two configurations of one data set: the second is compared with the first question by
+    question (`teammed.evals.compare`), in the report and on its own page, ``compare.html``.
     """
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
     _check_out_dir(Path(out_dir), run_dirs)
     runs = distinguish_datasets(merge_shards(unique_runs([load_run(d) for d in unique_dirs(run_dirs)])))
     groups = group_runs(runs)
+    pair = pick_pair(groups) if compare else None
+    if pair is not None and baseline is None:
+        baseline = pair[0].config
     configs = list(dict.fromkeys(g.config for g in groups))
     datasets = list(dict.fromkeys(g.dataset for g in groups))
     if baseline is not None:
@@ -279,6 +298,18 @@ def build_report(
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    compared: list[str] = []
+    if pair is not None:
+        view = paired_comparison_of(*pair)
+        numbers["compare"] = view.as_dict()
+        compared = compare_markdown(view)
+        by_label = {group.config: group for group in pair}
+
+        def rows_of(label: str, keys: set[tuple[str, str]]) -> list[ResultRow]:
+            ids = {i for _, i in keys}
+            return [row for run in by_label[label].runs for row in run.rows_of(ids) if (str(row.seed), row.id) in keys]
+
+        write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     figures = _figures(groups, scored, configs, datasets, out_dir)
     numbers["figures"] = [p.name for p in figures]
@@ -298,6 +329,6 @@ def build_report(
             stale.unlink()
     numbers["transcript_pages"] = len(pages)
     report = out_dir / "report.md"
-    write_atomic(report, _markdown(numbers, figures))
+    write_atomic(report, _markdown(numbers, figures, compared))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
     return report

@@ -295,7 +295,7 @@ def _say(message: str) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed.backends.vision import require_vision
     from teammed.cli_data import load_for, tuned_on, without_overlap
-    from teammed.data import sample_questions
+    from teammed.data import sample_questions, shard_questions
     from teammed.programs.persist import program_identity
     from teammed.run_plan import plan_cells
 
@@ -315,7 +315,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     cells = plan_cells(configs, args.seeds or [args.seed], sample=sample, dataset=choice.name, out=args.out,
                        program_sha256=program.get("program_sha256"), resuming=resuming,
-                       check_dir=check_writable_dir, say=_say, shard=args.shard, stratify=args.stratify)
+                       check_dir=check_writable_dir, say=_say, shard=args.shard,
+                       part=(lambda qs: shard_questions(qs, *args.shard, stratify_by=args.stratify)) if args.shard
+                       else None)
     summaries = []
     with _deployments(args) as deployments:
         for cell in cells:
@@ -412,6 +414,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     for run_dir in run_dirs:
         _check_run_files(run_dir)
     check_writable_dir(Path(args.out))
+    if args.compare:
+        path = build_report(run_dirs, Path(args.out), baseline=args.baseline, compare=True)
+        print(f"report: {path}\ncompared question by question: {Path(args.out) / 'compare.html'}")
+        return 0
     baseline = args.baseline or "base"
     try:
         path = build_report(run_dirs, Path(args.out), baseline=baseline)
@@ -516,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="report", help="report directory (default: report)")
     report.add_argument("--baseline", help="label to test every other configuration against (default: base, "
                         "when a run is labelled base)")
+    report.add_argument("--compare", action="store_true",
+                        help="the runs hold two configurations of one data set: compare the second with the first "
+                             "question by question (fixed, broken, McNemar) in the report and in compare.html")
     report.set_defaults(func=cmd_report)
 
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")

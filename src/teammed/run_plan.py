@@ -74,12 +74,12 @@ def plan_cells(configs: Sequence[tuple[str, TeamworkConfig | None]], seeds: Sequ
                out: str | Path | None, program_sha256: str | None, resuming: bool,
                check_dir: Callable[[Path], None], say: Callable[[str], None],
                stamp: str | None = None, shard: tuple[int, int] | None = None,
-               stratify: str | None = None) -> list[RunCell]:
+               part: Callable[[list[Question]], list[Question]] | None = None) -> list[RunCell]:
     """Every cell of the grid, configurations outer and seeds inner, each directory checked
     (``check_dir``: writable; `check_results`) before anything is written. ``sample(seed)`` gives a
     cell's questions and its overlap record; ``say`` shows a notice. With ``shard=(I, N)`` a cell holds
-    the I-th of N disjoint parts of its sample (`teammed.data.sampling.shard_questions`, strata kept)."""
-    from teammed.data.sampling import shard_questions
+    ``part(sample)``: the I-th of N disjoint parts of its sample (the CLI passes
+    `teammed.data.sampling.shard_questions`, strata kept), in its own directory."""
 
     grid = len(seeds) > 1 or len(configs) > 1
     stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
@@ -89,7 +89,7 @@ def plan_cells(configs: Sequence[tuple[str, TeamworkConfig | None]], seeds: Sequ
             label = f"{label}+compiled-{program_sha256[:8]}"
         for seed in seeds:
             sampled, overlap = sample(seed)
-            questions = shard_questions(sampled, *shard, stratify_by=stratify) if shard else sampled
+            questions = part(sampled) if shard and part is not None else sampled
             path = run_dir(out, stamp=stamp, dataset=dataset, label=label, seed=seed, grid=grid, shard=shard)
             check_dir(path)
             notice = check_results(path, resuming=resuming)
