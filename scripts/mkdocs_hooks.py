@@ -5,10 +5,14 @@ teammed's subpackages live at the top of the repository (``programs/``, ``signat
 ``teammed`` itself is ``src/teammed``. Griffe finds a package's submodules in its directory, so
 before the build this writes ``.docs_src/teammed``: symlinks to every entry of ``src/teammed``
 and to the five subpackage directories. It is rebuilt on every build and ignored by git.
+
+Each page's evidence lines (``<small>Shown by: ...</small>``) are folded into collapsed blocks, so
+that a page reads as prose first (`evidence_blocks`).
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -32,3 +36,18 @@ def build_tree() -> Path:
 
 def on_startup(command: str, dirty: bool) -> None:  # noqa: ARG001 (mkdocs' hook signature)
     build_tree()
+
+
+_EVIDENCE = re.compile(r"<small>((?:Shown|Measured|Not tested).*?)</small>", re.S)
+
+
+def evidence_blocks(markdown: str) -> str:
+    """Each ``<small>Shown by: ...</small>`` (or ``Measured by``, ``Not tested here``) becomes a collapsed
+    block after its paragraph: the page reads as prose first, and the tests and benchmarks behind a
+    claim are one click away."""
+    return _EVIDENCE.sub(lambda m: f'\n<details class="evidence" markdown="1"><summary>Evidence</summary>\n\n'
+                                   f"{m.group(1).strip()}\n\n</details>\n", markdown)
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:
+    return evidence_blocks(markdown)
