@@ -95,6 +95,7 @@ class RowFacts:
     team_facts: TeamFacts | None
     peer: PeerFacts | None
     extra: Mapping[str, Any]  # the row's kept scalar extras (a grouping field such as ``problem``)
+    n_options: int = 0  # how many options the question had (chance is 1 / n_options)
 
 
 RowLike: TypeAlias = ResultRow | RowFacts
@@ -170,7 +171,7 @@ def row_facts(row: AnyRow | RowFacts) -> RowFacts:
         confidence=_text(row.confidence), binary_positive=_text(row.binary_positive), recorded=recorded,
         roles=_texts(row_roles(row)), r2=_texts(r2_choices(row)), final=_texts(final_choices(row)),
         trust=_final_trust(row), votes=kept_votes, team=_team(row, votes), team_facts=_team_facts(row),
-        peer=_peer_facts(row), extra=extra,
+        peer=_peer_facts(row), extra=extra, n_options=len(row.options or {}),
     )
 
 

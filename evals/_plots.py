@@ -37,9 +37,12 @@ def _wrap(label: str, width: int = 28) -> str:
 
 
 def ablation_chart(
-    groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str], path: Path
+    groups: Sequence[Stats], configs: Sequence[str], datasets: Sequence[str], path: Path, *,
+    chance: Mapping[str, float] | None = None, majority: Mapping[str, float] | None = None,
 ) -> Path:
-    """Grouped bars: mean accuracy per configuration, one bar per data set, SE error bars."""
+    """Grouped bars: mean accuracy per configuration, one bar per data set, SE error bars; each data set's
+    chance (dotted) and majority-class accuracy (dashed) drawn across its bars, so a bar is read against
+    what guessing would score."""
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups}
     figure = _figure(min(20.0, max(6.0, 1.0 + 0.5 * len(configs) * max(1, len(datasets)))), 4.0)
     ax = figure.subplots()
@@ -52,11 +55,17 @@ def ablation_chart(
         bars = ax.bar(x + (i - (len(datasets) - 1) / 2) * width, means, width, yerr=errors, capsize=3,
                       label=dataset)
         ax.bar_label(bars, labels=["" if m != m else f"{m:.1f}" for m in means], padding=2, fontsize="x-small")
+        xs = x + (i - (len(datasets) - 1) / 2) * width
+        for value, dashed, name in (((chance or {}).get(dataset), False, "chance"),
+                                    ((majority or {}).get(dataset), True, "majority class")):
+            if value is not None:
+                ax.hlines([100 * value] * len(xs), xs - width / 2, xs + width / 2, colors="black",
+                          linestyles="--" if dashed else ":", linewidth=1.2, label=name if i == 0 else "_nolegend_")
     ax.set_xticks(x, [_wrap(c, 18) for c in configs], rotation=30 if len(configs) > 6 else 0,
                   ha="right" if len(configs) > 6 else "center")
     ax.set_ylim(0, 105)
     ax.set_ylabel("Accuracy (%)")
-    ax.set_title("Accuracy by configuration (mean ± SE over seeds)")
+    ax.set_title("Accuracy by configuration (mean ± SE over seeds; dotted: chance, dashed: majority class)")
     ax.legend(fontsize="small")
     return _save(figure, path)
 
@@ -107,7 +116,8 @@ def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Pat
 
 
 def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: int = 15) -> Path | None:
-    """Heatmap of recruitments: the ``top`` most frequent roles × data sets."""
+    """Heatmap of recruitments: the ``top`` most frequent roles × columns (a configuration, or a
+    configuration on a data set: `teammed.evals.report` never pools configurations)."""
     datasets = list(counts)
     totals: dict[str, int] = {}
     for per_role in counts.values():

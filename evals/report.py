@@ -137,17 +137,35 @@ def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
     return macro
 
 
+def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[str]) -> dict[str, dict[str, Any]]:
+    """Per data set: chance (the mean of 1 / options over its labelled questions) and the majority class's
+    accuracy (pooled over a configuration's questions, as Table 1 shows it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for dataset in datasets:
+        sizes = [row.n_options for g in groups if g.dataset == dataset for row in g.rows
+                 if row.labeled and row.n_options]
+        majority = next(((s["metrics"].get("majority_baseline") or {}).get("accuracy") for s in stats
+                         if s["dataset"] == dataset and (s["metrics"].get("majority_baseline") or {})), None)
+        out[dataset] = {"chance": sum(1 / n for n in sizes) / len(sizes) if sizes else None, "majority": majority}
+    return out
+
+
 def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str], datasets: list[str],
-             out_dir: Path) -> list[Path]:
+             out_dir: Path, baselines: dict[str, dict[str, Any]]) -> list[Path]:
     # the trust plot shows the systems with a trust network only (base's neutral scores are not trust)
     trusting = {g.config for g in groups if _has_trust(g)}
     trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs if c in trusting}
-    roles: dict[str, dict[str, int]] = {d: {} for d in datasets}
+    # one column per configuration and data set: pooling configurations would mix who recruits how
+    roles: dict[str, dict[str, int]] = {}
     for s in stats:
-        for role, n in s["metrics"].get("teamwork", {}).get("roles_recruited", {}).items():
-            roles[s["dataset"]][role] = roles[s["dataset"]].get(role, 0) + n
+        recruited = s["metrics"].get("teamwork", {}).get("roles_recruited", {})
+        if recruited:
+            column = f"{s['config']} · {s['dataset']}" if len(datasets) > 1 else s["config"]
+            roles[column] = dict(recruited)
     drawn = [
-        _plots.ablation_chart(stats, configs, datasets, out_dir / "ablation.png"),
+        _plots.ablation_chart(stats, configs, datasets, out_dir / "ablation.png",
+                              chance={d: b["chance"] for d, b in baselines.items() if b["chance"] is not None},
+                              majority={d: b["majority"] for d, b in baselines.items() if b["majority"] is not None}),
         _plots.accuracy_vs_tokens(stats, out_dir / "accuracy_vs_tokens.png"),
         _plots.trust_over_deliberation(trust, out_dir / "trust_over_deliberation.png"),
         _plots.roles_heatmap(roles, out_dir / "roles_heatmap.png"),
@@ -311,7 +329,8 @@ def build_report(
 
         write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
-    figures = _figures(groups, scored, configs, datasets, out_dir)
+    numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
+    figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])
     numbers["figures"] = [p.name for p in figures]
     summary = json.dumps(rounded(numbers), indent=2, default=str)
     write_atomic(out_dir / "summary.json", summary)

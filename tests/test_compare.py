@@ -96,3 +96,13 @@ def test_the_compare_page_renders_both_deliberations_side_by_side(tmp_path, two_
                     f"--screenshot={shot}", "--window-size=1400,1800", (out / "compare.html").as_uri()],
                    check=True, capture_output=True, timeout=120)
     assert shot.stat().st_size > 10_000
+
+
+def test_the_report_draws_chance_and_the_majority_class_per_data_set(tmp_path, two_runs) -> None:
+    """Issue 36, item 4: each data set's chance (1 / options) and majority-class accuracy, in summary.json and
+    drawn on the ablation plot; the roles heatmap keeps configurations apart."""
+    out = tmp_path / "report"
+    assert main(["report", str(two_runs["base"]), str(two_runs["leadership"]), "--out", str(out)]) == 0
+    baselines = json.loads((out / "summary.json").read_text())["baselines"]
+    assert baselines == {"cases": {"chance": pytest.approx(0.25), "majority": pytest.approx(1.0)}}  # gold is always A
+    assert (out / "ablation.png").stat().st_size > 5_000

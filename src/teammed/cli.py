@@ -656,6 +656,8 @@ def main(argv: list[str] | None = None) -> int:
 
     install_log_redaction()  # no password inside a URL reaches stderr
     verbose = bool(args.verbose)
+    if args.command in ("compile", "search", "tune", "reproduce") and not verbose:
+        _quiet_libraries()
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
@@ -705,6 +707,17 @@ def main(argv: list[str] | None = None) -> int:
         report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and "
                      f"report it)")
         return 1
+
+
+def _quiet_libraries() -> None:
+    """Optuna and DSPy print their own INFO lines (a study created, a trial finished, traces bootstrapped)
+    through handlers of their own, between teammed's progress lines: without -v, only their warnings.
+    Their loggers are set after they are imported, since each sets its level when it configures itself."""
+    import dspy  # noqa: F401  (configures its loggers)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    logging.getLogger("dspy").setLevel(logging.WARNING)
 
 
 def console_main() -> None:
