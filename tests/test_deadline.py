@@ -171,17 +171,28 @@ def test_the_backend_gives_up_after_calls_in_a_row_failed_and_an_answer_resets_t
                                                    shared_context="")
 
     with FakeOpenAI(reply) as server:
-        lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", transport=transport,
+        # the streak must also last one request timeout (5 s here) without an answer: a blip is not a dead server
+        lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", transport=transport, timeout_s=5,
                             retry=RetryPolicy(attempts=1, base_s=0, give_up_after=3))
-        for _ in range(2):
-            with pytest.raises(TransientBackendError):
-                ask(lm)
+        from concurrent.futures import ThreadPoolExecutor
+
+        def failing(_: int) -> type:
+            try:
+                with dspy.context(lm=lm, adapter=SchemaAdapter()):
+                    ask(lm)
+            except Exception as exc:  # noqa: BLE001 - the kind of failure is what the test checks
+                return type(exc)
+            return type(None)
+
+        with ThreadPoolExecutor(4) as pool:  # four calls failing together: a blip, not a dead server
+            assert list(pool.map(failing, range(4))) == [TransientBackendError] * 4
         healthy["on"] = True
         ask(lm)  # an answer: the count starts again
         healthy["on"] = False
         for _ in range(2):
             with pytest.raises(TransientBackendError):
                 ask(lm)
+            time.sleep(2.6)
         with pytest.raises(FatalBackendError, match="3 calls in a row failed") as third:
             ask(lm)
         assert third.value.kind == "unavailable" and "--timeout" in str(third.value)

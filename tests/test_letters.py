@@ -32,7 +32,7 @@ OPTIONS = {"A": "Myocardial infarction", "B": "Pulmonary embolism", "C": "Aortic
     ("C", "C"), ("c", "C"), ("(C)", "C"), ("C)", "C"), ("c.", "C"), ("**C**", "C"), ("[c]", "C"),
     ("Answer: C", "C"), ("answer: c", "C"), ("The answer is c.", "C"), ("Option C is most likely", "C"),
     ("Definitely C", "C"), ("C) Aortic dissection", "C"), ("Aortic dissection", "C"), ("aortic  DISSECTION.", "C"),
-    ("I think C", "C"),  # "I" is no option letter here
+    ("I would choose C", "C"), ("The best answer is C.", "C"), ("Aortic dissection is the answer", "C"),
     ("Vitamin D deficiency", "D"),  # an option's text, not the capital inside it
     ("Answer: B, given the D-dimer", "B"),  # "D-dimer" is a word, not a letter
 ])
@@ -45,9 +45,34 @@ def test_a_reply_naming_one_option_reads_as_that_option(raw, letter) -> None:
     "A tall man with C",  # two capitals that are letters: ambiguous
     "Myocardial infarction over aortic dissection", "The answer is a tall man", "C-reactive protein",
     "none of these", True,
+    # negated or hedged: never the letter they mention (a hostile review's list)
+    "not C", "Not C", "definitely not C", "C is wrong", "Can't be C", "Exclude C", "Everything except C",
+    "rule out C", "Not Aortic dissection", "Option (b) is incorrect", "answer: c, or maybe d",
+    "the answer is c. but d is close", "option a, b or c could fit",
+    # a letter that is a word or part of a name
+    "A thorough history is needed first", "A is likely, I think", "Protein C", "Vitamin A", "Group A strep",
+    "C. difficile", "I think C",
 ])
 def test_an_ambiguous_or_unmatched_reply_reads_as_no_option(raw) -> None:
     assert letter_of(raw, OPTIONS) is None
+
+
+TEN = {k: f"option text {k.lower()}x" for k in "ABCDEFGHIJ"}  # MMLU-Pro: "I" is an option letter
+
+
+@pytest.mark.parametrize("raw", ["I am not sure", "I don't know", "Type I diabetes", "Class I", "E. coli",
+                                 "H. pylori", "ı", "I think"])
+def test_with_ten_options_the_pronoun_and_names_are_no_letter(raw) -> None:
+    assert letter_of(raw, TEN) is None
+
+
+def test_with_ten_options_the_letter_i_itself_is_read() -> None:
+    assert letter_of("I", TEN) == "I" and letter_of("Answer: I", TEN) == "I" and letter_of("(i)", TEN) == "I"
+
+
+def test_options_that_are_letters_are_read_only_exactly() -> None:
+    swapped = {"A": "B", "B": "A"}
+    assert letter_of("B", swapped) == "B" and letter_of("the answer is B", swapped) is None
 
 
 def test_two_options_with_the_same_text_are_ambiguous() -> None:

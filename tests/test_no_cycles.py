@@ -34,8 +34,21 @@ def _origin(obj: object) -> str:
 
 @pytest.fixture
 def saved_garbage() -> Iterator[list[object]]:
-    """Collects, then keeps in ``gc.garbage`` whatever a collection would free until the test ends."""
-    gc.collect()
+    """Collects, then keeps in ``gc.garbage`` whatever a collection would free until the test ends.
+
+    What an earlier test left to finish in the background (an ended event loop's async clients, a
+    worker's last task) can still drop its cycles a moment later: the collection is repeated until
+    a quarter second passes with nothing to collect, so only this test's garbage is counted."""
+    import time
+
+    quiet_since = time.monotonic()
+    deadline = quiet_since + 5.0
+    while time.monotonic() < deadline:
+        if gc.collect():
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 0.25:
+            break
+        time.sleep(0.05)
     enabled = gc.isenabled()
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)

@@ -61,8 +61,10 @@ def backend_options(args: argparse.Namespace) -> Any:
     from teammed.backends.resolve import BackendOptions
     from teammed.backends.retry import RetryPolicy
 
+    # run and ask stop by their own rule, on questions (--max-consecutive-failures); the commands whose
+    # loops go on past a failed question (DSPy's bootstrap, search trials, tune cells) by the backend's
     retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap,
-                        give_up_after=getattr(args, "max_consecutive_failures", 5))
+                        give_up_after=0 if getattr(args, "command", None) in ("run", "ask") else 5)
     cache = None if getattr(args, "no_cache", False) else ResponseCache(getattr(args, "cache_dir", None))
     dialect = getattr(args, "structured_output", "auto")
     return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,

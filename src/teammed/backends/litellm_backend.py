@@ -117,6 +117,11 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
             return False
 
 
+# the longest a streak of failed calls must last before a backend gives up on its server (or the request
+# timeout, when shorter): concurrent calls failing together within a moment are a blip, not a dead server
+GIVE_UP_AFTER_S = 30.0
+
+
 def proxy_for(url: str) -> str | None:
     """The proxy the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, any case)
     sends a request to ``url`` through, as httpx's ``trust_env`` does; None for a direct request."""
@@ -215,6 +220,7 @@ class LiteLLMBackend(MeteredLM):
             self._direct = OpenAICompatibleClient(api_base, api_key=None, timeout_s=timeout_s)
         self._answered = False  # a refused connection after the first answer is a restart, not a wrong URL
         self._failed_in_a_row = 0  # calls that failed after every attempt since the last answer
+        self._streak_began: float | None = None  # when the first of them failed
         self._gave_up: str | None = None  # why the backend gave up on the server (every later call fails at once)
 
     @property
@@ -412,9 +418,14 @@ class LiteLLMBackend(MeteredLM):
                     f"{type(exc).__name__}: {fault.message[:300]}")
             with self._dialect_lock:
                 self._failed_in_a_row += 1
-                if self.retry.give_up_after and self._failed_in_a_row >= self.retry.give_up_after:
-                    self._gave_up = (f"{self._failed_in_a_row} calls in a row failed after every attempt "
-                                     f"(the last: {said})")
+                now = time.monotonic()
+                began = self._streak_began = self._streak_began or now
+                # a streak, not a blip: K calls in a row, and no answer for at least one request's deadline
+                # (calls failing together in a burst of concurrent requests do not make a dead server)
+                if (self.retry.give_up_after and self._failed_in_a_row >= self.retry.give_up_after
+                        and now - began >= min(self.timeout_s, GIVE_UP_AFTER_S)):
+                    self._gave_up = (f"{self._failed_in_a_row} calls in a row failed after every attempt over "
+                                     f"{now - began:.0f} s without an answer (the last: {said})")
             if self._gave_up is not None:
                 raise self._given_up() from None
             raise TransientBackendError(said) from None
@@ -432,7 +443,9 @@ class LiteLLMBackend(MeteredLM):
 
     def _answer_came(self) -> None:
         self._answered = True
-        self._failed_in_a_row = 0
+        if self._failed_in_a_row:
+            with self._dialect_lock:
+                self._failed_in_a_row, self._streak_began = 0, None
 
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._gave_up is not None:

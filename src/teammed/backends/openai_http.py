@@ -42,6 +42,7 @@ import asyncio
 import functools
 import heapq
 import json
+import logging
 import os
 import socket
 import ssl
@@ -168,6 +169,8 @@ def _split_userinfo(api_base: str) -> tuple[str, httpx.BasicAuth | None]:
 
 _READ = httpx.ByteStream(b"")  # the stream of a response whose body has been read
 
+logger = logging.getLogger(__name__)
+
 KEEPALIVE_S = 5.0  # an idle connection is closed after this long (httpx's default)
 
 # httpcore's trace events that hand over a new connection's stream (direct, through a proxy, TLS)
@@ -181,6 +184,11 @@ class _Deadlines:
     number), so nothing a request made outlives it here."""
 
     def __init__(self) -> None:
+        self._reset()
+        if hasattr(os, "register_at_fork"):  # a forked child has no thread: it starts its own on first use
+            os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._heap: list[tuple[float, int]] = []
         self._due: dict[int, Callable[[], None]] = {}
         self._cond = threading.Condition()
@@ -192,9 +200,10 @@ class _Deadlines:
             self._count += 1
             self._due[self._count] = fn
             heapq.heappush(self._heap, (when, self._count))
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._loop, name="teammed-deadlines", daemon=True)
-                self._thread.start()
+            if self._thread is None or not self._thread.is_alive():
+                thread = threading.Thread(target=self._loop, name="teammed-deadlines", daemon=True)
+                thread.start()
+                self._thread = thread
             self._cond.notify()
             return self._count
 
@@ -217,7 +226,11 @@ class _Deadlines:
                 _, number = heapq.heappop(self._heap)
                 fn = self._due.pop(number, None)
             if fn is not None:
-                fn()
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one deadline's failure must not stop the others'
+                    logger.exception("a request's deadline could not cut it off")
+                fn = None  # holds the request's lane: let it go now, not at the next deadline
 
 
 _DEADLINES = _Deadlines()
@@ -235,7 +248,7 @@ class _Lane:
     a request in flight off from another thread (closing a socket does not wake a thread blocked
     reading it; shutting it down does)."""
 
-    __slots__ = ("client", "owner", "stream", "idle_since", "expired", "request")
+    __slots__ = ("client", "owner", "stream", "idle_since", "expired", "request", "lock")
 
     def __init__(self, client: httpx.Client, owner: OpenAICompatibleClient) -> None:
         self.client, self.owner = client, owner
@@ -243,6 +256,7 @@ class _Lane:
         self.idle_since = 0.0  # when its last request ended
         self.expired = False  # the request in flight passed its deadline
         self.request = 0  # which request of this lane is in flight (a late deadline of an earlier one is ignored)
+        self.lock = threading.Lock()  # a deadline's check and cut, and the request's end, one at a time
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """httpcore's ``trace`` extension: keeps the stream of each connection this client makes."""
@@ -254,9 +268,10 @@ class _Lane:
     def expire(self, request: int) -> None:
         """Request ``request``'s deadline passed: cut it off (now, or as soon as its connection is made)
         if it is still the one in flight."""
-        if request == self.request:
-            self.expired = True
-            self.abort()
+        with self.lock:
+            if request == self.request:
+                self.expired = True
+                self.abort()
 
     def warm(self) -> bool:
         """Whether this client's connection is open and idle, so a request on it needs no connect.
@@ -425,7 +440,8 @@ class OpenAICompatibleClient:
             raise
         finally:  # after an error httpcore has dropped the connection: the client stays usable
             _DEADLINES.cancel(timer)
-            lane.request += 1  # a deadline firing late finds another request number and leaves it alone
+            with lane.lock:
+                lane.request += 1  # a deadline firing late finds another request number and leaves it alone
             self._release(lane)
         return self._read(response)
 
