@@ -91,6 +91,9 @@ ROWS_001: dict[str, tuple[str, str, str]] = {
 PAPER_SEEDS, PAPER_N = 3, 50
 _POOLED = {"few_shot": "trainset", "mdagents": "examples"}  # systems that draw worked examples from a pool
 PROTOCOLS = ("001-table1",)
+# a cell tested with the binomial SE (one seed, or seeds that agree) needs this many expected right and
+# wrong answers under the published accuracy for the SE's normal approximation to hold (n p >= 5)
+MIN_EXPECTED = 5
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,13 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
         diff = mean - pub_mean if pub_mean is not None else None
         tested = (diff is not None and check is not None and check.consistent  # never against an impossible cell
                   and est is not None)
+        refused = None
+        if tested and est is not None and pub_mean is not None and est.source == "binomial" \
+                and min(est.n * pub_mean / 100, est.n * (1 - pub_mean / 100)) < MIN_EXPECTED:
+            # the binomial SE is a normal approximation: on a handful of questions it is not one
+            refused = (f"too few questions ({est.n}) for a test with the binomial SE against {pub_mean:.1f}%: "
+                       f"at least {MIN_EXPECTED} expected right and wrong answers are needed")
+            tested = False
         welch = (welch_t_test(diff, se, est.df, pub_se or 0.0, PAPER_SEEDS - 1)
                  if tested and est is not None and diff is not None else None)
         correct = {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
@@ -256,6 +266,7 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                     "published_check": check._asdict() if check is not None else None,
                     "difference": round(diff, 2) if diff is not None else None,
                     "p_vs_published": welch[0] if welch is not None else None,
+                    "test_refused": refused,
                     "df_vs_published": round(welch[1], 2) if welch is not None and not math.isinf(welch[1]) else None,
                     "mde_vs_published": (round(mde_t(math.hypot(se, pub_se or 0.0), welch[1]), 1)
                                          if welch is not None else None),
@@ -309,6 +320,9 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
         lines.append(f"| {name} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f}{floor} | {pub} | "
                      f"{possible} | {diff} | {_fmt_p(r['p_vs_published'])} | {_fmt_p(r.get('p_vs_published_holm'))} | "
                      f"{mde} | {vs} | {r['failed']} |")
+    refused = [f"- {r['row']} on {r['dataset']}: {r['test_refused']}" for r in table if r.get("test_refused")]
+    if refused:
+        lines += ["", "Not tested against the paper (p n/a):", *refused]
     if inconsistent:
         lines += ["", f"{inconsistent} published cell(s) cannot come from {PAPER_SEEDS} seeds x {PAPER_N} questions "
                   "(mean not a multiple of 100/150, or no three accuracies with that mean give the SE); they are "

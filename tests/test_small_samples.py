@@ -76,9 +76,20 @@ def test_one_seed_on_two_questions_gets_no_confident_p() -> None:
     (row,) = _table(cells, done, settings)
     assert row["published_consistent"] and row["measured_se_source"] == "binomial"
     assert row["measured_se"] > 20  # two questions: about ±21 points, not ±0
-    assert row["p_vs_published"] > 0.3  # was 0.006 with an SE of 0
+    assert row["p_vs_published"] is None  # was 0.006 with an SE of 0; two questions test nothing
+    assert "too few questions (2)" in row["test_refused"]
     text = _markdown([row], {}, settings)
-    assert "Welch t-test" in text and "± 20.7 b |" in text
+    assert "Welch t-test" in text and "± 20.7 b |" in text and "Not tested against the paper" in text
+
+
+def test_one_seed_of_fifty_questions_is_tested_with_its_binomial_se() -> None:
+    cells, done = _grid("Zero-Shot", "PQA", {111: [True] * 30 + [False] * 20})
+    settings = ReproduceSettings(model="m", seeds=(111,), n=50, rows=("Zero-Shot",))
+    (row,) = _table(cells, done, settings)
+    se = 100 * binomial_se(30, 50)
+    assert row["measured_se_source"] == "binomial" and row["measured_se"] == pytest.approx(se, abs=0.01)
+    p, _ = welch_t_test(60.0 - 69.3, se, math.inf, 7.0, 2)
+    assert row["test_refused"] is None and row["p_vs_published"] == pytest.approx(p, rel=1e-3) and p > 0.2
 
 
 def test_three_seeds_use_a_t_not_the_normal_law() -> None:
