@@ -221,17 +221,24 @@ class _Budget:
     evaluate ``trials`` distinct configurations. A trial closed as a duplicate counts for nothing.
     Stops too after ``stuck`` duplicates in a row: the sampler keeps proposing what was evaluated."""
 
-    def __init__(self, trials: int, space_size: int, *, stuck: int = 25):
+    def __init__(self, trials: int, space_size: int, *, stuck: int = 25, attempts: int | None = None):
         self.trials, self.space_size, self.stuck = trials, space_size, stuck
         self.in_a_row = 0
+        # this worker's evaluations, failed ones included: a failing server ends the search after as many
+        # failed trials as were asked for, not after a trial per configuration of the space
+        self.attempts = trials if attempts is None else attempts
 
     def spent(self, study: optuna.Study) -> bool:
         evaluated = len(_evaluated(study))
         return evaluated + len(_running(study)) >= self.trials or evaluated >= self.space_size
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        self.in_a_row = self.in_a_row + 1 if trial.user_attrs.get("duplicate_of") is not None else 0
-        if self.in_a_row >= self.stuck:
+        duplicate = trial.user_attrs.get("duplicate_of") is not None
+        self.in_a_row = self.in_a_row + 1 if duplicate else 0
+        self.attempts -= 0 if duplicate else 1
+        if self.attempts <= 0:
+            study.stop()
+        elif self.in_a_row >= self.stuck:
             logger.warning("the sampler proposed %d evaluated configurations in a row; stopping with %d of %d "
                            "distinct configurations evaluated", self.in_a_row, len(_evaluated(study)), self.trials)
             study.stop()
@@ -379,8 +386,8 @@ def search_special_set(
     study = _open_study(storage=backend, study_name=study_name, sampler=_sampler(sampler, space, seed),
                         multi=multi, search=search)
     _fail_orphans(study)
-    budget = _Budget(trials, space.size())
     remaining = trials - len(_evaluated(study))
+    budget = _Budget(trials, space.size(), attempts=remaining)
     if remaining > 0 and not budget.spent(study):
         _refuse_parallel_sqlite(study, reference)
         require_labels(questions)  # before any trial: every question must have its gold answer
