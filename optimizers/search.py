@@ -27,7 +27,7 @@ import optuna
 from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
-from teammed.errors import ConfigError, TeammedError
+from teammed.errors import ConfigError, TeammedError, WorkFailed
 from teammed.optimizers._scoring import (
     accuracy_of,
     mean_of,
@@ -58,7 +58,7 @@ class TrialFailed(TeammedError):
     """Every question of a trial failed: the trial is FAILED (not a 0% result) and the study goes on."""
 
 
-class SearchAborted(TeammedError):
+class SearchAborted(WorkFailed):
     """Every question so far failed with the same fatal backend error: no trial can succeed."""
 
 

@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
-from teammed.errors import ConfigError, TeammedError
+from teammed.errors import ConfigError, TeammedError, WorkFailed
 from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front, runner_up_test
 
 __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",
@@ -33,7 +33,7 @@ _PUBLIC = ("trial", "state", "components", "config", "accuracy", "se", "n", "tok
 _DEV = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question", "trial")
 
 
-class NoTrialSucceeded(TeammedError):
+class NoTrialSucceeded(WorkFailed):
     """No trial of the study ran to completion: there is no Special Set to write."""
 
 

@@ -45,7 +45,8 @@ import optuna
 from teammed import usage
 from teammed.backends.base import MeteredLM
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
-from teammed.errors import ConfigError, DataError, TeammedError
+from teammed.errors import ConfigError, DataError, TeammedError, WorkFailed
+from teammed.events import step
 from teammed.optimizers._evaluated import pareto_front
 from teammed.optimizers._scoring import score_questions, tokens_of
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
@@ -97,7 +98,7 @@ class TuneSettings:
         return dict(self.__dict__)
 
 
-class TuneAborted(TeammedError):
+class TuneAborted(WorkFailed):
     """Every question of a cell failed: tuning on failures would pick a configuration by accident."""
 
 
@@ -724,12 +725,14 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     state_path = out_dir / "tune_state.json"
     stage = "1-behaviours"
     try:
+        step("begin", "tune: stage 1 of 4, behaviours' influence")
         influence = p.stage1()
         report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
                       plans=[x.text() for x in p.plans])
         report["influence"] = influence
         report["stage1_accuracy"] = p.stage1_accuracy
         stage = "2-components"
+        step("begin", "tune: stage 2 of 4, racing component sets")
         pool = p.pool(influence)
         report["pool"] = [_label(c) for c in pool]
         report["on_probabilities"] = on_probabilities(influence)
@@ -740,8 +743,10 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         report["racing"]["stopped_by_budget"] = p.racing_stopped
         winner_config = by_label[winner]
         stage = "3-winner"
+        step("begin", f"tune: stage 3 of 4, compiling the winner ({winner})")
         p.stage3(winner_config)
         stage = "4-proof"
+        step("begin", "tune: stage 4 of 4, the held-out proof")
         rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
     except BudgetSpent as exc:
         message = str(exc)

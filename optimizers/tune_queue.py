@@ -31,6 +31,7 @@ import optuna
 from optuna.trial import TrialState
 
 from teammed.errors import ConfigError, TeammedError
+from teammed.events import step
 from teammed.optimizers._storage import UNCLAIMED_S, WORKER, worker_gone
 
 __all__ = ["WorkQueue", "Budget", "BudgetSpent", "cell_key", "parse_budget", "WORKER"]
@@ -134,6 +135,7 @@ class WorkQueue:
             execute: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Every cell's result by key; runs the missing ones (and any other worker's enqueued cells)."""
         wanted = {cell_key(c): dict(c) for c in cells}
+        told = -1
         while True:
             trials = self.study.get_trials(deepcopy=False)
             done: dict[str, dict[str, Any]] = {}
@@ -150,6 +152,9 @@ class WorkQueue:
                     if t.state == TrialState.RUNNING:
                         running.append(t)
             missing = [k for k in wanted if k not in done]
+            if len(wanted) - len(missing) != told:  # progress: cells done (by any worker) of this batch
+                told = len(wanted) - len(missing)
+                step("cell", done=told, total=len(wanted))
             if not missing:
                 return {k: done[k] for k in wanted}
             if self.budget is not None:

@@ -764,12 +764,12 @@ def test_the_embedded_model_gets_a_longer_default_timeout():
     """A request to the one-slot embedded server that times out keeps the slot busy; its retry would
     queue behind it. Its default is 600 s; --timeout wins for every backend."""
     from teammed.backends.resolve import BackendOptions
-    from teammed.cli import build_parser
-    from teammed.cli_backend import backend_options
+    from teammed.cli import build_parser, spec_of
+    from teammed.experiments._backend import backend_options
 
     assert BackendOptions().timeout_for() == 120.0 and BackendOptions().timeout_for(local=True) == 600.0
     assert BackendOptions(timeout_s=30).timeout_for(local=True) == 30.0
     parsed = build_parser().parse_args(["run", "--dataset", "demo", "--no-cache"])
-    assert backend_options(parsed).timeout_for(local=True) == 600.0
+    assert backend_options(spec_of(parsed).backend, command="run").timeout_for(local=True) == 600.0
     parsed = build_parser().parse_args(["run", "--dataset", "demo", "--no-cache", "--timeout", "45"])
-    assert backend_options(parsed).timeout_for(local=True) == 45.0
+    assert backend_options(spec_of(parsed).backend, command="run").timeout_for(local=True) == 45.0

@@ -393,8 +393,8 @@ def test_every_stated_default_is_the_real_default():
 
 @pytest.mark.parametrize("flags", [["search", "--dataset", "demo", "--trials", "1", "--n", "2", "--sampler", "brute"]])
 def test_search_writes_where_its_help_says(tmp_path, flags):
-    from teammed.cli_data import DatasetChoice  # noqa: F401  (the key's documented shape)
     from teammed.data import load_dataset
+    from teammed.experiments._data import DatasetChoice  # noqa: F401  (the key's documented shape)
     from teammed.records import dataset_digest
 
     out = tmp_path / "sets"

@@ -104,12 +104,13 @@ def test_with_no_backend_given_the_embedded_model_runs(monkeypatch):
     import contextlib
 
     from teammed.backends import resolve
-    from teammed.cli_backend import open_from_args
+    from teammed.cli import spec_of
+    from teammed.experiments._backend import open_backends
 
     opened = []
     monkeypatch.setattr(resolve, "open_deployments", lambda specs, **kwargs: opened.append(specs)
                         or contextlib.nullcontext([]))
-    with open_from_args(build_parser().parse_args(["run", "--dataset", "demo"])):
+    with open_backends(spec_of(build_parser().parse_args(["run", "--dataset", "demo"])).backend, command="run"):
         pass
     assert opened == [["local"]]
 
@@ -165,16 +166,17 @@ def _option(parser_args: list[str], name: str):
     ["tune", "--dataset", "demo", "--budget", "calls=10"], ["reproduce", "001-table1"],
 ], ids=lambda c: c[0])
 def test_the_documented_defaults_are_every_commands_defaults(command):
-    from teammed.cli_backend import backend_options
+    from teammed.cli import spec_of
+    from teammed.experiments._backend import backend_options
 
     args = build_parser().parse_args(command)
     assert (args.temperature, args.max_tokens, args.concurrency) == (0.0, 512, 4)
     assert (args.retry_attempts, args.retry_base, args.retry_cap) == (4, 2.0, 30.0)
-    options = backend_options(args)
+    options = backend_options(spec_of(args).backend, command=command[0])
     assert options.timeout_for() == 120.0 and options.timeout_for(local=True) == 600.0
     assert options.max_parallel_requests is None and options.default_parallel_requests == 4 * 4
     args = build_parser().parse_args([*command, "--concurrency", "3"])
-    assert backend_options(args).default_parallel_requests == 12
+    assert backend_options(spec_of(args).backend, command=command[0]).default_parallel_requests == 12
 
 
 def test_a_run_stops_after_5_consecutive_failures_by_default():
@@ -511,7 +513,7 @@ def test_without_out_a_run_goes_under_runs_time_dataset_label_seed(tmp_path, mon
 
 
 def test_tuning_records_without_fingerprints_match_by_id_only_within_their_data_set(capsys):
-    from teammed.cli_data import TunedOn
+    from teammed.experiments._data import TunedOn
     from teammed.types import Question
 
     sample = [Question(id=f"q{i}", question=f"Q{i}?", options={"A": "a", "B": "b"}) for i in range(3)]

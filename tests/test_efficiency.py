@@ -563,7 +563,7 @@ def test_a_failing_listener_neither_fails_the_call_nor_loses_its_usage(caplog):
         def call_started(self, signature: str) -> None:
             raise BrokenPipeError("stderr is gone")
 
-        def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
+        def call_finished(self, signature: str, *, tokens: int, latency_s: float, **_: object) -> None:
             raise BrokenPipeError("stderr is gone")
 
     class Counter:
@@ -572,7 +572,7 @@ def test_a_failing_listener_neither_fails_the_call_nor_loses_its_usage(caplog):
         def call_started(self, signature: str) -> None:
             pass
 
-        def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
+        def call_finished(self, signature: str, *, tokens: int, latency_s: float, **_: object) -> None:
             self.calls += 1
 
     counter = Counter()

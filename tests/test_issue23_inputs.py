@@ -7,16 +7,16 @@ ran the whole file; a question with no text was scored.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import pytest
 
 from teammed.cli import main
-from teammed.cli_tune import check_usd_budget
 from teammed.data import load_dataset
 from teammed.errors import ConfigError, DataError
+from teammed.experiments import BackendSpec
+from teammed.experiments.tune import check_usd_budget
 from teammed.optimizers.tune_queue import parse_budget
 
 QUESTION = {"options": {"A": "yes", "B": "no"}, "answer_idx": "A"}
@@ -81,9 +81,9 @@ def test_a_usd_tune_budget_of_reproduce_is_refused_on_an_unpriced_model(tmp_path
 
 
 def test_a_usd_budget_on_a_priced_model_or_a_calls_budget_is_accepted():
-    priced = argparse.Namespace(model=["openai/gpt-4o-mini"], api_base=None, deployments=None)
+    priced = BackendSpec(model="openai/gpt-4o-mini")
     check_usd_budget(priced, "usd=1", flag="--budget")  # litellm prices it: the budget binds
-    unpriced = argparse.Namespace(model=["scripted"], api_base=None, deployments=None)
+    unpriced = BackendSpec(model="scripted")
     check_usd_budget(unpriced, "calls=100", flag="--budget")  # no usd=: nothing to refuse
     with pytest.raises(ConfigError, match="would never bind"):
         check_usd_budget(unpriced, "calls=100,usd=1", flag="--budget")

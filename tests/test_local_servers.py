@@ -84,13 +84,13 @@ def test_flags_win_over_what_the_server_says():
 def test_the_command_line_sizes_a_llamacpp_server_by_its_slots_unless_told():
     """The same through `teammed run`'s flags. Without --max-parallel-requests the CLI used to pass its
     default (4 x --concurrency) as if it were the flag, so a 3-slot server got 16 requests in flight."""
-    from teammed.cli import build_parser
-    from teammed.cli_backend import open_from_args
+    from teammed.cli import build_parser, spec_of
+    from teammed.experiments._backend import open_backends
 
     def opened(api_base: str, *flags: str) -> tuple[int, float]:
         args = build_parser().parse_args(["run", "--dataset", "demo", "--model", "openai/any", "--api-base",
                                           api_base, "--no-cache", *flags])
-        with open_from_args(args) as deployments:
+        with open_backends(spec_of(args).backend, command="run") as deployments:
             return deployments[0].lm.max_parallel_requests, deployments[0].lm.timeout_s
 
     with _LlamaCpp(3) as server:

@@ -9,7 +9,9 @@ import pytest
 from teammed.cli import main
 from teammed.config import preset
 from teammed.programs.accounting import expected_calls_per_question
-from teammed.progress import CallProgress, RunProgress, format_count, format_duration
+from teammed import events
+from teammed.events import Tracker
+from teammed.progress import CallProgress, EventDisplay, format_count, format_duration
 
 
 class Clock:
@@ -24,10 +26,23 @@ class Clock:
 def clock(monkeypatch) -> Clock:
     c = Clock()
     monkeypatch.setattr("teammed.progress.time.monotonic", c)
+    monkeypatch.setattr("teammed.events.time.monotonic", c)
     return c
 
 
-def _simulate(bar: RunProgress, clock: Clock, *, total: int, concurrency: int, calls_each: int,
+def _tracker(*, total: int, unit_calls: float | None, concurrency: int = 1, stream=None, tty=False,
+             heartbeat_s: float = 30.0) -> tuple[Tracker, EventDisplay]:
+    display = EventDisplay(stream or io.StringIO(), tty=tty, heartbeat_s=heartbeat_s, width=8)
+    tracker = Tracker("run", display, unit_calls=unit_calls, concurrency=concurrency)
+    tracker.step("begin", "base | demo | seed 111", done=0, total=total)
+    return tracker, display
+
+
+def _call(tracker: Tracker, latency_s: float, tokens: int = 10) -> None:
+    tracker.call_finished("Sig", tokens=tokens, latency_s=latency_s, prompt_tokens=tokens, completion_tokens=0)
+
+
+def _simulate(tracker: Tracker, clock: Clock, *, total: int, concurrency: int, calls_each: int,
               call_s: float) -> tuple[list[tuple[float, float | None]], float]:
     """Questions in waves of ``concurrency``; every call takes ``call_s``. Returns (elapsed, eta) pairs."""
     seen = []
@@ -36,18 +51,15 @@ def _simulate(bar: RunProgress, clock: Clock, *, total: int, concurrency: int, c
     finished_calls = 0
     while done < total:
         wave = min(concurrency, total - done)
-        for step in range(calls_each):
-            ids = [f"{done}-{step}-{w}" for w in range(wave)]
-            for call_id in ids:
-                bar.live.on_lm_start(call_id, None, {})
+        for _ in range(calls_each):
             clock.now += call_s
-            for call_id in ids:
-                bar.live.on_lm_end(call_id, None)
-            seen.append((clock.now - start, bar.eta_s()))
+            for _ in range(wave):
+                _call(tracker, call_s)
+            seen.append((clock.now - start, tracker.eta_s()))
         for _ in range(wave):
             done += 1
             finished_calls += calls_each
-            bar.update({"done": done, "total": total, "accuracy": 0.5, "calls": finished_calls, "failed": 0})
+            tracker.step("question", done=done, total=total, accuracy=0.5, failed=0, calls=finished_calls)
     return seen, clock.now - start
 
 
@@ -56,9 +68,8 @@ def test_first_eta_is_close_with_concurrency(clock):
     per_question = expected_calls_per_question(preset("base", n_agents=3), system="teamwork")
     assert per_question == 3 + 3 * 2  # N + N*T
     total, concurrency = 12, 4
-    bar = RunProgress(total=total, expected_calls=per_question, concurrency=concurrency,
-                      stream=io.StringIO(), tty=False)
-    seen, duration = _simulate(bar, clock, total=total, concurrency=concurrency, calls_each=9, call_s=2.0)
+    tracker, _ = _tracker(total=total, unit_calls=per_question, concurrency=concurrency)
+    seen, duration = _simulate(tracker, clock, total=total, concurrency=concurrency, calls_each=9, call_s=2.0)
     first_elapsed, first_eta = seen[0]  # after the first calls: workers / mean call latency
     truth = duration - first_elapsed
     assert first_eta is not None and truth / 1.5 <= first_eta <= truth * 1.5, (first_eta, truth)
@@ -69,30 +80,40 @@ def test_first_eta_is_close_with_concurrency(clock):
 
 
 def test_eta_without_a_formula_comes_from_observed_calls(clock):
-    bar = RunProgress(total=4, expected_calls=None, stream=io.StringIO(), tty=False)
-    assert bar.eta_s() is None  # nothing known yet: no invented number
-    seen, duration = _simulate(bar, clock, total=4, concurrency=1, calls_each=3, call_s=1.0)
+    tracker, _ = _tracker(total=4, unit_calls=None)
+    assert tracker.eta_s() is None  # nothing known yet: no invented number
+    seen, duration = _simulate(tracker, clock, total=4, concurrency=1, calls_each=3, call_s=1.0)
     estimates = [(elapsed, eta) for elapsed, eta in seen if eta is not None]
     elapsed, first = estimates[0]  # no formula: known once the first question finished (3 calls)
     assert elapsed == 4.0 and first == pytest.approx(duration - elapsed, rel=0.01)
 
 
+def test_eta_of_planned_work_comes_from_the_call_rate(clock):
+    tracker = Tracker("tune", None, planned_calls=100)
+    for _ in range(10):
+        clock.now += 1.0
+        _call(tracker, 1.0)
+    assert tracker.eta_s() == pytest.approx(90.0, rel=0.15)  # 90 calls left at one a second
+
+
 def test_plain_lines_when_not_a_terminal(clock):
     stream = io.StringIO()
-    bar = RunProgress(total=2, expected_calls=5, stream=stream, tty=False)
-    bar.live.calls, bar.live.tokens = 5, 12345
-    bar.update({"done": 1, "total": 2, "accuracy": 1.0, "calls": 5, "failed": 0})
+    tracker, _ = _tracker(total=2, unit_calls=5, stream=stream)
+    for _ in range(5):
+        _call(tracker, 0.1, tokens=2469)
+    tracker.step("question", done=1, total=2, accuracy=1.0, failed=0, calls=5)
     text = stream.getvalue()
-    assert "\r" not in text and text.endswith("\n")
+    assert "\r" not in text and text.endswith("\n") and text.startswith("base | demo | seed 111\n")
     assert "1/2" in text and "accuracy 100.0%" in text and "5 calls" in text and "12k tokens" in text
     assert "ETA" in text and "0 failed" in text
 
 
 def test_bar_redraws_in_place_on_a_terminal(clock):
     stream = io.StringIO()
-    with RunProgress(total=4, expected_calls=5, stream=stream, tty=True, width=8) as bar:
-        bar.update({"done": 1, "total": 4, "accuracy": 0.0, "calls": 5, "failed": 1})
-        bar.update({"done": 2, "total": 4, "accuracy": 0.5, "calls": 10, "failed": 1})
+    tracker, display = _tracker(total=4, unit_calls=5, stream=stream, tty=True)
+    with display:
+        tracker.step("question", done=1, total=4, accuracy=0.0, failed=1, calls=5)
+        tracker.step("question", done=2, total=4, accuracy=0.5, failed=1, calls=10)
     text = stream.getvalue()
     assert text.count("\r") >= 2 and text.endswith("\n")
     assert "[####----] 2/4" in text and "1 failed" in text
@@ -100,13 +121,30 @@ def test_bar_redraws_in_place_on_a_terminal(clock):
 
 def test_heartbeat_lines_inside_a_long_question(clock):
     stream = io.StringIO()
-    bar = RunProgress(total=1, expected_calls=40, stream=stream, tty=False, heartbeat_s=30)
-    bar.live.phase = "discussion / discussion turn"
-    bar.live.on_lm_end("a", None)  # 0 s: too soon for a line
+    tracker, _ = _tracker(total=1, unit_calls=40, stream=stream, heartbeat_s=30)
+    stream.truncate(0), stream.seek(0)
+    tracker.call_started("DiscussionTurn")
+    _call(tracker, 0.1)  # 0 s: too soon for a line
     assert stream.getvalue() == ""
     clock.now += 31
-    bar.live.on_lm_end("b", None)
-    assert "in: discussion / discussion turn" in stream.getvalue() and "2 calls" in stream.getvalue()
+    _call(tracker, 0.1)
+    assert "in: discussion turn" in stream.getvalue() and "2 calls" in stream.getvalue()
+
+
+def test_a_pipe_hears_from_a_silent_piece_of_work(monkeypatch):
+    """No call finishes (a hung server): the display still writes a line every heartbeat."""
+    stream = io.StringIO()
+    display = EventDisplay(stream, tty=False, heartbeat_s=0.05)
+    with display:
+        display(events.Progress(command="tune", kind="begin", label="tune: stage 1 of 4"))
+        display(events.Progress(command="tune", kind="cell", label="tune: stage 1 of 4", done=1, total=5,
+                                budget=events.Limits(calls=800)))
+        import time
+
+        time.sleep(0.4)
+    lines = stream.getvalue().splitlines()
+    assert sum("still working" in line for line in lines) >= 2, lines
+    assert "1/5" in lines[-1] and "0 calls of 800" in lines[-1]
 
 
 def test_formats():

@@ -68,8 +68,8 @@ def test_run_after_tune_evaluates_no_tuning_question(tuned, tmp_path, capsys, fl
 
 
 def test_legacy_tuning_ids_are_still_read(tmp_path):
-    from teammed.cli_data import tuned_on
     from teammed.errors import DataError
+    from teammed.experiments._data import tuned_on
 
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps({"format": "teammed-special-set/1", "components": [], "tuning_ids": ["a", "b"]}))

@@ -338,13 +338,14 @@ def test_tune_with_a_prompt_optimizer_compiles_stage1_and_the_winner(tmp_path):
 def test_the_cli_and_tune_settings_share_one_set_of_defaults():
     import dataclasses
 
-    from teammed.cli import build_parser
-    from teammed.cli_tune import SETTING_FLAGS, _settings
+    from teammed.cli import build_parser, spec_of
+    from teammed.experiments.tune import SETTING_FIELDS as SETTING_FLAGS
+    from teammed.experiments.tune import _settings
 
     args = build_parser().parse_args(["tune", "--dataset", "demo", "--budget", "calls=10"])
     defaults = {f.name: f.default for f in dataclasses.fields(TuneSettings)}
     assert all(getattr(args, name) is None for name in SETTING_FLAGS)  # nothing of its own: TuneSettings' values
-    settings = _settings(args, "demo", "m")
+    settings = _settings(spec_of(args), "demo", "m")
     assert {name: getattr(settings, name) for name in SETTING_FLAGS} == {name: defaults[name] for name in SETTING_FLAGS}
     text = build_parser()._subparsers._group_actions[0].choices["tune"].format_help()
     for name in ("optimizer", "seed", "batch_size", "stage1_batches", "pool_size", "alpha"):

@@ -1,33 +1,32 @@
-"""The ``teammed`` command: ask, run, report, compile, search, tune, reproduce, cache."""
+"""The ``teammed`` command: ask, run, report, compile, search, tune, reproduce, cache.
+
+Each command parses its flags into a spec of `teammed.experiments`, calls the one function that
+does the work, and prints its typed result; progress events render through
+`teammed.progress.EventDisplay`. No experiment logic lives here."""
 
 from __future__ import annotations
 
 import argparse
 import atexit
-import difflib
-import functools
+import json
 import logging
 import os
 import sys
 import threading
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teammed.cli_args import (
     OneLineParser,
-    check_unique_ids,
-    check_writable_dir,
-    config_values,
     describe_os_error,
-    load_config_file,
     model_spec,
     non_negative_int,
     one_line,
     parse_options,
     positive_int,
     preset_list,
-    read_json_object,
+    printable,
     report_error,
     seed_list,
     shard_spec,
@@ -35,16 +34,11 @@ from teammed.cli_args import (
     system_name,
     validation_message,
 )
+from teammed.cli_backend import add_model_flags
 from teammed.components import PRESET_COMPONENTS
-from teammed.errors import BackendError, FatalBackendError, TeammedError
+from teammed.errors import BackendError, FatalBackendError, TeammedError, WorkFailed
 
-if TYPE_CHECKING:  # the config model (and pydantic) load when a command needs them, not for --help
-    from teammed.cli_data import DatasetChoice
-    from teammed.config import TeamworkConfig
-    from teammed.run_plan import RunCell
-    from teammed.types import Question
-
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "spec_of"]
 
 log = logging.getLogger("teammed")
 
@@ -87,369 +81,166 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
     g.add_argument("--program", type=Path, help="a compiled program written by `teammed compile`")
 
 
-def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    from teammed.cli_backend import add_model_flags
-
-    add_model_flags(p)
-
-
-_TEAMWORK_FLAGS = ("preset", "presets", "components", "config", "n_agents", "n_turns", "early_consensus",
-                   "leader_correction")
-
-
-def _check_system_flags(args: argparse.Namespace) -> None:
-    """Teamwork flags do nothing for a peer system: refuse them instead of silently ignoring them."""
-    if args.system == "teamwork":
-        return
-    given = [f"--{name.replace('_', '-')}" for name in _TEAMWORK_FLAGS if getattr(args, name, None) is not None]
-    if given:
-        several = len(given) > 1
-        raise TeammedError(f"{' and '.join(given) if len(given) == 2 else ', '.join(given)} "
-                           f"{'configure' if several else 'configures'} the teamwork system, not {args.system}; "
-                           f"drop {'them' if several else 'it'} or use --system teamwork")
+def _add_data_flags(p: argparse.ArgumentParser, split_help: str | None) -> None:
+    p.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, .json, "
+                   ".csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
+    p.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
+    p.add_argument("--dataset-name", help="the name results, studies and files give this data set (default: the "
+                   "registry name or the file's stem; its content hash is recorded too)")
+    if split_help:
+        p.add_argument("--split", help=split_help)
+    p.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
 
 
-def _config_from_args(args: argparse.Namespace, preset_name: str | None = None) -> TeamworkConfig:
-    from teammed.config import config_from_components, preset
-
-    overrides: dict[str, Any] = {
-        "n_agents": args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents),
-        "n_turns": args.n_turns,
-        "early_consensus": args.early_consensus,
-        "leader_correction": getattr(args, "leader_correction", None),
-    }
-    if args.components is not None and not args.components.replace(",", "").strip():
-        raise TeammedError(f"--components {args.components!r} names no component; list some (e.g. smm,leadership) "
-                           f"or use --preset base for none")
-    chosen = [x for x in (preset_name or args.preset, args.components, args.config) if x]
-    if len(chosen) > 1:
-        raise TeammedError("give only one of --preset/--presets, --components and --config")
-    if args.components:
-        return config_from_components(args.components, **overrides)
-    if args.config:
-        values = load_config_file(args.config).model_dump()
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return config_values(values, where=f"--config {args.config} with the command-line overrides")
-    return preset(preset_name or args.preset or "base", **overrides)
+# ---------------------------------------------------------------- flags -> specs
+def _spec(cls: Any, args: argparse.Namespace, **given: Any) -> Any:
+    """``cls`` from the flags named like its fields (a flag left unset keeps the spec's default)."""
+    values = {k: getattr(args, k) for k in cls.model_fields if getattr(args, k, None) is not None}
+    return cls(**{**values, **given})
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    """The team-shape flags given on the command line (applied to a saved program, or refused)."""
-    n_agents = args.n_agents if args.n_agents in (None, "auto") else int(args.n_agents)
-    values = {"n_agents": n_agents, "n_turns": args.n_turns, "early_consensus": args.early_consensus}
-    return {k: v for k, v in values.items() if v is not None}
+def _parts(args: argparse.Namespace) -> dict[str, Any]:
+    """The data, team and backend parts of a spec, from the shared flags."""
+    from teammed.experiments import BackendSpec, DataSpec, TeamSpec
+
+    parts: dict[str, Any] = {}
+    if hasattr(args, "no_cache"):
+        parts["backend"] = _spec(BackendSpec, args, cache=not args.no_cache)
+    if hasattr(args, "system"):
+        parts["team"] = _spec(TeamSpec, args)
+    if getattr(args, "dataset", None):
+        parts["data"] = _spec(DataSpec, args)
+    return parts
 
 
-def _deployments(args: argparse.Namespace):
-    if not args.no_cache and args.cache_dir is not None:
-        check_writable_dir(args.cache_dir, flag="--cache-dir")
-    from teammed.cli_backend import open_from_args
+def _display() -> Any:
+    from teammed.progress import EventDisplay
 
-    return open_from_args(args)
-
-
-def _program_factory(args: argparse.Namespace, config: TeamworkConfig | None, *, pool: list | None = None,
-                     seed: int = 0, vision: bool = False):
-    """How to build the system; ``pool`` holds the questions few-shot examples may be drawn from."""
-    system = args.system
-    if args.program:
-        from teammed.optimizers.saved import load_program
-
-        explicit = config if (args.preset or args.components or args.config) else None
-        program, _ = load_program(args.program, system=system, config=explicit, overrides=_overrides(args),
-                                  vision=vision)
-        return lambda: program
-    if system == "teamwork":
-        from teammed.programs.teamwork import TeamworkProgram
-
-        return lambda: TeamworkProgram(config, vision=vision)
-    from teammed.programs.peers import build_system
-
-    if system in ("few_shot", "mdagents") and pool:
-        key = "trainset" if system == "few_shot" else "examples"
-        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
-                     "context": q.context} for q in pool if q.answer_idx]
-        return lambda: build_system(system, **{key: examples, "seed": seed})
-    return lambda: build_system(system)
-
-
-# ---------------------------------------------------------------- ask
-def _image_argument(raw: str | None) -> str | None:
-    """``ask --image``: a readable image file or an http(s)/data URL, checked before any call."""
-    if raw is None:
-        return None
-    if raw.startswith(("http://", "https://", "data:image/")):
-        return raw
-    path = Path(raw)
-    if not path.is_file():
-        raise TeammedError(f"--image {raw}: no such file; give an image file (PNG, JPEG, ...) or an http(s) URL")
-    try:
-        with path.open("rb"):
-            pass
-    except OSError as exc:
-        raise TeammedError(f"--image {raw}: cannot read it ({exc.strerror}); check its permissions") from None
-    return str(path)
-
-
-def _asked(args: argparse.Namespace) -> Question:
-    """The question ``ask`` deliberates over: typed in (text and ``--option``s), or replayed from a data set
-    (``--dataset`` and ``--id``)."""
-    from teammed.types import Question
-
-    if args.dataset is None:
-        if args.question_id or args.split or args.data_dir:
-            raise TeammedError("--id, --split and --data-dir pick a question of a data set: give --dataset too")
-        if not (args.question or "").strip():
-            raise TeammedError("the question is empty; give its text as the first argument, or --dataset and --id")
-        return Question(id="ask", question=args.question, options=parse_options(args.option),
-                        image=_image_argument(args.image))
-    if args.question or args.option:
-        raise TeammedError("give either a question's text and --option, or --dataset and --id, not both")
-    if not args.question_id:
-        raise TeammedError(f"--dataset {args.dataset} needs --id: the id of the question to replay")
-    from teammed.data import load_dataset
-
-    questions = load_dataset(args.dataset, data_dir=args.data_dir, split=args.split)
-    found = [q for q in questions if q.id == args.question_id]
-    if not found:
-        close = difflib.get_close_matches(args.question_id, [q.id for q in questions], n=3)
-        hint = f" Nearest ids: {', '.join(close)}." if close else ""
-        raise TeammedError(f"{args.dataset} ({args.split or 'its default split'}) has no question with id "
-                           f"{args.question_id!r} "
-                           f"among its {len(questions)} questions.{hint}")
-    question = found[0]
-    if args.image:
-        question = question.model_copy(update={"image": _image_argument(args.image)})
-    return question
-
-
-def cmd_ask(args: argparse.Namespace) -> int:
-    import dspy
-
-    from teammed import usage
-    from teammed.adapter import SchemaAdapter
-    from teammed.cli_args import printable
-    from teammed.render import render_transcript
-
-    _check_system_flags(args)
-    question = _asked(args)
-    options, image = dict(question.options), question.image
-    config = _config_from_args(args) if args.system == "teamwork" else None
-    factory = _program_factory(args, config, vision=image is not None)
-    from teammed.progress import CallProgress
-
-    inputs: dict[str, Any] = {"question": question.question, "options": options}
-    if image is not None:
-        inputs["image"] = image
-    from teammed.backends.vision import require_vision
-
-    with _deployments(args) as deployments:
-        require_vision([question], deployments)
-        with CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True), \
-                dspy.context(lm=deployments[0].lm, adapter=SchemaAdapter(), disable_history=True), \
-                usage.track() as used:
-            prediction = factory()(**inputs)
-    # the question's, the options' and the model's text are shown, never obeyed as terminal escape codes
-    if args.dataset is not None:  # a replayed question: what was asked, before what the team said
-        print(printable(f"Question {question.id} of {args.dataset}:\n{question.question}\n"
-                        + "\n".join(f"  {k}) {v}" for k, v in options.items()) + "\n"))
-    print(printable(render_transcript(prediction)))
-    if prediction.answer not in options:
-        raise TeammedError(f"the {args.system} system gave no valid option (got {prediction.answer!r}); "
-                           f"try another --model or rerun with -v to see the calls")
-    print(printable(f"\nAnswer: {prediction.answer}) {options[prediction.answer]}  "
-                    f"(confidence {prediction.confidence})"))
-    if question.answer_idx is not None:  # a replayed question: its gold, after the team has answered
-        verdict = "right" if prediction.answer == question.answer_idx else "wrong"
-        print(printable(f"Gold: {question.answer_idx}) {options[question.answer_idx]}  (the team is {verdict})"))
-    print(printable(f"\nRationale:\n{prediction.rationale}"))
-    print(f"\n[{used.calls} LM calls, {used.prompt_tokens}+{used.completion_tokens} tokens, "
-          f"{used.latency_s:.1f}s in the LM]")
-    return 0
-
-
-# ---------------------------------------------------------------- run
-def _grid_configs(args: argparse.Namespace) -> list[tuple[str, TeamworkConfig | None]]:
-    """Every (label, config) of the grid, built and checked before anything is written."""
-    _check_system_flags(args)
-    if args.preset and args.presets:
-        raise TeammedError("give --preset NAME for one configuration or --presets a,b for a grid, not both")
-    explicit = bool(args.preset or args.presets or args.components or args.config)
-    configs = []
-    for name in args.presets or [None]:
-        config = _config_from_args(args, name) if args.system == "teamwork" else None
-        if args.program:
-            from teammed.optimizers.saved import saved_config
-
-            if not explicit:
-                config = saved_config(args.program, overrides=_overrides(args))
-            _program_factory(args, config)  # loads the program: a mismatch is refused now
-        configs.append((name or (config.label() if config else args.system), config))
-    return configs
+    return EventDisplay(sys.stderr)
 
 
 def _say(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from teammed.backends.vision import require_vision
-    from teammed.cli_data import load_for, tuned_on, without_overlap
-    from teammed.data import sample_questions, shard_questions
-    from teammed.programs.persist import program_identity
-    from teammed.run_plan import plan_cells
+def _emit(args: argparse.Namespace, result: Any) -> None:
+    """A result on stdout: one JSON document with --json (the human lines on stderr), else the lines."""
+    print(printable(result.text()), file=sys.stderr if getattr(args, "json", False) else sys.stdout)
+    if getattr(args, "json", False):
+        print(json.dumps(result.to_json(), indent=2, default=str))
 
-    resuming = bool(args.resume or args.retry_failed)
-    if resuming and not args.out:
-        raise TeammedError("--resume/--retry-failed need the --out directory of the run to continue")
-    configs = _grid_configs(args)
-    choice = load_for(args, purpose="eval")
-    check_unique_ids([q.id for q in choice.source], dataset=args.dataset)
-    program = program_identity(args.program)
-    tuned = tuned_on(args.program or args.config)
 
-    def sample(seed: int) -> tuple[list[Question], dict[str, Any]]:
-        drawn = sample_questions(choice.questions, n=args.n, seed=seed, stratify_by=args.stratify,
-                                 shuffle_options=args.shuffle_options)
-        return without_overlap(drawn, tuned, choice, allow=args.allow_overlap)
+def _dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: what the command would spend, and no request sent."""
+    from teammed.experiments import plan
 
-    cells = plan_cells(configs, args.seeds or [args.seed], sample=sample, dataset=choice.name, out=args.out,
-                       program_sha256=program.get("program_sha256"), resuming=resuming,
-                       check_dir=check_writable_dir, say=_say, shard=args.shard,
-                       part=(lambda qs: shard_questions(qs, *args.shard, stratify_by=args.stratify)) if args.shard
-                       else None)
-    summaries = []
-    with _deployments(args) as deployments:
-        for cell in cells:
-            require_vision(cell.questions, deployments)
-        for cell in cells:
-            summary = _run_cell(args, cell, choice=choice, program=program, deployments=deployments)
-            if summary is None:
-                return 1
-            summaries.append((cell.out, summary))
-    for out, summary in summaries:
-        _print_summary(out, summary)
+    _emit(args, plan(spec_of(args)))
     return 0
 
 
-def _run_cell(args: argparse.Namespace, cell: RunCell, *, choice: DatasetChoice, program: dict[str, Any],
-              deployments: list) -> dict[str, Any] | None:
-    """Run one cell of the grid with its progress bar; None when the run stopped (said on stderr)."""
-    from teammed.evals import Summarizer
-    from teammed.programs.accounting import expected_calls_per_question
-    from teammed.progress import RunProgress
-    from teammed.records import prompt_digest
-    from teammed.run_plan import few_shot_pool, run_identity, run_meta
-    from teammed.runner import RunSettings, RunStopped, run_questions
+# ---------------------------------------------------------------- commands
+def spec_of(args: argparse.Namespace) -> Any:
+    """The `teammed.experiments` spec a parsed command line stands for (what the command runs)."""
+    from teammed import experiments as ex
 
-    identity = run_identity(cell, system=args.system, program=program, deployments=deployments,
-                            api_base=getattr(args, "api_base", None), dataset=choice.name,
-                            dataset_sha256=choice.sha256, split=choice.split, revision=args.revision, n=args.n,
-                            stratify=args.stratify, shuffle_options=bool(args.shuffle_options),
-                            temperature=args.temperature)
-    factory = _program_factory(args, cell.config, pool=few_shot_pool(choice.source, cell.sampled or cell.questions),
-                               seed=cell.seed,
-                               vision=any(q.image for q in cell.questions))
-    settings = RunSettings(out_dir=cell.out, identity=identity, resume=args.resume, retry_failed=args.retry_failed,
-                           max_consecutive_failures=args.max_consecutive_failures,
-                           extra_meta=run_meta(cell, identity, max_tokens=args.max_tokens,
-                                               prompt_sha256=prompt_digest(factory())))
-    header = (f"{cell.label} | {choice.name} ({choice.split}) | seed {cell.seed} | {len(cell.questions)} questions | "
-              f"{identity.model} -> {cell.out}")
-    # --concurrency questions in flight, never more than the deployments take (the embedded model: 1)
-    in_flight = min(args.concurrency, sum(d.concurrency for d in deployments))
-    per_question = expected_calls_per_question(cell.config, system=args.system)
-    try:
-        with RunProgress(total=len(cell.questions), expected_calls=per_question, stream=sys.stderr,
-                         concurrency=in_flight) as bar:
-            return run_questions(cell.questions, program_factory=factory, deployments=deployments,
-                                 settings=settings, progress=bar.update, metrics=Summarizer,
-                                 questions_in_flight=in_flight,
-                                 on_start=functools.partial(print, header, file=sys.stderr))
-    except RunStopped as exc:
-        print(f"teammed: error: {exc}", file=sys.stderr)
-        return None
+    parts = _parts(args)
+    if args.command == "ask":
+        if args.dataset is None and (args.question_id or args.split or args.data_dir):
+            raise TeammedError("--id, --split and --data-dir pick a question of a data set: give --dataset too")
+        return _spec(ex.AskSpec, args, **parts, options=parse_options(args.option) if args.option else None)
+    if args.command == "report":
+        return _spec(ex.ReportSpec, args, dirs=tuple(args.dirs))
+    if args.command == "reproduce":
+        return _spec(ex.ReproduceSpec, args, **parts, seeds=tuple(args.seeds),
+                     datasets=args.datasets and tuple(c.strip() for c in args.datasets.split(",") if c.strip()),
+                     rows=args.rows and tuple(r.strip() for r in args.rows.split(";")))
+    kinds = {"run": ex.RunSpec, "compile": ex.CompileSpec, "search": ex.SearchSpec, "tune": ex.TuneSpec}
+    return _spec(kinds[args.command], args, **parts)
 
 
-def _print_summary(out: Path, s: dict[str, Any]) -> None:
-    accuracy = "n/a (no labeled questions)" if s["accuracy"] is None else f"{s['accuracy']:.1%}"
-    baseline = s["majority_baseline"]
-    majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
-    print(f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
-          f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
-          f"{s['calls_per_question']:.1f} calls, "
-          f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} billable tokens, "
-          f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
-          f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
-          f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks")
-    spread = s["answer_spread"]
-    if spread["constant"]:
-        print(f"  warning: answered {spread['top']} to {spread['share']:.0%} of {spread['n_answered']} "
-              f"questions: a constant predictor", file=sys.stderr)
-    print(f"  results: {out / 'results.jsonl'}\n  summary: {out / 'summary.json'}")
+def cmd_ask(args: argparse.Namespace) -> int:
+    from teammed.experiments import ask
+    from teammed.progress import CallProgress
+
+    result = ask(spec_of(args), progress=CallProgress(f"ask ({args.system})", stream=sys.stderr, phase_lines=True))
+    print(printable(result.text(replayed=args.dataset)))
+    return 0
 
 
-# ---------------------------------------------------------------- report
-def _check_run_files(run_dir: Path) -> None:
-    """A torn or hand-edited summary.json/run.json is named, with the fix, before the report reads it."""
-    for name in ("summary.json", "run.json"):
-        path = run_dir / name
-        if path.exists():
-            read_json_object(path, what="run file", fix="delete it (the report reads the rows in results.jsonl) "
-                             "or rerun that run")
+def cmd_run(args: argparse.Namespace) -> int:
+    from teammed.experiments import run
+
+    if args.dry_run:
+        return _dry_run(args)
+    with _display() as display:
+        result = run(spec_of(args), progress=display)
+    for cell in result.cells:
+        print(cell.text())
+        if cell.warning():
+            print(f"  {cell.warning()}", file=sys.stderr)
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from teammed.evals import build_report
-    from teammed.evals.report import ReportError
+    from teammed.experiments import report
 
-    run_dirs = []
-    for d in args.dirs:
-        if not Path(d).is_dir():
-            raise TeammedError(f"{d} is not a directory; pass run directories written by `teammed run`")
-        found = sorted(p.parent for p in Path(d).rglob("results.jsonl"))
-        if not found:
-            raise TeammedError(f"no results.jsonl under {d}; pass run directories written by `teammed run`")
-        run_dirs.extend(found)
-    for run_dir in run_dirs:
-        _check_run_files(run_dir)
-    check_writable_dir(Path(args.out))
-    if args.compare:
-        path = build_report(run_dirs, Path(args.out), baseline=args.baseline, compare=True)
-        print(f"report: {path}\ncompared question by question: {Path(args.out) / 'compare.html'}")
-        return 0
-    baseline = args.baseline or "base"
-    try:
-        path = build_report(run_dirs, Path(args.out), baseline=baseline)
-    except ReportError as exc:
-        if args.baseline or not str(exc).startswith("baseline"):
-            raise
-        print("teammed: no run is labelled 'base', so the report has no significance tests; "
-              "pass --baseline LABEL to compare with another configuration", file=sys.stderr)
-        path = build_report(run_dirs, Path(args.out), baseline=None)
-    print(f"report: {path}")
+    result = report(spec_of(args))
+    if result.note:
+        _say(f"teammed: {result.note}")
+    print(result.text())
     return 0
 
 
-# ---------------------------------------------------------------- compile / search
 def cmd_compile(args: argparse.Namespace) -> int:
-    from teammed.cli_optimize import compile_command
+    from teammed.experiments import compile_program
 
-    _check_system_flags(args)
-    if args.out.is_dir():
-        raise TeammedError(f"--out {args.out} is a directory; give the compiled program's file name, "
-                           f"e.g. {args.out / 'program.json'}")
-    check_writable_dir(args.out.parent)
-    if args.system == "teamwork":
-        _config_from_args(args)  # a bad config is refused before the optimizer spends anything
-    return compile_command(args, config_from_args=_config_from_args, deployments=_deployments)
+    if args.dry_run:
+        return _dry_run(args)
+    with _display() as display:
+        result = compile_program(spec_of(args), progress=display, relay=lambda: display.relaying_output("dspy: "))
+    print(result.text())
+    return 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from teammed.cli_optimize import search_command
+    from teammed.experiments import search
 
-    check_writable_dir(args.out)
-    return search_command(args, deployments=_deployments)
+    if args.dry_run:
+        return _dry_run(args)
+    with _display() as display:
+        result = search(spec_of(args), progress=display)
+    if result.path is None:  # other workers are still at it: the last one writes the Special Set
+        _say(result.text())
+        return 0
+    _emit(args, result)
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from teammed.experiments import tune
+
+    if args.dry_run:
+        return _dry_run(args)
+    with _display() as display:
+        result = tune(spec_of(args), progress=display, say=_say)
+    if not result.done:  # no Special Set: a script must not take this for a finished tune
+        _say(result.stopped_text())
+    _emit(args, result)
+    return 0 if result.done else 1
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from teammed.experiments import reproduce
+
+    if args.dry_run:
+        return _dry_run(args)
+    with _display() as display:
+        result = reproduce(spec_of(args), progress=display, say=_say)
+    _emit(args, result)
+    if result.failure():  # a table of 0% cells measured nothing: say so in the exit status
+        report_error(result.failure())
+        return 1
+    return 0
 
 
 def _version() -> str:
@@ -481,17 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--id", dest="question_id", help="the id of the question to replay (with --dataset; "
                      "MedAgentsBench: its realidx)")
     _add_config_flags(ask)
-    _add_model_flags(ask)
+    add_model_flags(ask)
     ask.set_defaults(func=cmd_ask)
 
     run = sub.add_parser("run", help="run a system over a data set; write results.jsonl and summary.json")
-    run.add_argument("--dataset", required=True, help="a benchmark name (demo, medqa, ...), a data file (.jsonl, "
-                     ".json, .csv, .parquet, .arrow) or a Hugging Face directory (save_to_disk, hub copy)")
-    run.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
-    run.add_argument("--dataset-name", help="the name results and reports give this data set (default: the "
-                     "registry name or the file's stem; its content hash is recorded too)")
-    run.add_argument("--split", help=SPLIT_HELP_EVAL)
-    run.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
+    _add_data_flags(run, SPLIT_HELP_EVAL)
     run.add_argument("--n", type=positive_int, help="questions to sample (default: all)")
     run.add_argument("--seed", type=int, default=111, help="sampling seed (default: 111; the papers use 111, 222, 333)")
     run.add_argument("--seeds", type=seed_list, help="comma-separated sampling seeds: run each (a grid with --presets)")
@@ -514,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-overlap", action="store_true", help="keep questions the --config Special Set or "
                      "--program was tuned on (recorded in run.json)")
     _add_config_flags(run, many=True)
-    _add_model_flags(run)
+    add_model_flags(run)
     run.set_defaults(func=cmd_run)
 
     report = sub.add_parser("report", help="tables, significance tests and plots over run directories")
@@ -528,12 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=cmd_report)
 
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")
-    comp.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
-    comp.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
-    comp.add_argument("--dataset-name", help="the name this data set is recorded under (default: registry name or "
-                      "file stem; its content hash is recorded too)")
-    comp.add_argument("--split", help=SPLIT_HELP_TUNE)
-    comp.add_argument("--revision", help="pin the Hugging Face hub revision of --dataset")
+    _add_data_flags(comp, SPLIT_HELP_TUNE)
     comp.add_argument("--optimizer", required=True, choices=["labeled", "bootstrap", "random-search", "mipro", "gepa"],
                       help="the DSPy optimizer")
     comp.add_argument("--train", type=positive_int, default=20, help="training questions (default: 20)")
@@ -545,21 +325,16 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--reflection-model", type=model_spec, help="litellm model for GEPA's reflection")
     comp.add_argument("--out", required=True, type=Path, help="where to write the compiled program (JSON)")
     _add_config_flags(comp)
-    _add_model_flags(comp)
+    add_model_flags(comp)
     comp.set_defaults(func=cmd_compile)
 
     search = sub.add_parser("search", help="search component subsets with Optuna; write the Special Set")
-    search.add_argument("--dataset", required=True, help="a benchmark name, a data file or a Hugging Face directory")
-    search.add_argument("--data-dir", type=Path, help="where local copies of benchmarks live")
-    search.add_argument("--dataset-name", help="the name this data set is recorded under (default: registry "
-                        "name or file stem; its content hash is recorded too)")
-    search.add_argument("--split", help=SPLIT_HELP_TUNE)
+    _add_data_flags(search, SPLIT_HELP_TUNE)
     search.add_argument("--n", type=positive_int, default=20, help="dev questions per trial (default: 20)")
     search.add_argument("--trials", type=positive_int, default=10, help="Optuna trials (default: 10)")
     search.add_argument("--storage", type=storage_url,
                         help="sqlite:///file.db, a .log journal file, or postgresql://... "
                         "(default: sqlite <out>/<dataset name>-<hash8>_study/study.db)")
-    search.add_argument("--revision", help="pin the Hugging Face hub revision (tag, branch or commit) of --dataset")
     search.add_argument("--study", help="study name (default: teammed-<dataset name>-<hash8>, hash8: the first 8 "
                         "hex digits of the data set's content hash)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
@@ -578,13 +353,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: special_sets)")
     search.add_argument("--json", action="store_true", help="print the result as one JSON document on stdout "
                         "(everything else on stderr)")
-    _add_model_flags(search)
+    add_model_flags(search)
     search.set_defaults(func=cmd_search)
     from teammed.cli_cache import add_cache_command
     from teammed.cli_tune import add_parsers as add_tune_parsers  # tune, reproduce
 
     add_cache_command(sub)
-    add_tune_parsers(sub, model_flags=_add_model_flags, deployments=_deployments)
+    add_tune_parsers(sub, model_flags=add_model_flags, data_flags=_add_data_flags, commands=(cmd_tune, cmd_reproduce))
+    for name in ("run", "compile", "search", "tune", "reproduce"):
+        sub.choices[name].add_argument("--dry-run", action="store_true", help="print the calls, prompt and "
+                                       "completion tokens and $ the command would spend, estimated from its real "
+                                       "prompts; send no request")
+    for name in ("run", "compile"):
+        sub.choices[name].add_argument("--json", action="store_true", help="with --dry-run: print the estimate as "
+                                       "one JSON document on stdout")
     return parser
 
 
@@ -671,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"teammed: terminated{saved}", file=sys.stderr)
             _exit_now_if_signalled(exc.code)
         raise
+    except WorkFailed as exc:  # the work ran and failed: what finished is saved
+        return _fail(exc, 1, verbose=verbose, exiting=argv is None)
     except BackendError as exc:
         # Refused before any call (a missing key): careless input, 2. A server's refusal or failure while
         # the command works (a 401, a dead server) exits 1 in every command, as `run` stopping does.

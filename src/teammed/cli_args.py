@@ -9,21 +9,28 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import re
-import string
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from teammed.components import PRESET_COMPONENTS
-from teammed.errors import ConfigError, TeammedError
+from teammed.errors import ConfigError
+from teammed.inputs import (  # noqa: F401  (the layer's checks; the CLI's names for them)
+    check_unique_ids,
+    check_writable_dir,
+    config_values,
+    did_you_mean,
+    load_config_file,
+    parse_options,
+    read_json_object,
+    validation_message,
+)
 
 if TYPE_CHECKING:  # pydantic and the config model load when a command needs them, not for --help
-    from pydantic import ValidationError
 
-    from teammed.config import TeamworkConfig
+    pass
 
 __all__ = [
     "OneLineParser",
@@ -155,22 +162,15 @@ def preset_list(raw: str) -> list[str]:
     unknown = [n for n in names if n not in PRESET_COMPONENTS]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown preset {unknown[0]!r}"
-                                         f"{_did_you_mean(unknown[0], list(PRESET_COMPONENTS))}")
+                                         f"{did_you_mean(unknown[0], list(PRESET_COMPONENTS))}")
     return names
-
-
-def _did_you_mean(name: str, choices: Sequence[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, choices, n=1)
-    return (f"; did you mean {close[0]!r}?" if close else ";") + f" available: {', '.join(choices)}"
 
 
 def system_name(raw: str) -> str:
     """A system name; ``zero-shot`` and ``Zero_Shot`` both mean ``zero_shot``."""
     name = raw.strip().lower().replace("-", "_")
     if name not in SYSTEM_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown system {raw!r}{_did_you_mean(name, SYSTEM_NAMES)}")
+        raise argparse.ArgumentTypeError(f"unknown system {raw!r}{did_you_mean(name, SYSTEM_NAMES)}")
     return name
 
 
@@ -194,91 +194,6 @@ def model_spec(raw: str) -> str:
             raise argparse.ArgumentTypeError(f"{raw!r}: no GGUF file at {path}; give local:PATH.gguf of a model "
                                              f"file, or plain `local` for the bundled model")
     return spec
-
-
-def read_json_object(path: Path, *, what: str, fix: str) -> dict[str, Any]:
-    """The JSON object in ``path``; anything else is a `ConfigError` naming the path and ``fix``."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{what} {path} does not exist; {fix}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{what} {path} is a directory, not a JSON file; {fix}") from None
-    except PermissionError:
-        raise ConfigError(f"{what} {path} cannot be read (permission denied); {fix}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{what} {path} is not text (binary content); {fix}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what} {path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); "
-                          f"{fix}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what} {path} holds a JSON {type(data).__name__}, not an object; {fix}")
-    return data
-
-
-_CONFIG_FIX = ('give a TeamworkConfig JSON such as {"leadership": true, "trust": true} '
-               "or a special_sets/<dataset>.json file")
-
-
-def config_values(values: Any, *, where: str) -> TeamworkConfig:
-    """A `TeamworkConfig` from a JSON object; an error names the field, the value and the fix."""
-    from pydantic import ValidationError
-
-    from teammed.config import TeamworkConfig
-
-    if not isinstance(values, dict):
-        raise ConfigError(f"{where} must be a JSON object of TeamworkConfig fields (got a JSON "
-                          f"{type(values).__name__}); {_CONFIG_FIX}")
-    known = set(TeamworkConfig.model_fields)
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ConfigError(f"{where} has unknown field {unknown[0]!r}{_did_you_mean(unknown[0], sorted(known))}")
-    try:
-        return TeamworkConfig(**values)
-    except ValidationError as exc:
-        raise ConfigError(f"{where}: {validation_message(exc)}") from None
-
-
-def validation_message(exc: ValidationError) -> str:
-    """pydantic's errors as ``field: message (got value)``, joined on one line."""
-    parts = []
-    for err in exc.errors():
-        field = ".".join(str(x) for x in err.get("loc", ()))
-        msg = err["msg"].removeprefix("Value error, ")
-        got = f" (got {err['input']!r})" if field and "input" in err and not isinstance(err["input"], dict) else ""
-        parts.append(f"{field}: {msg}{got}" if field else msg)
-    return one_line("; ".join(parts))
-
-
-def load_config_file(path: Path) -> TeamworkConfig:
-    """``--config``: a plain TeamworkConfig JSON, a special-set file, or ``{"config": {...}}``."""
-    data = read_json_object(path, what="--config", fix=_CONFIG_FIX)
-    if "config" in data:  # a special set (or another document that wraps its config)
-        return config_values(data["config"], where=f"--config {path}, field 'config',")
-    return config_values(data, where=f"--config {path}")
-
-
-def parse_options(items: Sequence[str] | None) -> dict[str, str]:
-    """``--option A=text`` (repeated) -> {'A': 'text', ...}: two or more, lettered A, B, C, ... in order."""
-    options: dict[str, str] = {}
-    for item in items or []:
-        letter, sep, text = item.partition("=")
-        letter = letter.strip().upper()
-        if not sep or not text.strip() or len(letter) != 1 or letter not in string.ascii_uppercase:
-            raise ConfigError(f"--option takes LETTER=TEXT, e.g. --option A=\"Aspirin\" (got {item!r})")
-        if letter in options:
-            raise ConfigError(f"option {letter} is given twice; give each letter once")
-        options[letter] = text.strip()
-    if len(options) < 2:
-        raise ConfigError(f"a question needs at least two answer options (got {len(options)}); "
-                          f"add them with --option A=... --option B=...")
-    expected = list(string.ascii_uppercase[: len(options)])
-    if sorted(options) != expected:
-        raise ConfigError(f"options must be lettered {', '.join(expected)} (got {', '.join(sorted(options))}); "
-                          f"re-letter them from A")
-    return {letter: options[letter] for letter in expected}
 
 
 def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
@@ -305,37 +220,6 @@ def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
 
 def report_error(message: str) -> None:
     print(f"teammed: error: {printable(one_line(message))}", file=sys.stderr)
-
-
-def check_unique_ids(ids: Sequence[str], *, dataset: str) -> None:
-    """Results are keyed by question id: two questions with one id would overwrite each other."""
-    seen: set[str] = set()
-    for qid in ids:
-        if qid in seen:
-            raise TeammedError(f"{dataset} has two questions with id {qid!r}; give every question a unique "
-                               f"id (an 'id' column) so results and --resume can tell them apart")
-        seen.add(qid)
-
-
-def check_writable_dir(path: Path, *, flag: str = "--out") -> None:
-    """``path`` can be created or written: checked before anything is written (nothing half-done)."""
-    import os
-
-    probe = Path(path).absolute()
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        raise ConfigError(f"{flag} {path} is under {probe}, which is a file, not a directory; choose another {flag}")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path} cannot be written ({probe} is read-only or not ours); "
-                          f"choose a writable {flag} directory")
-    try:  # os.access ignores read-only mounts for root: ask the file system
-        if os.statvfs(probe).f_flag & os.ST_RDONLY:
-            raise ConfigError(f"{flag} {path} is on a read-only file system; choose a writable {flag} directory")
-    except (AttributeError, OSError):
-        pass
 
 
 def api_base(raw: str) -> str:

@@ -1,21 +1,15 @@
-"""Backend flags shared by every command, and how they become backends.
-
-The same options (``--api-base``, retries, ``--timeout``, ``--temperature``, ``--structured-output``,
-``--max-parallel-requests``, the cache) reach the main model(s), a ``--deployments`` file,
-and ``--teacher-model`` / ``--reflection-model``; all of them stop on the same shutdown.
-"""
+"""Backend flags shared by every command (they become a `teammed.experiments.BackendSpec`, whose options
+reach the main model(s), a ``--deployments`` file and ``--teacher-model`` / ``--reflection-model``)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
-from typing import Any
 
 # teammed.schema.DIALECTS, spelled out so `--help` does not import DSPy (a test keeps them equal)
 DIALECTS = ("json_schema_strict", "json_schema", "json_object_schema", "json_object", "none")
 
-__all__ = ["add_model_flags", "backend_options", "open_from_args", "extra_lm"]
+__all__ = ["add_model_flags"]
 
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -54,45 +48,3 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
                         "(default: auto)")
     g.add_argument("--no-cache", action="store_true", help="do not read or write the response cache")
     g.add_argument("--cache-dir", type=Path, help="response cache directory (default ~/.cache/teammed/responses)")
-
-
-def backend_options(args: argparse.Namespace) -> Any:
-    from teammed.backends.cache import ResponseCache
-    from teammed.backends.resolve import BackendOptions
-    from teammed.backends.retry import RetryPolicy
-
-    # run and ask stop by their own rule, on questions (--max-consecutive-failures); the commands whose
-    # loops go on past a failed question (DSPy's bootstrap, search trials, tune cells) by the backend's
-    retry = RetryPolicy(attempts=args.retry_attempts, base_s=args.retry_base, cap_s=args.retry_cap,
-                        give_up_after=0 if getattr(args, "command", None) in ("run", "ask") else 5)
-    cache = None if getattr(args, "no_cache", False) else ResponseCache(getattr(args, "cache_dir", None))
-    dialect = getattr(args, "structured_output", "auto")
-    return BackendOptions(api_base=args.api_base, retry=retry, cache=cache, timeout_s=args.timeout,
-                          max_tokens=args.max_tokens, temperature=getattr(args, "temperature", 0.0),
-                          structured_output=None if dialect == "auto" else dialect,
-                          # the flag alone: without it an --api-base llama.cpp server is sized by its slots
-                          max_parallel_requests=getattr(args, "max_parallel_requests", None),
-                          default_parallel_requests=4 * getattr(args, "concurrency", 1),
-                          transport=getattr(args, "transport", "auto"))
-
-
-def open_from_args(args: argparse.Namespace) -> Any:
-    """``with open_from_args(args) as deployments:`` for --model / --deployments."""
-    from teammed.backends.resolve import open_deployments
-
-    deployments_file = getattr(args, "deployments", None)
-    specs = args.model or ([] if deployments_file else ["local"])
-    return open_deployments(specs, concurrency=args.concurrency, deployments_file=deployments_file,
-                            options=backend_options(args))
-
-
-def extra_lm(args: argparse.Namespace, spec: str, *, stack: contextlib.ExitStack, max_tokens: int | None = None) -> Any:
-    """A teacher or reflection model with the same options and shutdown as the main ones."""
-    from teammed.backends.resolve import check_routable, open_lm
-
-    named = (("--teacher-model", getattr(args, "teacher_model", None)),
-             ("--reflection-model", getattr(args, "reflection_model", None)))
-    check_routable(spec, api_base=args.api_base, where=next((flag for flag, value in named if value == spec),
-                                                            "--model"))
-    lm, _ = open_lm(spec, backend_options(args), stack=stack, max_tokens=max_tokens)
-    return lm

@@ -13,6 +13,7 @@ __all__ = [
     "DataError",
     "ProgramMismatchError",
     "NoAnswerError",
+    "WorkFailed",
     "cause_of",
 ]
 
@@ -25,6 +26,11 @@ class TeammedError(Exception):
 
 class ConfigError(TeammedError, ValueError):
     """A configuration breaks a rule; the message names the rule, the value and the fix."""
+
+
+class WorkFailed(TeammedError):
+    """The work ran and failed (a run whose questions kept failing, a tune or search that cannot
+    succeed): what was finished is saved; the command exits 1, not 2 (careless input)."""
 
 
 class BackendError(TeammedError):

@@ -1,15 +1,12 @@
 """Progress for the CLI: a bar on a terminal, plain lines otherwise.
 
-A run shows questions done, accuracy, LM calls, tokens, failures and an ETA; inside a
-question it shows the phase (the behaviour module running) and calls so far, so a long
-deliberation, ``compile`` or ``ask`` is never silent. LM calls are counted live (``run``: a
-`teammed.usage` listener; ``ask`` and ``compile``: DSPy callbacks, which also name the module
-running), so the ETA is calls-based from the first call: expected calls per question
-(``expected_calls``, which the CLI takes from the teamwork formula,
-`teammed.programs.accounting.expected_calls_per_question`; observed ones once questions
-finish) divided by the observed call rate, which already reflects concurrency.
+`EventDisplay` renders the `teammed.events.Progress` events of run, compile, search, tune and
+reproduce the same way: done/total, accuracy where the unit is a question, calls, tokens and $
+so far against the budget, failures, an ETA, and the behaviour running; on a pipe a line per
+finished unit and at least one every 30 s (a hung server too). `CallProgress` shows one
+deliberation (``ask``) phase by phase, through DSPy callbacks, which also name the module running.
 
-Only the CLI uses this module (output belongs to the CLI; library code logs).
+Only the CLI uses this module (output belongs to the CLI; library code emits events and logs).
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from dspy.utils.callback import BaseCallback
 
 from teammed import usage as usage_mod
 
-__all__ = ["RunProgress", "CallProgress", "format_duration", "format_count"]
+__all__ = ["EventDisplay", "CallProgress", "format_duration", "format_count"]
 
 
 def format_duration(seconds: float | None) -> str:
@@ -61,15 +58,8 @@ class _LiveCalls(BaseCallback):
         self.calls = 0
         self.tokens = 0
         self.phase = ""
-        # The call rate is measured from the moment `ramp_threshold` calls (one per worker) have
-        # finished: setup, the first (warm-up) call and workers starting unevenly are excluded.
-        self.ramp_threshold = 1
-        self.ramp_at: float | None = None
-        self.ramp_calls = 0
         self._stacks: dict[int, list[str]] = {}
         self._names: dict[str, str] = {}
-        self._started: dict[str, float] = {}
-        self._latencies: list[float] = []
         self._seen: dict[int, int] = {}
         self._lock = threading.Lock()
         self._on_change = on_change
@@ -102,41 +92,10 @@ class _LiveCalls(BaseCallback):
         names = [_words(self._names.get(c, "")) for c in stack[1:]][-2:]
         return " / ".join(n for n in names if n) or self.phase
 
-    def on_lm_start(self, call_id: str, instance: Any, inputs: dict[str, Any]) -> None:
-        with self._lock:
-            self._started[call_id] = time.monotonic()
-
-    # `teammed.usage.CallListener`: the cheap feed `run` uses (no DSPy callbacks; the phase is the
-    # behaviour whose call started last)
-    def call_started(self, signature: str) -> None:
-        self.phase = _words(signature)
-
-    def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None:
-        with self._lock:
-            if len(self._latencies) < 100_000:
-                self._latencies.append(latency_s)
-            self._count_call()
-            self.tokens += tokens
-        self._on_change()
-
-    def _count_call(self) -> None:
-        self.calls += 1
-        if self.ramp_at is None and self.calls >= self.ramp_threshold:
-            self.ramp_at, self.ramp_calls = time.monotonic(), self.calls
-
-    def mean_latency(self) -> float | None:
-        """Seconds per LM call so far, the first (warm-up) call left out once there are others."""
-        with self._lock:
-            latencies = self._latencies[1:] if len(self._latencies) > 1 else self._latencies
-            return sum(latencies) / len(latencies) if latencies else None
-
     def on_lm_end(self, call_id: str, outputs: Any, exception: Exception | None = None) -> None:
         used = usage_mod.current()
         with self._lock:
-            began = self._started.pop(call_id, None)
-            if began is not None and len(self._latencies) < 100_000:
-                self._latencies.append(time.monotonic() - began)
-            self._count_call()
+            self.calls += 1
             if used is not None:
                 now = used.prompt_tokens + used.completion_tokens
                 key = id(used)
@@ -157,7 +116,7 @@ class _Display:
         self.interval_s = interval_s
         self.heartbeat_s = heartbeat_s
         self._last_draw = 0.0
-        self._last_line = time.monotonic()
+        self.last_line_at = time.monotonic()
         self._width = 0
         self._lock = threading.Lock()
 
@@ -179,10 +138,10 @@ class _Display:
                 self._width = 0
             self.stream.write(text + "\n")
             self.stream.flush()
-            self._last_line = time.monotonic()
+            self.last_line_at = time.monotonic()
 
     def heartbeat_due(self) -> bool:
-        return not self.tty and time.monotonic() - self._last_line >= self.heartbeat_s
+        return not self.tty and time.monotonic() - self.last_line_at >= self.heartbeat_s
 
     def close(self) -> None:
         with self._lock:
@@ -193,10 +152,8 @@ class _Display:
 
 
 class _Progress:
-    """Installs the live-call counter for the duration of a ``with`` block: as DSPy callbacks (module
-    phases, for one deliberation) or, with ``dspy_callbacks`` false, as a cheap `teammed.usage` listener."""
-
-    dspy_callbacks = True
+    """Installs the live-call counter, as DSPy callbacks (module phases, for one deliberation), for the
+    duration of a ``with`` block."""
 
     def __init__(self, stream: TextIO | None, *, tty: bool | None, interval_s: float, heartbeat_s: float) -> None:
         self.display = _Display(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
@@ -210,10 +167,6 @@ class _Progress:
 
         self.started = time.monotonic()
         self._stack = contextlib.ExitStack()
-        if not self.dspy_callbacks:
-            self._stack.enter_context(usage_mod.listen(self.live))
-            self._installed = False
-            return self
         callbacks = [*(dspy.settings.get("callbacks") or []), self.live]
         # this thread (which may sit inside a dspy.context that snapshotted the settings) ...
         self._stack.enter_context(dspy.context(callbacks=callbacks))
@@ -249,7 +202,7 @@ class _Progress:
 
 
 class CallProgress(_Progress):
-    """``ask`` and ``compile``: what is running, calls and tokens so far, time elapsed."""
+    """``ask``: what is running, calls and tokens so far, time elapsed."""
 
     def __init__(self, label: str, *, stream: TextIO | None = None, tty: bool | None = None,
                  interval_s: float = 0.2, heartbeat_s: float = 30.0, phase_lines: bool = False) -> None:
@@ -265,17 +218,8 @@ class CallProgress(_Progress):
         else:
             self.display.line("  " + self.status())
 
-    @contextlib.contextmanager
-    def relaying_output(self, prefix: str = "dspy: ") -> Iterator[None]:
-        """While inside, what a library prints to stdout/stderr comes out as lines of this display
-        (``prefix`` first) and its own progress bars (redrawn with carriage returns) are dropped:
-        one display on the terminal, not two fighting over the line."""
-        relay = _LineRelay(lambda text: self.display.line("  " + prefix + text))
-        with contextlib.redirect_stdout(relay), contextlib.redirect_stderr(relay):  # type: ignore[type-var]
-            try:
-                yield
-            finally:
-                relay.flush_line()
+    def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
+        return relaying(self.display, prefix)
 
     def _changed(self) -> None:
         phase = self.live.phase
@@ -291,90 +235,92 @@ class CallProgress(_Progress):
                 f"{format_duration(self.elapsed())} elapsed")
 
 
-class RunProgress(_Progress):
-    """``run``: a bar with questions done, accuracy, calls, tokens, failures and ETA.
+class EventDisplay:
+    """Renders `teammed.events.Progress` events, the same way for every long command: on a terminal a
+    line redrawn in place (a unit's start on a line of its own); on a pipe a plain line per finished
+    unit, and at least one every ``heartbeat_s`` seconds while work goes on (a call, or nothing at all:
+    a hung server is not silence)."""
 
-    ``update`` takes the runner's per-question stats (``done``, ``total``, ``accuracy``,
-    ``calls``, ``failed``); between questions the live call count moves the bar's numbers.
-    Calls are counted through a `teammed.usage` listener, not DSPy callbacks, which would cost
-    every call of a long run the inspection of each module's arguments.
-    """
-
-    dspy_callbacks = False
-
-    def __init__(self, *, total: int, expected_calls: float | None = None, concurrency: int = 1,
-                 stream: TextIO | None = None, tty: bool | None = None, interval_s: float = 0.2,
+    def __init__(self, stream: TextIO | None = None, *, tty: bool | None = None, interval_s: float = 0.2,
                  heartbeat_s: float = 30.0, width: int = 24) -> None:
-        super().__init__(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
-        self.total = total
-        self.expected_calls = expected_calls
-        self.concurrency = max(1, concurrency)
-        self.live.ramp_threshold = self.concurrency
+        self.display = _Display(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
         self.width = width
-        self.done = 0
-        self.failed = 0
-        self.accuracy: float | None = None
-        self._session_done = 0
-        self._session_row_calls = 0
-        self._prev_calls: int | None = None
-        self._row_calls = 0
+        self.last: Any = None
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
-    def update(self, stats: dict[str, Any]) -> None:
-        """One question finished (the runner's progress callback)."""
-        done, calls = int(stats["done"]), int(stats.get("calls", 0))
-        if self._prev_calls is None:  # rows from an earlier session (resume): estimate their share
-            self._prev_calls = round(calls * (done - 1) / done) if done > 1 else 0
-        self._session_row_calls += calls - self._prev_calls
-        self._prev_calls = calls
-        self._row_calls = calls
-        self._session_done += 1
-        self.done, self.total = done, int(stats.get("total", self.total))
-        self.failed = int(stats.get("failed", 0))
-        self.accuracy = float(stats.get("accuracy", 0.0))
-        if self.display.tty:
-            self.display.draw(self.status(), force=True)
+    def __call__(self, event: Any) -> None:
+        self.last = event
+        if event.kind in ("start", "finish"):
+            return
+        if event.kind == "begin":
+            self.display.line(event.label)
+        elif event.kind == "call":
+            if self.display.tty:
+                self.display.draw(self.status(event))
+            elif self.display.heartbeat_due():
+                self.display.line("  " + self.status(event))
+        elif self.display.tty:
+            self.display.draw(self.status(event), force=True)
         else:
-            self.display.line("  " + self.status())
+            self.display.line("  " + self.status(event))
 
-    def per_question_calls(self) -> float | None:
-        """Observed mean calls per finished question once there is one, else the formula's."""
-        if self._session_done and self._session_row_calls:
-            return self._session_row_calls / self._session_done
-        return self.expected_calls
+    def __enter__(self) -> Self:
+        if not self.display.tty:  # a pipe hears from a silent piece of work too
+            self._ticker = threading.Thread(target=self._tick, name="teammed-progress", daemon=True)
+            self._ticker.start()
+        return self
 
-    def eta_s(self) -> float | None:
-        """Remaining calls divided by the call rate.
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=1.0)
+        self.display.close()
 
-        Until the first question of this session finishes, the rate is (workers busy) / (mean call
-        latency): right from the first calls, however unevenly the workers started. Afterwards it
-        is the observed rate since every worker had finished one call, which includes the time
-        between calls as well.
-        """
-        per_question = self.per_question_calls()
-        live = self.live
-        if not per_question or not live.calls:
-            if self._session_done:  # no live counts: questions per second (concurrency included)
-                return self.elapsed() / self._session_done * (self.total - self.done)
-            return None
-        in_flight = max(0, live.calls - self._session_row_calls)
-        remaining = max(0.0, per_question * (self.total - self.done) - in_flight)
-        workers = max(1, min(self.concurrency, self.total - self.done))
-        if self._session_done and live.ramp_at is not None and live.calls > live.ramp_calls:
-            rate = (live.calls - live.ramp_calls) / max(1e-9, time.monotonic() - live.ramp_at)
-            return remaining / rate
-        latency = live.mean_latency()
-        return remaining * latency / workers if latency is not None else None
+    def _tick(self) -> None:
+        while not self._stop.wait(min(5.0, self.display.heartbeat_s)):
+            event = self.last
+            if event is not None and event.kind != "finish" and self.display.heartbeat_due():
+                waited = time.monotonic() - self.display.last_line_at
+                self.display.line(f"  {self.status(event)} | still working ({format_duration(waited)} since the "
+                                  f"last line)")
 
-    def status(self) -> str:
-        share = self.done / self.total if self.total else 1.0
-        filled = int(round(share * self.width))
-        bar = "#" * filled + "-" * (self.width - filled)
-        accuracy = f"{self.accuracy:.1%}" if self.accuracy is not None else "--"
-        phase = f" | in: {self.live.phase}" if self.live.phase and self.done < self.total else ""
-        calls = self.live.calls or self._row_calls
-        return (f"[{bar}] {self.done}/{self.total} | accuracy {accuracy} | {calls} calls | "
-                f"{format_count(self.live.tokens)} tokens | {self.failed} failed | "
-                f"ETA {format_duration(self.eta_s())}{phase}")
+    def relaying_output(self, prefix: str = "") -> contextlib.AbstractContextManager[None]:
+        return relaying(self.display, prefix)
+
+    def status(self, e: Any) -> str:
+        parts = [e.label]
+        if e.total:
+            filled = int(round(min(1.0, (e.done or 0) / e.total) * self.width))
+            parts.append(f"[{'#' * filled}{'-' * (self.width - filled)}] {e.done or 0}/{e.total}")
+        if e.accuracy is not None:
+            parts.append(f"accuracy {e.accuracy:.1%}")
+        limits = e.budget
+        spent = e.spent
+        parts.append(f"{spent.calls} calls" + (f" of {format_count(limits.calls)}" if limits and limits.calls else ""))
+        parts.append(f"{format_count(spent.tokens)} tokens"
+                     + (f" of {format_count(limits.tokens)}" if limits and limits.tokens else ""))
+        if spent.usd is not None and (spent.usd or (limits and limits.usd)):
+            parts.append(f"${spent.usd:.4f}" + (f" of ${limits.usd:g}" if limits and limits.usd else ""))
+        if e.failed or e.accuracy is not None:  # questions: how many failed, 0 included
+            parts.append(f"{e.failed} failed")
+        parts.append(f"ETA {format_duration(e.eta_s)}")
+        if e.phase and e.kind == "call" and (e.total is None or (e.done or 0) < e.total):
+            parts.append(f"in: {_words(e.phase)}")
+        return " | ".join(parts)
+
+
+@contextlib.contextmanager
+def relaying(display: _Display, prefix: str) -> Iterator[None]:
+    """While inside, what a library prints to stdout/stderr comes out as lines of ``display`` (``prefix``
+    first) and its own progress bars (redrawn with carriage returns) are dropped: one display on the
+    terminal, not two fighting over the line."""
+    relay = _LineRelay(lambda text: display.line("  " + prefix + text))
+    with contextlib.redirect_stdout(relay), contextlib.redirect_stderr(relay):  # type: ignore[type-var]
+        try:
+            yield
+        finally:
+            relay.flush_line()
 
 
 class _LineRelay:

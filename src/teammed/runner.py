@@ -48,7 +48,7 @@ from teammed import answer_stats, interrupts
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.answering import answer
 from teammed.backends.resolve import Deployment
-from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, cause_of
+from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, WorkFailed, cause_of
 from teammed.programs.parallel import calls_in_turn
 from teammed.records import redacted_argv, write_atomic
 from teammed.results import ResultRow, RunIdentity, identity_differences, iter_rows
@@ -73,7 +73,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-class RunStopped(TeammedError):
+class RunStopped(WorkFailed):
     """The run stopped early: questions kept failing with the same error."""
 
 

@@ -105,7 +105,8 @@ class CallListener(Protocol):
 
     def call_started(self, signature: str) -> None: ...
 
-    def call_finished(self, signature: str, *, tokens: int, latency_s: float) -> None: ...
+    def call_finished(self, signature: str, *, tokens: int, latency_s: float, prompt_tokens: int,
+                      completion_tokens: int, cost_usd: float, cache_hit: bool) -> None: ...
 
 
 _listeners: tuple[CallListener, ...] = ()
@@ -166,7 +167,9 @@ def record_call(
           latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries,
           cached_prompt_tokens=cached_prompt_tokens, answered_by=answered_by)
     if _listeners:
-        _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s)
+        _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s,
+              prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
+              cache_hit=cache_hit)
 
 
 def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency_s: float, cost_usd: float,

@@ -1,4 +1,4 @@
-"""Which questions a command reads, and under what data-set identity (CLI glue, no I/O beyond loading).
+"""Which questions a command reads, and under what data-set identity (no I/O beyond loading).
 
 A data set's identity is its *name* (``--dataset-name``, else the registry name or the file's
 stem) plus the sha256 of its loaded content: two files called ``sampled_50.jsonl`` from two
@@ -11,16 +11,18 @@ any overlap with them out (`tuned_on`, `without_overlap`: matched by content, ne
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from teammed.errors import ConfigError, DataError
 from teammed.types import Question
+
+if TYPE_CHECKING:
+    from teammed.experiments.specs import DataSpec
 
 __all__ = ["DatasetChoice", "load_for", "dataset_name", "tuning_record", "tuned_on", "TunedOn", "without_overlap"]
 
@@ -48,24 +50,23 @@ def dataset_name(dataset: str, given: str | None = None) -> str:
     return path.stem if path.suffix or path.is_dir() else dataset
 
 
-def load_for(args: argparse.Namespace, *, purpose: str) -> DatasetChoice:
-    """Load ``args.dataset`` (``--split``, ``--data-dir``) for ``purpose`` "tune" or "eval"."""
+def load_for(data: DataSpec, *, purpose: str) -> DatasetChoice:
+    """Load ``data`` (its split, data_dir, revision) for ``purpose`` "tune" or "eval"."""
     from teammed.data import load_dataset
     from teammed.data.splits import apply_plan, plan_split
     from teammed.records import dataset_digest
 
-    plan = plan_split(args.dataset, purpose=purpose, split=getattr(args, "split", None),
-                      data_dir=getattr(args, "data_dir", None))  # type: ignore[arg-type]
-    pinned = {"revision": args.revision} if getattr(args, "revision", None) else {}  # hub revision, if given
-    source = load_dataset(args.dataset, data_dir=getattr(args, "data_dir", None), split=plan.source_split, **pinned)
+    plan = plan_split(data.dataset, purpose=purpose, split=data.split, data_dir=data.data_dir)  # type: ignore[arg-type]
+    pinned = {"revision": data.revision} if data.revision else {}  # hub revision, if given
+    source = load_dataset(data.dataset, data_dir=data.data_dir, split=plan.source_split, **pinned)
     questions = apply_plan(source, plan)
     if not questions:
-        raise DataError(f"the {plan.part} part of {args.dataset} is empty ({len(source)} questions, all in the "
+        raise DataError(f"the {plan.part} part of {data.dataset} is empty ({len(source)} questions, all in the "
                         f"other part of the tune/eval partition); pass --split all to use every question "
                         f"(tuning and evaluation may then overlap; run leaves out what a Special Set or "
                         f"program was tuned on)")
-    return DatasetChoice(name=dataset_name(args.dataset, getattr(args, "dataset_name", None)),
-                         sha256=dataset_digest(source), split=plan.name, questions=questions, source=source)
+    return DatasetChoice(name=dataset_name(data.dataset, data.dataset_name), sha256=dataset_digest(source),
+                         split=plan.name, questions=questions, source=source)
 
 
 def tuning_record(choice: DatasetChoice, questions: Sequence[Question]) -> dict[str, Any]:

@@ -1,0 +1,232 @@
+"""What an experiment is: frozen specs, one per command, built by the CLI from its flags or by hand.
+
+Every spec is a frozen pydantic model whose fields carry the CLI's defaults, so
+``RunSpec(data="demo", team="all", backend="scripted")`` is ``teammed run --dataset demo
+--preset all --model scripted``. Three parts recur: `DataSpec` (which questions), `TeamSpec`
+(which system, in which configuration) and `BackendSpec` (which model, how it is called).
+A string stands for the part's main field: ``data="medqa"``, ``team="all"`` (a preset),
+``backend="openai/gpt-4o-mini"``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = ["DataSpec", "TeamSpec", "BackendSpec", "RunSpec", "AskSpec", "CompileSpec", "SearchSpec", "TuneSpec",
+           "ReproduceSpec", "ReportSpec", "OPTIMIZERS", "TUNE_OPTIMIZERS"]
+
+OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro", "gepa")
+TUNE_OPTIMIZERS = ("none", *OPTIMIZERS)
+TeamAgents = Literal["auto", 2, 3, 4]
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DataSpec(_Spec):
+    """Which questions: a benchmark name, a data file or a Hugging Face directory, and its split."""
+
+    dataset: str
+    data_dir: Path | None = None
+    dataset_name: str | None = None  # the name results carry (default: the registry name or the file's stem)
+    split: str | None = None  # see `teammed.data.splits.plan_split` (default: the purpose's part)
+    revision: str | None = None  # a Hugging Face hub revision
+
+
+class TeamSpec(_Spec):
+    """Which system, in which configuration: a preset, components, a config file or a compiled program."""
+
+    system: str = "teamwork"
+    preset: str | None = None
+    presets: tuple[str, ...] | None = None  # `run` only: a grid of presets
+    components: str | None = None  # "smm,leadership,..."
+    config: Path | None = None  # a TeamworkConfig JSON or a Special Set file
+    n_agents: TeamAgents | None = None
+    n_turns: int | None = Field(default=None, ge=1)
+    early_consensus: float | None = None
+    leader_correction: bool | None = None
+    program: Path | None = None  # a compiled program (`compile`)
+
+    @field_validator("n_agents", mode="before")
+    @classmethod
+    def _agents(cls, value: Any) -> Any:
+        return int(value) if isinstance(value, str) and value.isdigit() else value
+
+
+class BackendSpec(_Spec):
+    """Which model(s) and how every call is made (the CLI's backend flags)."""
+
+    model: tuple[str, ...] | None = None  # litellm model strings, `local` (default) or `scripted`
+    api_base: str | None = None
+    deployments: Path | None = None  # a litellm Router model_list file (replaces model)
+    concurrency: int = Field(default=4, ge=1)  # questions in flight
+    max_parallel_requests: int | None = Field(default=None, ge=1)
+    structured_output: str = "auto"
+    timeout: float | None = Field(default=None, gt=0)
+    max_tokens: int = Field(default=512, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    retry_attempts: int = Field(default=4, ge=1)
+    retry_base: float = Field(default=2.0, ge=0)
+    retry_cap: float = Field(default=30.0, ge=0)
+    transport: Literal["auto", "litellm"] = "auto"
+    cache: bool = True
+    cache_dir: Path | None = None
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _models(cls, value: Any) -> Any:
+        return (value,) if isinstance(value, str) else value
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        """The model strings called (``local`` when none is given and there is no deployments file)."""
+        return self.model or (() if self.deployments else ("local",))
+
+
+def _coerce(field: str, value: Any) -> Any:
+    return {field: value} if isinstance(value, str) else value
+
+
+class _Experiment(_Spec):
+    backend: BackendSpec = BackendSpec()
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, value: Any) -> Any:
+        return _coerce("model", value)
+
+
+class _OnData(_Experiment):
+    data: DataSpec
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _data(cls, value: Any) -> Any:
+        return _coerce("dataset", value)
+
+
+class _WithTeam(_OnData):
+    team: TeamSpec = TeamSpec()
+
+    @field_validator("team", mode="before")
+    @classmethod
+    def _team(cls, value: Any) -> Any:
+        return _coerce("preset", value)
+
+
+class RunSpec(_WithTeam):
+    """``teammed run``: a system over a data set, one run directory per configuration and seed."""
+
+    n: int | None = Field(default=None, ge=1)  # questions to sample (None: all)
+    seed: int = 111
+    seeds: tuple[int, ...] | None = None  # a grid of sampling seeds (default: seed)
+    stratify: str | None = None
+    shard: tuple[int, int] | None = None  # (I, N): the I-th of N disjoint parts
+    shuffle_options: bool = False
+    out: Path | None = None  # default runs/<time>-<dataset>/<label>/seed<seed>
+    resume: bool = False
+    retry_failed: bool = False
+    max_consecutive_failures: int = Field(default=5, ge=0)
+    allow_overlap: bool = False
+
+
+class AskSpec(_Experiment):
+    """``teammed ask``: one question, typed in (``question`` and ``options``) or replayed from a data set
+    (``data`` and ``question_id``)."""
+
+    question: str | None = None
+    options: dict[str, str] | None = None
+    image: str | None = None
+    data: DataSpec | None = None
+    question_id: str | None = None
+    team: TeamSpec = TeamSpec()
+
+    @field_validator("data", mode="before")
+    @classmethod
+    def _data(cls, value: Any) -> Any:
+        return _coerce("dataset", value)
+
+    @field_validator("team", mode="before")
+    @classmethod
+    def _team(cls, value: Any) -> Any:
+        return _coerce("preset", value)
+
+
+class CompileSpec(_WithTeam):
+    """``teammed compile``: optimize a system's prompts with a DSPy optimizer; prove it on held-out questions."""
+
+    optimizer: Literal["labeled", "bootstrap", "random-search", "mipro", "gepa"]
+    out: Path
+    train: int = Field(default=20, ge=1)
+    val: int = Field(default=10, ge=0)
+    test: int = Field(default=10, ge=0)
+    seed: int = 111
+    teacher_model: str | None = None
+    reflection_model: str | None = None
+
+
+class SearchSpec(_OnData):
+    """``teammed search``: component subsets with Optuna; the Special Set of a data set."""
+
+    n: int = Field(default=20, ge=1)
+    trials: int = Field(default=10, ge=1)
+    storage: str | None = None
+    study: str | None = None
+    objectives: Literal["accuracy", "accuracy,tokens"] = "accuracy"
+    sampler: Literal["tpe", "grid", "brute"] = "tpe"
+    seed: int = 111
+    batch_size: int = Field(default=5, ge=1)
+    search_turns: bool = False
+    search_agents: bool = False
+    search_early_consensus: bool = False
+    out: Path = Path("special_sets")
+
+
+class TuneSpec(_OnData):
+    """``teammed tune``: prompts and components together within a budget, proven on held-out questions.
+    Settings left None take `teammed.optimizers.tune.TuneSettings`' defaults."""
+
+    budget: str  # calls=N, tokens=N and/or usd=X
+    tune_split: str | None = None
+    optimizer: Literal["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"] | None = None
+    storage: str | None = None
+    study: str | None = None
+    n_tune: int | None = Field(default=None, ge=1)
+    n_eval: int = Field(default=100, ge=1)
+    seed: int | None = Field(default=None, ge=0)
+    batch_size: int | None = Field(default=None, ge=1)
+    stage1_batches: int | None = Field(default=None, ge=1)
+    pool_size: int | None = Field(default=None, ge=1)
+    alpha: float | None = Field(default=None, gt=0, lt=1)
+    out: Path | None = None  # default special_sets/<dataset name>-<hash8>_tune
+
+
+class ReproduceSpec(_Experiment):
+    """``teammed reproduce``: a paper's table, measured, beside the published numbers."""
+
+    protocol: str = "001-table1"
+    data_dir: Path | None = None
+    datasets: tuple[str, ...] | None = None  # codes (MQA, PQA, ...) or files; default all eight
+    split: str | None = None
+    rows: tuple[str, ...] | None = None  # default every row
+    seeds: tuple[int, ...] = (111, 222, 333)
+    n: int = Field(default=50, ge=1)
+    storage: str | None = None
+    study: str | None = None
+    tune_budget: str = "calls=20000"
+    optimizer: Literal["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"] = "none"
+    batch_size: int = Field(default=10, ge=1)
+    out: Path | None = None  # default reproduce/<protocol>
+
+
+class ReportSpec(_Spec):
+    """``teammed report``: tables, tests and plots over run directories (or two of them compared)."""
+
+    dirs: tuple[Path, ...]
+    out: Path = Path("report")
+    baseline: str | None = None
+    compare: bool = False
