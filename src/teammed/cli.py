@@ -40,8 +40,6 @@ from teammed.errors import BackendError, FatalBackendError, TeammedError, WorkFa
 
 __all__ = ["main", "build_parser", "spec_of"]
 
-log = logging.getLogger("teammed")
-
 # `teammed --help`: plain text (argparse prints the description as it is), every command named
 DESCRIPTION = ("LLM agent teams for medical question answering. Commands: ask (one question, with the "
                "transcript), run (a system over a data set), report (tables, tests and plots over runs), "

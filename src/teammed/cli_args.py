@@ -12,10 +12,9 @@ import errno
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from teammed.components import PRESET_COMPONENTS
+from teammed import inputs
 from teammed.errors import ConfigError
 from teammed.inputs import (  # noqa: F401  (the layer's checks; the CLI's names for them)
     check_unique_ids,
@@ -51,10 +50,7 @@ __all__ = [
     "SYSTEM_NAMES",
 ]
 
-# The teamwork program and the peer systems (programs/peers SYSTEMS); kept here so that
-# parsing a command line does not import DSPy.
-SYSTEM_NAMES = ("teamwork", "zero_shot", "few_shot", "cot", "mdagents", "kamac", "consultation",
-                "majority_vote", "consensus")
+SYSTEM_NAMES = inputs.SYSTEM_NAMES
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -85,18 +81,6 @@ def _number(kind: Callable[[str], Any], raw: str) -> Any:
     except ValueError:
         noun = "a whole number" if kind is int else "a number"
         raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
-
-
-def shard_spec(raw: str) -> tuple[int, int]:
-    """``--shard I/N``: the I-th (1-based) of N parts, 1 <= I <= N."""
-    index, sep, count = raw.strip().partition("/")
-    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"{raw!r} is not I/N (e.g. 1/4: the first of four shards)")
-    i, n = int(index), int(count)
-    if not 1 <= i <= n:
-        raise argparse.ArgumentTypeError(f"shard {i}/{n} does not exist: I counts from 1 to N (Slurm: "
-                                         f"--array=1-{max(n, 1)}, then --shard $SLURM_ARRAY_TASK_ID/{max(n, 1)})")
-    return i, n
 
 
 def positive_int(raw: str) -> int:
@@ -156,46 +140,6 @@ def seed_list(raw: str) -> list[int]:
                                          f"give a list like 111,222,333") from None
 
 
-def preset_list(raw: str) -> list[str]:
-    """``base,trust`` -> ['base', 'trust'], each a known preset (hyphens allowed)."""
-    names = [p.replace("-", "_").lower() for p in _items(raw, "preset", "base,trust")]
-    unknown = [n for n in names if n not in PRESET_COMPONENTS]
-    if unknown:
-        raise argparse.ArgumentTypeError(f"unknown preset {unknown[0]!r}"
-                                         f"{did_you_mean(unknown[0], list(PRESET_COMPONENTS))}")
-    return names
-
-
-def system_name(raw: str) -> str:
-    """A system name; ``zero-shot`` and ``Zero_Shot`` both mean ``zero_shot``."""
-    name = raw.strip().lower().replace("-", "_")
-    if name not in SYSTEM_NAMES:
-        raise argparse.ArgumentTypeError(f"unknown system {raw!r}{did_you_mean(name, SYSTEM_NAMES)}")
-    return name
-
-
-def model_spec(raw: str) -> str:
-    """``--model``: ``local``, ``local:PATH.gguf``, ``scripted[:SECONDS]`` or a litellm model string."""
-    spec = raw.strip()
-    if not spec:
-        raise argparse.ArgumentTypeError("is empty; give a litellm model (e.g. openai/gpt-4o-mini) or `local`")
-    kind, sep, rest = spec.partition(":")
-    if kind == "scripted" and sep:
-        try:
-            delay = float(rest)
-        except ValueError:
-            delay = -1.0
-        if not 0 <= delay < float("inf"):
-            raise argparse.ArgumentTypeError(f"{raw!r}: scripted:SECONDS takes seconds per call, "
-                                             f"e.g. scripted:0.5 (or plain `scripted`)")
-    if kind == "local" and sep:
-        path = Path(rest).expanduser()
-        if not path.is_file():
-            raise argparse.ArgumentTypeError(f"{raw!r}: no GGUF file at {path}; give local:PATH.gguf of a model "
-                                             f"file, or plain `local` for the bundled model")
-    return spec
-
-
 def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
     """A one-line message naming the path and the fix, and the exit code (2: the user's path; 1: the machine).
 
@@ -222,37 +166,27 @@ def report_error(message: str) -> None:
     print(f"teammed: error: {printable(one_line(message))}", file=sys.stderr)
 
 
-def api_base(raw: str) -> str:
-    """``--api-base``: an http(s) URL of an OpenAI-compatible server."""
-    url = raw.strip()
-    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s) URL; give the server's base URL, "
-                                         f"e.g. http://127.0.0.1:8000/v1")
-    return url
+def _arg(check: Callable[[str], Any]) -> Callable[[str], Any]:
+    """An argparse ``type=`` from a check of `teammed.inputs` (the specs run the same check): its
+    `ConfigError` becomes argparse's one-line usage error."""
 
-
-def storage_url(raw: str) -> str:
-    """``--storage``: ``journal:PATH`` or a ``.log``/``.journal`` journal file, ``sqlite:///file.db``, or a
-    database URL (`teammed.optimizers._storage.STORAGE_FORMS`)."""
-    value = raw.strip()
-    if value.startswith("journal:") and value.removeprefix("journal:").strip("/ "):
-        return value
-    if "://" not in value:
-        if value.endswith((".log", ".journal")):
-            return value
-        raise argparse.ArgumentTypeError(f"{raw!r} is neither a journal file nor a database URL; give "
-                                         f"journal:/abs/path/study.log (or a path ending .log), "
-                                         f"sqlite:////abs/path/study.db, or postgresql://user:password@host/db")
-    try:
-        from sqlalchemy.engine import make_url
-
-        url = make_url(value)
-    except Exception:  # sqlalchemy's ArgumentError and friends
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a database URL; give sqlite:///study.db or "
-                                         f"postgresql://user@host/db") from None
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+    def parse(raw: str) -> Any:
         try:
-            check_writable_dir(Path(url.database).parent, flag="--storage")
+            return check(raw)
         except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("--storage ")) from None
-    return value
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = check.__name__
+    return parse
+
+
+shard_spec = _arg(inputs.shard)
+system_name = _arg(inputs.system_name)
+model_spec = _arg(inputs.model_string)
+api_base = _arg(inputs.api_base)
+storage_url = _arg(inputs.storage_url)
+
+
+def preset_list(raw: str) -> list[str]:
+    """``base,trust`` -> ['base', 'trust'], each a known preset (hyphens allowed)."""
+    return [_arg(inputs.preset_name)(name) for name in _items(raw, "preset", "base,trust")]

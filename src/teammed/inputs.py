@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # pydantic and the config model load when a check needs them,
     from teammed.config import TeamworkConfig
 
 __all__ = ["read_json_object", "config_values", "validation_message", "load_config_file", "check_unique_ids",
-           "check_writable_dir", "did_you_mean", "parse_options"]
+           "check_writable_dir", "did_you_mean", "parse_options", "shard", "preset_name", "system_name",
+           "model_string", "api_base", "storage_url", "SYSTEM_NAMES"]
 
 
 def did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -138,3 +139,99 @@ def parse_options(items: Sequence[str] | None) -> dict[str, str]:
         raise ConfigError(f"options must be lettered {', '.join(expected)} (got {', '.join(sorted(options))}); "
                           f"re-letter them from A")
     return {letter: options[letter] for letter in expected}
+
+
+# ---------------------------------------------------------------- values (the CLI's flags and the specs' fields)
+# The teamwork program and the peer systems (programs/peers SYSTEMS); kept here so that checking a
+# name does not import DSPy.
+SYSTEM_NAMES = ("teamwork", "zero_shot", "few_shot", "cot", "mdagents", "kamac", "consultation",
+                "majority_vote", "consensus")
+
+
+def shard(raw: str | tuple[int, int]) -> tuple[int, int]:
+    """``I/N`` (or ``(I, N)``): the I-th (1-based) of N parts, 1 <= I <= N."""
+    if isinstance(raw, str):
+        index, sep, count = raw.strip().partition("/")
+        if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ConfigError(f"{raw!r} is not I/N (e.g. 1/4: the first of four shards)")
+        raw = (int(index), int(count))
+    i, n = raw
+    if not 1 <= i <= n:
+        raise ConfigError(f"shard {i}/{n} does not exist: I counts from 1 to N (Slurm: --array=1-{max(n, 1)}, "
+                          f"then --shard $SLURM_ARRAY_TASK_ID/{max(n, 1)})")
+    return i, n
+
+
+def preset_name(raw: str) -> str:
+    """A preset's name (hyphens and capitals allowed: ``All`` and ``team-orientation`` are fine)."""
+    from teammed.components import PRESET_COMPONENTS
+
+    name = raw.strip().replace("-", "_").lower()
+    if name not in PRESET_COMPONENTS:
+        raise ConfigError(f"unknown preset {name!r}{did_you_mean(name, list(PRESET_COMPONENTS))}")
+    return name
+
+
+def system_name(raw: str) -> str:
+    """A system name; ``zero-shot`` and ``Zero_Shot`` both mean ``zero_shot``."""
+    name = raw.strip().lower().replace("-", "_")
+    if name not in SYSTEM_NAMES:
+        raise ConfigError(f"unknown system {raw!r}{did_you_mean(name, SYSTEM_NAMES)}")
+    return name
+
+
+def model_string(raw: str) -> str:
+    """A model: ``local``, ``local:PATH.gguf``, ``scripted[:SECONDS]`` or a litellm model string."""
+    spec = raw.strip()
+    if not spec:
+        raise ConfigError("is empty; give a litellm model (e.g. openai/gpt-4o-mini) or `local`")
+    kind, sep, rest = spec.partition(":")
+    if kind == "scripted" and sep:
+        try:
+            delay = float(rest)
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay < float("inf"):
+            raise ConfigError(f"{raw!r}: scripted:SECONDS takes seconds per call, e.g. scripted:0.5 (or plain "
+                              f"`scripted`)")
+    if kind == "local" and sep:
+        path = Path(rest).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"{raw!r}: no GGUF file at {path}; give local:PATH.gguf of a model file, or plain "
+                              f"`local` for the bundled model")
+    return spec
+
+
+def api_base(raw: str) -> str:
+    """An http(s) URL of an OpenAI-compatible server."""
+    url = raw.strip()
+    if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
+        raise ConfigError(f"{raw!r} is not an http(s) URL; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
+    return url
+
+
+def storage_url(raw: str) -> str:
+    """An Optuna storage: ``journal:PATH`` or a ``.log``/``.journal`` journal file, ``sqlite:///file.db``,
+    or a database URL (`teammed.optimizers._storage.STORAGE_FORMS`)."""
+    value = raw.strip()
+    if value.startswith("journal:") and value.removeprefix("journal:").strip("/ "):
+        return value
+    if "://" not in value:
+        if value.endswith((".log", ".journal")):
+            return value
+        raise ConfigError(f"{raw!r} is neither a journal file nor a database URL; give journal:/abs/path/study.log "
+                          f"(or a path ending .log), sqlite:////abs/path/study.db, or "
+                          f"postgresql://user:password@host/db")
+    try:
+        from sqlalchemy.engine import make_url
+
+        url = make_url(value)
+    except Exception:  # sqlalchemy's ArgumentError and friends
+        raise ConfigError(f"{raw!r} is not a database URL; give sqlite:///study.db or postgresql://user@host/db"
+                          ) from None
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        try:
+            check_writable_dir(Path(url.database).parent, flag="--storage")
+        except ConfigError as exc:
+            raise ConfigError(str(exc).removeprefix("--storage ")) from None
+    return value

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from teammed import inputs
+
 __all__ = ["DataSpec", "TeamSpec", "BackendSpec", "RunSpec", "AskSpec", "CompileSpec", "SearchSpec", "TuneSpec",
            "ReproduceSpec", "ReportSpec", "OPTIMIZERS", "TUNE_OPTIMIZERS"]
 
@@ -56,6 +58,21 @@ class TeamSpec(_Spec):
     def _agents(cls, value: Any) -> Any:
         return int(value) if isinstance(value, str) and value.isdigit() else value
 
+    @field_validator("system")
+    @classmethod
+    def _system(cls, value: str) -> str:
+        return inputs.system_name(value)
+
+    @field_validator("preset")
+    @classmethod
+    def _preset(cls, value: str | None) -> str | None:
+        return None if value is None else inputs.preset_name(value)
+
+    @field_validator("presets")
+    @classmethod
+    def _presets(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(inputs.preset_name(v) for v in value)
+
 
 class BackendSpec(_Spec):
     """Which model(s) and how every call is made (the CLI's backend flags)."""
@@ -81,6 +98,16 @@ class BackendSpec(_Spec):
     def _models(cls, value: Any) -> Any:
         return (value,) if isinstance(value, str) else value
 
+    @field_validator("model")
+    @classmethod
+    def _known(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(inputs.model_string(v) for v in value)
+
+    @field_validator("api_base")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else inputs.api_base(value)
+
     @property
     def models(self) -> tuple[str, ...]:
         """The model strings called (``local`` when none is given and there is no deployments file)."""
@@ -98,6 +125,10 @@ class _Experiment(_Spec):
     @classmethod
     def _backend(cls, value: Any) -> Any:
         return _coerce("model", value)
+
+
+def _storage(value: str | None) -> str | None:
+    return None if value is None else inputs.storage_url(value)
 
 
 class _OnData(_Experiment):
@@ -125,13 +156,19 @@ class RunSpec(_WithTeam):
     seed: int = 111
     seeds: tuple[int, ...] | None = None  # a grid of sampling seeds (default: seed)
     stratify: str | None = None
-    shard: tuple[int, int] | None = None  # (I, N): the I-th of N disjoint parts
+    shard: tuple[int, int] | None = None  # (I, N) or "I/N": the I-th of N disjoint parts
     shuffle_options: bool = False
     out: Path | None = None  # default runs/<time>-<dataset>/<label>/seed<seed>
     resume: bool = False
     retry_failed: bool = False
     max_consecutive_failures: int = Field(default=5, ge=0)
     allow_overlap: bool = False
+
+
+    @field_validator("shard", mode="before")
+    @classmethod
+    def _shard(cls, value: Any) -> Any:
+        return None if value is None else inputs.shard(value if isinstance(value, str) else tuple(value))
 
 
 class AskSpec(_Experiment):
@@ -185,6 +222,8 @@ class SearchSpec(_OnData):
     search_early_consensus: bool = False
     out: Path = Path("special_sets")
 
+    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
+
 
 class TuneSpec(_OnData):
     """``teammed tune``: prompts and components together within a budget, proven on held-out questions.
@@ -204,6 +243,8 @@ class TuneSpec(_OnData):
     alpha: float | None = Field(default=None, gt=0, lt=1)
     out: Path | None = None  # default special_sets/<dataset name>-<hash8>_tune
 
+    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
+
 
 class ReproduceSpec(_Experiment):
     """``teammed reproduce``: a paper's table, measured, beside the published numbers."""
@@ -221,6 +262,8 @@ class ReproduceSpec(_Experiment):
     optimizer: Literal["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"] = "none"
     batch_size: int = Field(default=10, ge=1)
     out: Path | None = None  # default reproduce/<protocol>
+
+    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
 
 
 class ReportSpec(_Spec):
