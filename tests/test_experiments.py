@@ -136,7 +136,8 @@ def test_tune_from_python_equals_the_cli_s_tune_and_reports_progress_on_a_pipe(t
     captured = capsys.readouterr()
     printed = json.loads(captured.out)
     assert printed["special_set"] == result.report["winner"] and printed["held_out"] == result.report["held_out"]
-    assert printed["spent"] == result.report["spent"]
+    spent = ("calls", "tokens", "cost_usd")  # (memo hits depend on which thread asked first)
+    assert [printed["spent"][k] for k in spent] == [result.report["spent"][k] for k in spent]
     # the stages and their cells, with the spend against the budget, on stderr (a pipe here)
     stages = [e.label for e in seen if e.kind == "begin"]
     assert stages[0].startswith("tune: stage 1 of 4") and stages[-1].startswith("tune: stage 4 of 4")

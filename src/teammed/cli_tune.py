@@ -17,13 +17,12 @@ _OPTIMIZERS = ["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"]
 
 def budget_text(raw: str) -> str:
     """``--budget``/``--tune-budget``, checked when parsed so nothing is created for a bad one."""
-    from teammed.optimizers.tune_queue import parse_budget
+    from teammed.experiments.specs import check_budget
 
     try:
-        parse_budget(raw)
+        return check_budget(raw)
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return raw
 
 
 ROWS = ("Zero-Shot", "Few-Shot", "CoT", "Leadership", "Mut. Monitor.", "Shared Model", "Team Orient.", "Mut. Trust",

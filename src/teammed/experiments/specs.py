@@ -131,6 +131,14 @@ def _storage(value: str | None) -> str | None:
     return None if value is None else inputs.storage_url(value)
 
 
+def check_budget(raw: str) -> str:
+    """A budget: ``calls=N``, ``tokens=N`` and/or ``usd=X``, comma-separated (a `ConfigError` otherwise)."""
+    from teammed.optimizers.tune_queue import parse_budget
+
+    parse_budget(raw)
+    return raw
+
+
 class _OnData(_Experiment):
     data: DataSpec
 
@@ -243,6 +251,7 @@ class TuneSpec(_OnData):
     alpha: float | None = Field(default=None, gt=0, lt=1)
     out: Path | None = None  # default special_sets/<dataset name>-<hash8>_tune
 
+    _check_budget = field_validator("budget")(lambda cls, value: check_budget(value))
     _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
 
 
@@ -263,6 +272,7 @@ class ReproduceSpec(_Experiment):
     batch_size: int = Field(default=10, ge=1)
     out: Path | None = None  # default reproduce/<protocol>
 
+    _check_budget = field_validator("tune_budget")(lambda cls, value: check_budget(value))
     _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
 
 
