@@ -172,10 +172,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _dry_run(args)
     with _display() as display:
         result = run(spec_of(args), progress=display)
-    for cell in result.cells:
-        print(cell.text())
-        if cell.warning():
-            print(f"  {cell.warning()}", file=sys.stderr)
+    _emit(args, result)
+    for warning in result.warnings():
+        _say(f"  {warning}")
     return 0
 
 
@@ -196,7 +195,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return _dry_run(args)
     with _display() as display:
         result = compile_program(spec_of(args), progress=display, relay=lambda: display.relaying_output("dspy: "))
-    print(result.text())
+    _emit(args, result)
     return 0
 
 
@@ -363,8 +362,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "completion tokens and $ the command would spend, estimated from its real "
                                        "prompts; send no request")
     for name in ("run", "compile"):
-        sub.choices[name].add_argument("--json", action="store_true", help="with --dry-run: print the estimate as "
-                                       "one JSON document on stdout")
+        sub.choices[name].add_argument("--json", action="store_true", help="print the result (with --dry-run: the "
+                                       "estimate) as one JSON document on stdout (everything else on stderr)")
     return parser
 
 

@@ -37,6 +37,10 @@ class CompileResult(BaseModel):
     accuracy_after: float
     n_test: int
 
+    def to_json(self) -> dict[str, Any]:
+        return {"program": str(self.path), "optimizer": self.optimizer, "accuracy_before": self.accuracy_before,
+                "accuracy_after": self.accuracy_after, "n_test": self.n_test}
+
     def text(self) -> str:
         return (f"{self.optimizer}: held-out accuracy {self.accuracy_before:.1%} -> {self.accuracy_after:.1%} "
                 f"({self.n_test} questions)\ncompiled program: {self.path}")

@@ -82,6 +82,18 @@ class RunResult(BaseModel):
         """The typed rows of every cell."""
         return [row for cell in self.cells for row in cell.rows()]
 
+    def text(self) -> str:
+        """What ``teammed run`` prints: each cell's summary line and files."""
+        return "\n".join(cell.text() for cell in self.cells)
+
+    def warnings(self) -> list[str]:
+        return [w for w in (cell.warning() for cell in self.cells) if w]
+
+    def to_json(self) -> dict[str, Any]:
+        """``run --json``: every cell's label, seed, directory and summary."""
+        return {"cells": [{"label": c.label, "seed": c.seed, "out": str(c.out), "summary": c.summary}
+                          for c in self.cells]}
+
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame, one row per question and cell (pandas is not a dependency:
         ``pip install pandas``). Nested fields (record, transcript, options) stay Python objects."""
