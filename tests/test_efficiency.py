@@ -462,22 +462,21 @@ def test_api_base_forms_map_to_the_chat_completions_url():
 
 
 def test_run_progress_counts_calls_without_dspy_callbacks(tmp_path, capsys, monkeypatch):
-    """`run`'s progress listens to teammed's own call hooks: DSPy callbacks inspect the arguments of
-    every module and LM call, which cost about an eighth of a call's CPU."""
-    from teammed import progress
+    """Progress listens to teammed's own call hooks (`teammed.events.Tracker` on `teammed.usage`): DSPy
+    callbacks inspect the arguments of every module and LM call, which cost about an eighth of a call's CPU."""
+    from teammed import events
 
     seen: list[Any] = []
-    enter = progress._Progress.__enter__
+    step = events.Tracker.step
 
-    def spy(self):  # type: ignore[no-untyped-def]
-        out = enter(self)
-        seen.append((type(self).__name__, list(dspy.settings.callbacks or [])))
-        return out
+    def spy(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append(list(dspy.settings.callbacks or []))
+        return step(self, *args, **kwargs)
 
-    monkeypatch.setattr(progress._Progress, "__enter__", spy)
+    monkeypatch.setattr(events.Tracker, "step", spy)
     assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--n-agents", "3",
                  "--out", str(tmp_path / "r")]) == 0
-    assert seen and seen[0][0] == "RunProgress" and not any(isinstance(c, progress._LiveCalls) for c in seen[0][1])
+    assert seen and not any(callbacks for callbacks in seen)  # no DSPy callback installed while it ran
     rows = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     err = capsys.readouterr().err
     assert f"{sum(r['calls'] for r in rows)} calls" in err  # the live count equals the rows'
