@@ -2,7 +2,9 @@
 
 `paired_comparison_of` pairs the rows of two groups (configurations or systems, each over its seeds)
 by ``(seed, id)`` and counts the 2x2 table: both right, fixed (only the second right), broken (only
-the first right), both wrong, with the exact McNemar test on the discordant pairs. A failed
+the first right), both wrong, with the exact McNemar test on the discordant pairs. McNemar needs
+independent pairs: a question drawn by several seeds counts once, at the first seed both answered
+it (the others are counted as ``repeats`` and left out of the table and the test). A failed
 question counts as wrong, as everywhere in the report. `compare_html` writes the page that shows
 each fixed and broken question with both deliberations side by side: votes per turn, who changed
 their mind, the monitor's challenges and the leader's interventions.
@@ -40,6 +42,7 @@ class PairedView:
     broken: list[Key]  # only ``first`` right
     both_wrong: list[Key]
     unpaired: int  # questions only one of them answered
+    repeats: int = 0  # answers of a question already paired at an earlier seed (left out: pairs are independent)
 
     @property
     def n(self) -> int:
@@ -52,7 +55,8 @@ class PairedView:
     def as_dict(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "first": self.first, "second": self.second, "n": self.n,
                 "both_right": len(self.both_right), "fixed": len(self.fixed), "broken": len(self.broken),
-                "both_wrong": len(self.both_wrong), "unpaired": self.unpaired, "p_mcnemar": self.p_mcnemar,
+                "both_wrong": len(self.both_wrong), "unpaired": self.unpaired, "repeats": self.repeats,
+                "p_mcnemar": self.p_mcnemar,
                 "fixed_ids": [f"{s}:{i}" for s, i in self.fixed], "broken_ids": [f"{s}:{i}" for s, i in self.broken]}
 
 
@@ -63,12 +67,16 @@ def _outcomes(group: Group) -> dict[Key, bool]:
 def paired_comparison_of(first: Group, second: Group) -> PairedView:
     """``second`` against ``first`` on the same data set, paired by (seed, question id)."""
     a, b = _outcomes(first), _outcomes(second)
-    keys = sorted(a.keys() & b.keys(), key=lambda k: (k[0], _natural(k[1])))
+    both = sorted(a.keys() & b.keys(), key=lambda k: (_natural(k[0]), _natural(k[1])))
+    first_seed: dict[str, Key] = {}
+    for key in both:  # each question once: at the first seed both answered it
+        first_seed.setdefault(key[1], key)
+    keys = sorted(first_seed.values(), key=lambda k: (k[0], _natural(k[1])))
     return PairedView(
         dataset=first.dataset, first=first.config, second=second.config,
         both_right=[k for k in keys if a[k] and b[k]], fixed=[k for k in keys if b[k] and not a[k]],
         broken=[k for k in keys if a[k] and not b[k]], both_wrong=[k for k in keys if not a[k] and not b[k]],
-        unpaired=len(a.keys() ^ b.keys()))
+        unpaired=len(a.keys() ^ b.keys()), repeats=len(both) - len(keys))
 
 
 def compare_markdown(view: PairedView) -> list[str]:
@@ -77,6 +85,9 @@ def compare_markdown(view: PairedView) -> list[str]:
              f"| `{view.first}` right | both right: {len(view.both_right)} | broken: {len(view.broken)} |",
              f"| `{view.first}` wrong | fixed: {len(view.fixed)} | both wrong: {len(view.both_wrong)} |"]
     unpaired = f" ({view.unpaired} answered by only one of them are left out)" if view.unpaired else ""
+    if view.repeats:
+        unpaired += (f" ({view.repeats} answers of questions another seed also drew are left out: each question "
+                     f"counts once, at its first seed)")
     return [f"## Paired comparison on {view.dataset}: `{view.second}` against `{view.first}`", "",
             f"On the {view.n} questions both answered{unpaired}: **fixed {len(view.fixed)}** (only "
             f"`{view.second}` right) and **broken {len(view.broken)}** (only `{view.first}` right); exact McNemar "

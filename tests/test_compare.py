@@ -106,3 +106,23 @@ def test_the_report_draws_chance_and_the_majority_class_per_data_set(tmp_path, t
     baselines = json.loads((out / "summary.json").read_text())["baselines"]
     assert baselines == {"cases": {"chance": pytest.approx(0.25), "majority": pytest.approx(1.0)}}  # gold is always A
     assert (out / "ablation.png").stat().st_size > 5_000
+
+
+def test_a_question_drawn_by_two_seeds_counts_once_in_the_test(tmp_path, monkeypatch) -> None:
+    """McNemar needs independent pairs: the same question at seeds 1 and 2 is one pair, not two."""
+    from teammed.evals._runs import group_runs, load_run
+    from teammed.evals.compare import paired_comparison_of
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    data = tmp_path / "cases.jsonl"
+    data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"Case {i}: chest pain. Diagnosis?",
+                                        "options": OPTIONS, "answer_idx": "A"}) + "\n" for i in range(4)))
+    for preset, right in (("base", {0}), ("leadership", {0, 1, 2})):
+        with FakeOpenAI(letter_server(right)) as server:  # both seeds draw all four questions
+            assert main(["run", "--dataset", str(data), "--split", "all", "--preset", preset, "--seeds", "1,2",
+                         "--model", "openai/x", "--api-base", server.api_base, "--no-cache",
+                         "--out", str(tmp_path / "runs" / preset)]) == 0
+    groups = {g.config: g for g in group_runs([load_run(p.parent) for p in (tmp_path / "runs").rglob("results.jsonl")])}
+    view = paired_comparison_of(groups["base"], groups["leadership"])
+    assert (view.n, len(view.fixed), len(view.broken), view.repeats) == (4, 2, 0, 4)
+    assert view.p_mcnemar == mcnemar(2, 0)  # not mcnemar(4, 0), which two copies of each question would give
