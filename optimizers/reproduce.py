@@ -124,6 +124,23 @@ def _mcnemar(ours: Mapping[str, bool], theirs: Mapping[str, bool]) -> dict[str, 
     return {"b": b, "c": c, "n": len(keys), "p": round(mcnemar(b, c), 6)}
 
 
+def row_program(row: str, pool: Sequence[Question], seed: int) -> dspy.Module:
+    """The system of a Table 1 row but the tuned one; ``pool``: the labeled questions worked examples
+    (Few-Shot, MDAgents) are drawn from."""
+    _, kind, what = ROWS_001[row]
+    if kind == "preset":
+        from teammed.programs.teamwork import TeamworkProgram
+
+        return TeamworkProgram(preset(what))
+    from teammed.programs.peers import build_system
+
+    if what in _POOLED:
+        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
+                     "context": q.context} for q in pool]
+        return build_system(what, **{_POOLED[what]: examples, "seed": seed})
+    return build_system(what)
+
+
 def reproduce_table1(
     *,
     datasets: Mapping[str, Sequence[Question] | str],
@@ -174,22 +191,11 @@ def reproduce_table1(
     by_id = {(code, seed): {q.id: q for q in qs} for (code, seed), qs in cell_questions.items()}
 
     def program_for(row: str, code: str, seed: int) -> dspy.Module:
-        _, kind, what = ROWS_001[row]
-        if kind == "system":
-            from teammed.programs.peers import build_system
-
-            if what in _POOLED:
-                if not pools[code]:
-                    raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
-                                      f"question; leave the row out or give a larger data set")
-                examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
-                             "context": q.context} for q in pools[code]]
-                return build_system(what, **{_POOLED[what]: examples, "seed": seed})
-            return build_system(what)
-        from teammed.programs.teamwork import TeamworkProgram
-
-        if kind == "preset":
-            return TeamworkProgram(preset(what))
+        if ROWS_001[row][1] != "special":
+            if ROWS_001[row][2] in _POOLED and not pools[code]:
+                raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
+                                  f"question; leave the row out or give a larger data set")
+            return row_program(row, pools[code], seed)
         from teammed.programs.load import load_program
 
         program, _ = load_program(special[code]["program"], system="teamwork")

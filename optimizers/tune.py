@@ -45,7 +45,7 @@ import optuna
 from teammed import usage
 from teammed.backends.base import MeteredLM
 from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
-from teammed.errors import ConfigError, DataError, TeammedError, WorkFailed
+from teammed.errors import ConfigError, DataError, WorkFailed
 from teammed.events import step
 from teammed.optimizers._evaluated import pareto_front
 from teammed.optimizers._scoring import score_questions, tokens_of
@@ -185,7 +185,8 @@ def needs_rate(s: TuneSettings, budget: Budget | None) -> bool:
 
 def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[Question], *,
                max_tokens: int | None, prices: tuple[float, float] | None,
-               eval_questions: Sequence[Question] = ()) -> CallRate | None:
+               eval_questions: Sequence[Question] = (), model: str = "gpt-4o",
+               api_base: str | None = None) -> CallRate | None:
     """The rate a tokens=/usd= budget is planned at before the first call (`teammed.optimizers.tune_rate`),
     on the longest of the tuning and held-out questions."""
     if not needs_rate(s, budget):
@@ -199,7 +200,7 @@ def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[
                           "max_tokens; set --max-tokens, or give --budget calls=N")
     demos = 0 if s.optimizer == "none" else MAX_DEMOS
     return estimate_rate(_config_json(COMPONENTS, s), tune_questions, max_tokens=max_tokens, demos=demos,
-                         prices=prices, held_out=eval_questions)
+                         prices=prices, held_out=eval_questions, model=model, api_base=api_base)
 
 
 def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int, rate: CallRate | None = None,
@@ -670,14 +671,16 @@ def _spent(queue: WorkQueue) -> dict[str, Any]:
 def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Question], lm: dspy.BaseLM,
          settings: TuneSettings, budget: Budget | None, storage: str | None, study_name: str,
          out_dir: Path | str, tuning: Mapping[str, Any] | None = None, max_tokens: int | None = None,
-         prices: tuple[float, float] | None = None) -> TuneOutcome:
+         prices: tuple[float, float] | None = None, tokenizer_model: tuple[str, str | None] | None = None,
+         ) -> TuneOutcome:
     """Run (or resume) the four stages; write the report and, when done, the special set and program.
 
-    ``tuning`` is the record of the questions tuned on (`teammed.cli_data.tuning_record`: dataset,
+    ``tuning`` is the record of the questions tuned on (`teammed.experiments._data.tuning_record`: dataset,
     dataset_sha256, split, question_ids); the Special Set and the program carry it, so that
     ``run --config/--program`` leaves those questions out of any evaluation. A tokens= or usd= budget is
     planned from ``max_tokens`` (default: the backend's) and ``prices`` (USD per prompt and per answer
-    token; needed for usd=), see `teammed.optimizers.tune_rate`.
+    token; needed for usd=), see `teammed.optimizers.tune_rate`, prompts counted with the tokenizer of
+    ``tokenizer_model`` ((model string, api_base); default: the LM's model).
     """
     out_dir = Path(out_dir)
     tuned_on = _tuning_record(tuning, settings, tune_questions)
@@ -691,8 +694,9 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
     if max_tokens is None:
         max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+    model, api_base = tokenizer_model or (str(getattr(lm, "model", "") or "gpt-4o"), None)
     rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
-                      eval_questions=eval_questions)
+                      eval_questions=eval_questions, model=model, api_base=api_base)
     plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
     identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
@@ -816,7 +820,7 @@ def _components(config: Mapping[str, Any]) -> list[str]:
 
 def _tuning_record(given: Mapping[str, Any] | None, settings: TuneSettings,
                    questions: Sequence[Question]) -> dict[str, Any]:
-    """The one record of tuning questions that `teammed.cli_data.tuned_ids` reads back."""
+    """The one record of tuning questions that `teammed.experiments._data.tuned_on` reads back."""
     ids = [q.id for q in questions]
     record: dict[str, Any] = (dict(given) if given else
                               {"dataset": settings.dataset, "dataset_sha256": None, "split": "tune"})

@@ -2,17 +2,14 @@
 
 A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dollars) per call.
 
-* **Before the first call** the rate is estimated from the prompts the program itself renders:
-  the widest configuration deliberates on the longest questions (tuning or held-out) against `ScriptedLM`
-  (no network, no cost), through the same adapter as a real backend. Each of its calls counts
-  ``bytes(system) + (d + 1) * (bytes(user) + max_tokens) + 8`` per message, where ``d`` is
-  the demos a compiled predictor may carry. A byte-level tokenizer (GPT's, Llama's, Qwen's,
-  SmolLM's) never makes more tokens than the text has bytes, and no answer is longer than
-  ``max_tokens``, so the rendered text and every answer are over-counted. What the dry run
-  cannot see is the length of the team's real answers where later prompts quote them (its
-  scripted answers are a few words): that part is covered only by the slack of the rest.
-  The estimate is the worst of its questions' mean per call; ``longest`` compares it with the
-  worst of the longest tuning questions alone.
+* **Before the first call** the rate is estimated as ``--dry-run`` estimates (`teammed.estimate`):
+  the widest configuration deliberates on the longest questions (tuning or held-out) against a
+  stand-in LM (no network, no cost) through the same adapter as a real backend; each prompt is
+  counted with the model's tokenizer and each answer at the measured length of its behaviour
+  (at most ``max_tokens``). A predictor compiled with ``d`` demos repeats about ``d`` prompts and
+  answers more: a call counts ``(d + 1) * prompt + d * answer`` prompt tokens. The estimate is the
+  worst of its questions' mean per call; ``longest`` compares it with the worst of the longest
+  tuning questions alone.
 * **After stage 1's first batch** the rate is measured: the most tokens (and dollars) per call of
   any finished cell, and the rest of the tune is planned again with it.
 
@@ -80,7 +77,7 @@ def call_tokens(messages: Sequence[Mapping[str, Any]], *, max_tokens: int, demos
 
 def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
                   prices: tuple[float, float] | None, n_questions: int = 2,
-                  held_out: Sequence[Any] = ()) -> CallRate:
+                  held_out: Sequence[Any] = (), model: str = "gpt-4o", api_base: str | None = None) -> CallRate:
     """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest of ``questions`` and
     ``held_out``; ``longest`` compares it with the rate on the longest of ``questions`` alone."""
     if max_tokens <= 0:
@@ -88,12 +85,14 @@ def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_to
     everywhere = _longest([*questions, *held_out], n_questions)
     tuning = _longest(questions, n_questions)
     # each question is rendered once, whichever of the two sets it leads
-    per_call = {q.id: _mean_call(config, q, max_tokens=max_tokens, demos=demos) for q in [*everywhere, *tuning]}
+    per_call = {q.id: _mean_call(config, q, max_tokens=max_tokens, demos=demos, model=model, api_base=api_base)
+                for q in [*everywhere, *tuning]}
     worst = max((per_call[q.id] for q in everywhere), key=lambda c: c[0] + c[1])
     worst_tuning = max((per_call[q.id] for q in tuning), key=lambda c: c[0] + c[1])
     usd = worst[0] * prices[0] + worst[1] * prices[1] if prices is not None else None
-    detail = (f"{len(everywhere)} longest question(s), the widest configuration rendered offline, text counted "
-              f"in bytes, answers at max_tokens={max_tokens}, {demos} demo(s) a predictor")
+    detail = (f"{len(everywhere)} longest question(s), the widest configuration rendered offline, prompts counted "
+              f"with the model's tokenizer, answers at their measured lengths (max_tokens={max_tokens}), "
+              f"{demos} demo(s) a predictor")
     return CallRate(math.ceil(sum(worst)), usd, "estimated", detail,
                     longest=max(1.0, math.ceil(sum(worst)) / math.ceil(sum(worst_tuning))))
 
@@ -102,20 +101,21 @@ def _longest(questions: Sequence[Any], n: int) -> list[Any]:
     return sorted(questions, key=lambda q: (-_length(q), q.id))[:n]
 
 
-def _mean_call(config: Mapping[str, Any], question: Any, *, max_tokens: int, demos: int) -> tuple[float, float]:
-    """(prompt, answer) tokens of ``config``'s mean call on ``question``, rendered against `ScriptedLM`."""
-    from teammed.answering import answer
-    from teammed.backends.scripted import ScriptedLM
+def _mean_call(config: Mapping[str, Any], question: Any, *, max_tokens: int, demos: int, model: str,
+               api_base: str | None) -> tuple[float, float]:
+    """(prompt, answer) tokens of ``config``'s mean call on ``question`` (`teammed.estimate`), with ``demos``."""
     from teammed.config import TeamworkConfig
+    from teammed.estimate import estimate_program
     from teammed.programs.teamwork import TeamworkProgram
 
-    lm = ScriptedLM(model="tune-estimate")
-    answered = answer(TeamworkProgram(TeamworkConfig.build(**config)), question, lm)
-    if answered.row.failed or not lm.calls:
-        raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed "
-                          f"({answered.row.error}); give --budget calls=N instead")
-    counted = [call_tokens(c.messages, max_tokens=max_tokens, demos=demos) for c in lm.calls]
-    return sum(p for p, _ in counted) / len(counted), sum(a for _, a in counted) / len(counted)
+    try:
+        found = estimate_program(lambda: TeamworkProgram(TeamworkConfig.build(**config)), [question], model=model,
+                                 api_base=api_base, max_tokens=max_tokens)
+    except Exception as exc:  # the program failed against the stand-in
+        raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed ({exc}); give "
+                          f"--budget calls=N instead") from None
+    prompt, answer = found.prompt_tokens / found.calls, found.completion_tokens / found.calls
+    return (demos + 1) * prompt + demos * answer, answer
 
 
 def measured_rate(results: Sequence[Mapping[str, Any]], *, fallback: CallRate) -> CallRate:

@@ -17,9 +17,40 @@ def _blocks(kind: str) -> list[str]:
     return re.findall(rf"```{kind}\n(.*?)```", README.read_text(), flags=re.S)
 
 
+BACKEND_LINE = 'backend = ex.BackendSpec(model="openai/gpt-4o-mini")'
+
+
+def _example(kind: str) -> str:
+    """The README's DSPy example ("dspy") or its experiments example ("experiments")."""
+    (code,) = [b for b in _blocks("python") if (MODEL_LINE in b) == (kind == "dspy")]
+    return code
+
+
+def _docs_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (DOCS / "python-api.md").read_text(), flags=re.S)
+
+
+def test_the_experiments_example_runs_as_printed(tmp_path, monkeypatch, capsys):
+    """The README's experiments example, and the docs' longer one (run, report, compile, tune)."""
+    readme = _example("experiments")
+    (docs,) = [b for b in _docs_blocks() if BACKEND_LINE in b]
+    assert docs.startswith(readme) and "ex.tune(" in docs and "ex.compile_program(" in docs
+    for name, code in (("readme", readme), ("docs", docs)):
+        (tmp_path / name).mkdir()
+        monkeypatch.chdir(tmp_path / name)
+        with FakeOpenAI(handler) as server:
+            fake = f'backend = ex.BackendSpec(model="openai/fake-model", api_base="{server.api_base}", cache=False)'
+            exec(compile(code.replace(BACKEND_LINE, fake), "README.md", "exec"), {"__name__": "readme"})
+            assert server.requests
+        out = capsys.readouterr().out.splitlines()
+        assert "calls" in out[0] and "tokens" in out[0]  # the plan
+        assert [line.split()[0] for line in out[1:3]] == ["base", "all"]  # a cell per configuration
+        assert (tmp_path / name / "report" / "report.md").is_file()
+    assert out[-1].split()[1] == "done" and out[-1].endswith(".json")  # the tune's Special Set
+
+
 def test_the_python_example_runs_as_printed(tmp_path, monkeypatch, capsys):
-    (code,) = _blocks("python")
-    assert MODEL_LINE in code
+    code = _example("dspy")
     monkeypatch.chdir(tmp_path)
     with FakeOpenAI(handler) as server:
         fake = f'lm = dspy.LM("openai/fake-model", api_base="{server.api_base}", api_key="x", cache=False)'
@@ -65,9 +96,7 @@ def test_every_command_has_its_docs_page_and_every_page_a_command():
 
 def test_the_readme_is_short_and_its_example_is_the_docs_example():
     assert len(README.read_text().splitlines()) <= 200
-    (readme_code,) = _blocks("python")
-    docs_code = re.findall(r"```python\n(.*?)```", (DOCS / "python-api.md").read_text(), flags=re.S)
-    assert docs_code == [readme_code]  # the docs show the example the test above runs
+    assert _example("dspy") in _docs_blocks()  # the docs show the example the test above runs
 
 
 def test_a_dspy_cache_hit_counts_as_a_call_with_no_tokens():

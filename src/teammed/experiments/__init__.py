@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from teammed.events import Progress
 from teammed.experiments.optimize import CompileResult, SearchResult, compile_program, search
+from teammed.experiments.plan import Plan, plan
 from teammed.experiments.report import Report, report
 from teammed.experiments.run import AskResult, RunCellResult, RunResult, ask, run
 from teammed.experiments.specs import (
@@ -43,7 +44,7 @@ from teammed.experiments.specs import (
 from teammed.experiments.tune import ReproduceResult, TuneResult, reproduce, tune
 
 __all__ = [
-    "ask", "run", "report", "compile_program", "search", "tune", "reproduce",
+    "ask", "run", "report", "compile_program", "search", "tune", "reproduce", "plan", "Plan",
     "AskSpec", "RunSpec", "ReportSpec", "CompileSpec", "SearchSpec", "TuneSpec", "ReproduceSpec",
     "DataSpec", "TeamSpec", "BackendSpec",
     "AskResult", "RunResult", "RunCellResult", "Report", "CompileResult", "SearchResult", "TuneResult",

@@ -122,27 +122,14 @@ def _held_out_text(held_out: Mapping[str, Any]) -> str:
 def prices(backend: BackendSpec) -> tuple[tuple[float, float] | None, str | None]:
     """The highest USD per prompt token and per answer token of the models of ``backend``, or None and
     why a cost in USD cannot be counted for one of them."""
+    from teammed.estimate import prices_for
     from teammed.experiments._backend import model_specs
 
     highest = (0.0, 0.0)
     for spec, api_base, _ in model_specs(backend):
-        if spec.split(":")[0] in ("local", "scripted", "simulated"):
-            return None, f"{spec} is teammed's own backend, which has no price"
-        if api_base:
-            return None, f"{spec} at --api-base is a self-hosted server, which has no price"
-        import litellm
-
-        quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
-        info: Mapping[str, Any]
-        try:
-            info = dict(litellm.get_model_info(model=spec))
-        except Exception:  # unknown to litellm's price list
-            info = {}
-        finally:
-            litellm.suppress_debug_info = quiet
-        given = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
-        if not any(given):
-            return None, f"litellm's price list has no price for {spec}"
+        given, why = prices_for(spec, api_base)
+        if given is None:
+            return None, why
         highest = (max(highest[0], given[0]), max(highest[1], given[1]))
     return highest, None
 
@@ -238,7 +225,9 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
     # the plan is checked before any backend opens: a budget below the minimum costs nothing
     settings = _settings(spec, choice.name, "")
     max_tokens, priced = _max_tokens(spec.backend), (prices(spec.backend)[0] if budget.usd is not None else None)
-    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=priced, eval_questions=eval_q)
+    model, api_base = spec.backend.models[0] if spec.backend.models else "gpt-4o", spec.backend.api_base
+    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=priced, eval_questions=eval_q,
+                      model=model, api_base=api_base)
     plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     if say is not None:
         say(f"tune: {plan.text()}")
@@ -250,7 +239,8 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
         outcome = run_tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm,
                            settings=_settings(spec, choice.name, describe(opened[0].spec)), budget=budget,
                            storage=spec.storage, study_name=spec.study or f"tune-{choice.key}", out_dir=out,
-                           tuning=tuning_record(choice, tune_q), max_tokens=max_tokens, prices=priced)
+                           tuning=tuning_record(choice, tune_q), max_tokens=max_tokens, prices=priced,
+                           tokenizer_model=(model, api_base))
     return TuneResult(status=outcome.status, stage=outcome.stage, message=outcome.message, report=outcome.report,
                       special_set_path=outcome.special_set_path, report_path=outcome.report_path)
 

@@ -1,0 +1,235 @@
+"""What a program costs on given questions, estimated without sending a request.
+
+`estimate_program` runs the real program (any teamwork configuration or peer system) on each
+question against a stand-in LM that sends nothing, under teammed's real adapter and in the
+structured-output dialect the real backend would be sent: the prompts counted are the rendered
+messages the backend would get. Each call's prompt is tokenized with the model's own tokenizer
+(the GGUF's for the embedded model, litellm's for every other model: tiktoken's encodings for
+OpenAI models, cl100k for an unknown one). Each answer is a schema-valid JSON whose text fields
+are filled to the median answer length measured for that behaviour (`ANSWER_TOKENS`, measured by
+``benchmarks/estimate_accuracy.py``), so later prompts that quote earlier answers grow as they
+would; completion tokens are those lengths, capped at ``max_tokens``. Dollars come from
+litellm's price list; teammed's own backends and a self-hosted server (``api_base``) have none.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from teammed.errors import ConfigError
+
+if TYPE_CHECKING:
+    import dspy
+
+    from teammed.types import Question
+
+__all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for"]
+
+# Median completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
+# MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
+# cost"). A behaviour not listed gets DEFAULT_ANSWER_TOKENS.
+ANSWER_TOKENS: dict[str, int] = {}
+DEFAULT_ANSWER_TOKENS = 60
+_OWN = ("local", "scripted", "simulated")
+
+
+class CostEstimate(BaseModel):
+    """Calls, billable tokens and dollars (None: no price, ``price_note`` says why) of some questions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    usd: float | None
+    price_note: str | None
+    questions: int
+    tokenizer: str
+
+    def __add__(self, other: CostEstimate) -> CostEstimate:
+        usd = None if self.usd is None or other.usd is None else self.usd + other.usd
+        return CostEstimate(calls=self.calls + other.calls, prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+                            completion_tokens=self.completion_tokens + other.completion_tokens, usd=usd,
+                            price_note=self.price_note or other.price_note, questions=self.questions + other.questions,
+                            tokenizer=self.tokenizer)
+
+    def per_question(self) -> dict[str, float]:
+        n = max(1, self.questions)
+        return {"calls": self.calls / n, "prompt_tokens": self.prompt_tokens / n,
+                "completion_tokens": self.completion_tokens / n}
+
+
+def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | None, str | None]:
+    """USD per prompt token and per completion token of ``model`` (litellm's price list), or None and why."""
+    if model.split(":")[0] in _OWN:
+        return None, f"{model} is teammed's own backend, which has no price"
+    if api_base:
+        return None, f"{model} at --api-base is a self-hosted server, which has no price"
+    import litellm
+
+    quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
+    try:
+        info: dict[str, Any] = dict(litellm.get_model_info(model=model))
+    except Exception:  # unknown to litellm's price list
+        info = {}
+    finally:
+        litellm.suppress_debug_info = quiet
+    given = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
+    if not any(given):
+        return None, f"litellm's price list has no price for {model}"
+    return given, None
+
+
+# ---------------------------------------------------------------- tokenizers
+@functools.lru_cache(maxsize=4)
+def _gguf_vocab(path: str) -> Any:
+    import llama_cpp
+
+    return llama_cpp.Llama(model_path=path, vocab_only=True, verbose=False)
+
+
+def tokenizer_for(model: str) -> tuple[str, Callable[[list[dict[str, Any]]], int]]:
+    """(name, count) where ``count(messages)`` is the prompt tokens of a chat request to ``model``."""
+    kind, _, rest = model.partition(":")
+    if kind == "local":
+        try:
+            from teammed.backends.local import default_gguf
+
+            vocab = _gguf_vocab(str(rest or default_gguf()))
+        except Exception:  # llama-cpp-python not installed (the [local] extra), or an unreadable file
+            vocab = None
+        if vocab is not None:
+            def count_gguf(messages: list[dict[str, Any]]) -> int:
+                # ChatML, as SmolLM2's template: <|im_start|>role\n ... <|im_end|>\n per message, then the
+                # assistant's opening
+                text = "".join(f"<|im_start|>{m['role']}\n{_text(m)}<|im_end|>\n" for m in messages)
+                return len(vocab.tokenize((text + "<|im_start|>assistant\n").encode(), add_bos=False, special=True))
+
+            return "the model's GGUF tokenizer", count_gguf
+    import litellm
+
+    name = model if kind not in _OWN else "gpt-4o"
+
+    def count_litellm(messages: list[dict[str, Any]]) -> int:
+        return int(litellm.token_counter(model=name, messages=[{"role": m["role"], "content": _text(m)}
+                                                               for m in messages]))
+
+    return f"litellm's token counter for {name}", count_litellm
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content", "")
+    if isinstance(content, list):  # multimodal parts: the text parts (an image's tokens are not counted)
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+# ---------------------------------------------------------------- the stand-in
+_FILLER = ("the findings favour this option over the others given the history examination and laboratory results "
+           "which together make the alternatives less likely ").split()
+
+
+def _filled(schema: dict[str, Any], words: int) -> Any:
+    """A schema-valid value whose text fields hold about ``words`` words in all."""
+    from teammed.backends.scripted import schema_example
+
+    value = schema_example(schema)
+    for name, prop in schema.get("properties", {}).items():  # a count: the middle choice (a team of 3 of 2-4)
+        choices = prop.get("enum") or []
+        if choices and all(isinstance(c, int) for c in choices) and isinstance(value, dict):
+            value[name] = sorted(choices)[len(choices) // 2]
+    texts = _text_paths(schema)
+    if not texts:
+        return value
+    share = max(1, words // len(texts))
+    sentence = " ".join(_FILLER[i % len(_FILLER)] for i in range(share))
+    for path in texts:
+        _set(value, path, sentence)
+    return value
+
+
+def _text_paths(schema: dict[str, Any], path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    kind = schema.get("type")
+    if kind == "string" and "enum" not in schema:
+        return [path]
+    if kind == "object":
+        return [p for k, v in schema.get("properties", {}).items() for p in _text_paths(v, (*path, k))]
+    if kind == "array" and "enum" not in schema.get("items", {}):
+        return _text_paths(schema.get("items", {}), (*path, 0))
+    return []
+
+
+def _set(value: Any, path: tuple[Any, ...], text: str) -> None:
+    for key in path[:-1]:
+        value = value[key]
+    if path:
+        value[path[-1]] = text
+
+
+class _Recorder:
+    """Collects each call's messages and signature (from any thread of a deliberation)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[dict[str, Any]]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, call: Any) -> Any:
+        with self.lock:
+            self.calls.append((call.signature, call.messages))
+        return _filled(call.schema, _answer_words(call.signature))
+
+
+def _answer_tokens(signature: str) -> int:
+    return ANSWER_TOKENS.get(signature, DEFAULT_ANSWER_TOKENS)
+
+
+def _answer_words(signature: str) -> int:
+    return max(1, int(_answer_tokens(signature) * 0.75))  # about 4 tokens to 3 English words
+
+
+def _dialect(model: str, api_base: str | None) -> str:
+    from teammed.backends.dialects import default_dialect
+
+    return "json_object_schema" if model.split(":")[0] == "local" else default_dialect(model, api_base=api_base)
+
+
+def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
+                     api_base: str | None = None, max_tokens: int = 512) -> CostEstimate:
+    """The calls, billable tokens and dollars of ``program_factory()`` on ``questions`` for ``model``;
+    no request is sent. A question whose deliberation fails against the stand-in is refused (a bug)."""
+    import dspy
+
+    from teammed.adapter import SchemaAdapter
+    from teammed.backends.scripted import ScriptedLM
+
+    if not questions:
+        raise ConfigError("nothing to estimate: no questions")
+    recorder = _Recorder()
+    lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
+    lm.structured_output = _dialect(model, api_base)
+    for question in questions:
+        inputs: dict[str, Any] = {"question": question.question, "options": dict(question.options),
+                                  "context": question.context}
+        if question.image:
+            inputs["image"] = question.image
+        with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]):
+            program_factory()(**inputs)
+    name, count = tokenizer_for(model)
+    seen: dict[str, int] = {}
+    prompt = completion = 0
+    for signature, messages in recorder.calls:
+        key = json.dumps(messages, sort_keys=True, default=str)
+        if key not in seen:
+            seen[key] = count(messages)
+        prompt += seen[key]
+        completion += min(max_tokens, _answer_tokens(signature))
+    price, why = prices_for(model, api_base)
+    usd = None if price is None else prompt * price[0] + completion * price[1]
+    return CostEstimate(calls=len(recorder.calls), prompt_tokens=prompt, completion_tokens=completion, usd=usd,
+                        price_note=why, questions=len(questions), tokenizer=name)
