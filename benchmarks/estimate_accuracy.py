@@ -11,7 +11,11 @@ llama.cpp's server, the response cache off), one question at a time:
    ``--all-n`` of them, the server's billed prompt and completion tokens against
    `teammed.estimate.estimate_program` for the same program and questions (0 requests sent).
 
-    python benchmarks/estimate_accuracy.py [--write-table] [--table-n 1] [--base-n 3] [--all-n 1]
+    python benchmarks/estimate_accuracy.py [--write-table] [--table-n 1] [--base-n 3] [--all-n 1] [--n-agents 3]
+
+``--table-n 0`` keeps the table in src/teammed/estimate.py (measured on vignette 0, which the check
+then leaves out). ``--n-agents`` fixes the team size (default: auto, the model chooses; the
+estimate prices auto as a team of 3).
 
 The embedded model answers one request at a time, 10-30 s a call on 2 busy cores: the defaults
 take about 25 minutes.
@@ -59,7 +63,7 @@ def questions() -> list[Question]:
             for i, v in enumerate(VIGNETTES)]
 
 
-def billed(preset: str, asked: list[Question], lm: Any) -> list[tuple[str, int, int]]:
+def billed(preset: str, asked: list[Question], lm: Any, n_agents: int | None = None) -> list[tuple[str, int, int]]:
     from teammed import usage
     from teammed.answering import answer
     from teammed.config import preset as make
@@ -68,7 +72,7 @@ def billed(preset: str, asked: list[Question], lm: Any) -> list[tuple[str, int, 
     calls = Calls()
     with usage.listen(calls):
         for question in asked:
-            row = answer(TeamworkProgram(make(preset)), question, lm).row
+            row = answer(TeamworkProgram(make(preset, n_agents=n_agents or "auto")), question, lm).row
             print(f"  {preset} {question.id}: {row.calls} calls, failed={row.failed}", file=sys.stderr)
     return calls.seen
 
@@ -85,30 +89,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table-n", type=int, default=1, help="vignettes the answer lengths are measured on")
     parser.add_argument("--base-n", type=int, default=3, help="vignettes preset base is checked on")
     parser.add_argument("--all-n", type=int, default=1, help="vignettes preset all is checked on")
+    parser.add_argument("--n-agents", type=int, default=None, help="a fixed team size (default: auto)")
     args = parser.parse_args(argv)
     asked = questions()
     report: dict[str, Any] = {"model": "local (SmolLM2-135M-Instruct Q4_1, llama.cpp)"}
     with open_backends(BackendSpec(model="local", cache=False), command="run") as deployments:
         lm = deployments[0].lm
+        import teammed.estimate as estimate_module
+
         lengths: dict[str, list[int]] = {}
         for signature, _, completion in billed("all", asked[:args.table_n], lm):
             lengths.setdefault(signature, []).append(completion)
-        table = {name: int(statistics.median(values)) for name, values in sorted(lengths.items())}
+        table = ({name: int(statistics.median(values)) for name, values in sorted(lengths.items())} if lengths
+                 else dict(estimate_module.ANSWER_TOKENS))
         report["answer_tokens"] = table
-        if args.write_table:
+        report["n_agents"] = args.n_agents or "auto"
+        if args.write_table and lengths:
             path = HERE.parent / "src" / "teammed" / "estimate.py"
             text = path.read_text()
             body = "".join(f"    {name!r}: {n},\n" for name, n in table.items())
             path.write_text(re.sub(r"ANSWER_TOKENS: dict\[str, int\] = \{.*?\}\n",
                                    "ANSWER_TOKENS: dict[str, int] = {\n" + body + "}\n", text, flags=re.S))
-        import teammed.estimate as estimate_module
-
         estimate_module.ANSWER_TOKENS.clear()
         estimate_module.ANSWER_TOKENS.update(table)
-        rest = asked[args.table_n:]
+        rest = asked[max(1, args.table_n):]
         for preset, part in (("base", rest[:args.base_n]), ("all", rest[:args.all_n])):
-            seen = billed(preset, part, lm)
-            guess = estimate_program(lambda p=preset: TeamworkProgram(make(p)), part, model="local", max_tokens=512)
+            seen = billed(preset, part, lm, args.n_agents)
+            guess = estimate_program(lambda p=preset: TeamworkProgram(make(p, n_agents=args.n_agents or "auto")), part,
+                                     model="local", max_tokens=512)
             prompt, completion = sum(s[1] for s in seen), sum(s[2] for s in seen)
             report[preset] = {
                 "questions": len(part), "billed": {"calls": len(seen), "prompt_tokens": prompt,

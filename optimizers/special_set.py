@@ -19,7 +19,7 @@ from optuna.trial import TrialState
 from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
-from teammed.errors import ConfigError, TeammedError, WorkFailed
+from teammed.errors import ConfigError, WorkFailed
 from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front, runner_up_test
 
 __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",

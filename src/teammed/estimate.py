@@ -34,7 +34,25 @@ __all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "t
 # Median completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
 # cost"). A behaviour not listed gets DEFAULT_ANSWER_TOKENS.
-ANSWER_TOKENS: dict[str, int] = {}
+ANSWER_TOKENS: dict[str, int] = {
+    'Acknowledge': 69,
+    'AgentCount': 21,
+    'AssessmentQuality': 13,
+    'ConsensusFacts': 63,
+    'CorrectionAuthority': 81,
+    'DiscussionTurn': 70,
+    'EvaluateResponse': 48,
+    'FinalRanking': 87,
+    'FormalReport': 60,
+    'InitialAssessment': 91,
+    'Mediation': 59,
+    'QuestionTricks': 59,
+    'RaiseConcern': 73,
+    'RespondToConcern': 69,
+    'SpecialtyRecruitment': 49,
+    'VerifyUnderstanding': 512,
+    'WeakestReasoning': 46,
+}
 DEFAULT_ANSWER_TOKENS = 60
 _OWN = ("local", "scripted", "simulated")
 
