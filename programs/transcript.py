@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from teammed.programs.context import format_trust
 from teammed.programs.record import Deliberation, RoundTwo, Team
 from teammed.programs.team import Transcript
+from teammed.results import TranscriptEvent
 
 __all__ = ["transcript_of", "rationale_of"]
 
 
-def transcript_of(d: Deliberation, *, team: Team, r2: RoundTwo) -> list[dict[str, Any]]:
+def transcript_of(d: Deliberation, *, team: Team, r2: RoundTwo) -> list[TranscriptEvent]:
     """Who said what, in which phase, in the order the algorithm runs the phases."""
     t = Transcript()
     role = team.role_of

@@ -33,10 +33,10 @@ The layers, bottom up, and what each may import besides itself:
   evals' statistics); only the no-cycle rule constrains them;
 * the application modules on top, which exist to call every layer: the experiment layer
   (``teammed.experiments``, one function per command), the command line over it (``teammed.cli``
-  and ``teammed.cli_*``, ``teammed.__main__`` that runs it) and the run loop ``teammed.runner``. Nothing below imports them (the core rule covers that too: they are not
-  core). The CLI's progress display (``teammed.progress``), the one function that answers a
-  question (``teammed.answering``) and the run's plan (``teammed.run_plan``) are core: they
-  import only the core.
+  and ``teammed.cli_*``, ``teammed.__main__`` that runs it) and the run loop ``teammed.runner``.
+  Nothing below imports them (the core rule covers that too: they are not core). The CLI's
+  progress display (``teammed.progress``), the one function that answers a question
+  (``teammed.answering``) and the run's plan (``teammed.run_plan``) are core: they import only the core.
 """
 
 from __future__ import annotations

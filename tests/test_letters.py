@@ -206,8 +206,8 @@ def test_an_unusable_agent_count_gives_the_default_team_counted_as_a_fallback(re
     record = prediction.record
     assert DEFAULT_TEAM_SIZE == 3 and len(record.agents) == 3  # not 2, the schema's first value
     assert record.fallbacks_by_behaviour.get("AgentCount") == 1 and record.fallbacks >= 1
-    (count,) = [e for e in prediction.transcript if e["kind"] == "agent_count"]
-    assert count["data"]["fell_back"] and "default of 3" in count["text"]
+    (count,) = [e for e in prediction.transcript if e.kind == "agent_count"]
+    assert count.data["fell_back"] and "default of 3" in count.text
 
 
 @pytest.mark.parametrize("size", [2, 3, 4])

@@ -35,6 +35,11 @@ ROLES = ["Cardiology", "Nephrology", "Pulmonology", "Critical Care", "Infectious
 Responder = Callable[[ScriptedCall], Any]
 
 
+def _json(record):
+    """A typed record as the JSON a row stores of it (nested entries as dicts)."""
+    return record.model_dump(mode="json", exclude_unset=True)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dspy_settings():
     with dspy.context(lm=None, adapter=None):
@@ -169,11 +174,11 @@ def test_the_recipients_an_agent_chooses_get_its_message_and_no_one_else() -> No
     assert all("agent_3" not in str(c.inputs["teammates"]) for c in turns if role_of(c) == "Pulmonology")
     answers = {role_of(c): str(c.inputs["discussion"]) for c in lm.calls if c.signature == "PanelRoundAnswer"}
     assert answers["Pulmonology"] == "" and "[turn 2] you -> agent_1" in answers["Nephrology"]
-    messages = [e for e in prediction.transcript if e["kind"] == "message"]
-    assert [(e["agent"], e["data"]["to"], e["turn"]) for e in messages] == [("agent_1", "agent_2", 1),
+    messages = [e for e in prediction.transcript if e.kind == "message"]
+    assert [(e.agent, e.data["to"], e.turn) for e in messages] == [("agent_1", "agent_2", 1),
                                                                              ("agent_2", "agent_1", 2)]
     # round 1 ran its 2 turns and its answers; round 2's first turn was silent: the discussion ended
-    assert prediction.record["rounds"] == 1 and prediction.record["variant"] == "paper"
+    assert _json(prediction.record)["rounds"] == 1 and _json(prediction.record)["variant"] == "paper"
     assert called(lm)["PanelTurn"] == 3 * 3 and called(lm)["PanelRoundAnswer"] == 3
     assert used.calls == 3 + 3 + 3 * 3 + 3 == 18
     assert used.fallbacks == 0
@@ -186,10 +191,10 @@ def test_invalid_recipients_are_dropped_and_counted_and_names_and_numbers_are_re
         return None
 
     prediction, _, used = run(AdaptiveComplexity(n_specialists=3, max_rounds=1, n_turns=2), panel(talk=talk))
-    sent = [e["data"]["to"] for e in prediction.transcript if e["kind"] == "message"]
+    sent = [e.data["to"] for e in prediction.transcript if e.kind == "message"]
     assert sent == ["agent_2", "agent_3"]
     assert used.fallbacks_by_behaviour == {"PanelTurn": 4}
-    assert prediction.record["fallbacks_by_behaviour"] == {"PanelTurn": 4}
+    assert _json(prediction.record)["fallbacks_by_behaviour"] == {"PanelTurn": 4}
     assert prediction.answer == "C"
 
 
@@ -198,7 +203,7 @@ def test_an_unreadable_wish_to_talk_is_a_counted_no() -> None:
                                panel(talk=lambda role, turn: {"speak": "perhaps", "messages": []}))
     assert used.fallbacks_by_behaviour == {"PanelTurn": 3}
     assert called(lm)["PanelTurn"] == 3 and "PanelRoundAnswer" not in called(lm)
-    assert prediction.record["rounds"] == 0
+    assert _json(prediction.record)["rounds"] == 0
 
 
 def test_a_yes_without_a_valid_recipient_still_counts_as_talking() -> None:
@@ -217,12 +222,12 @@ def test_a_silent_first_turn_ends_the_discussion_and_the_moderator_weighs_the_op
     assert called(lm) == {"ComplexityCheck": 1, "TeamRecruitment": 1, "PanelOpinion": 3, "PanelTurn": 3,
                           "MajorityDecision": 1}
     assert used.calls == 3 + 2 * 3 == 9
-    assert prediction.record["rounds"] == 0 and prediction.record["votes_by_turn"] == {"opinions": ["B"] * 3}
+    assert prediction.record.rounds == 0 and prediction.record.votes_by_turn == {"opinions": ["B"] * 3}
     decision = next(c for c in lm.calls if c.signature == "MajorityDecision")
     assert "favours B" in str(decision.inputs["answers"])
     assert prediction.answer == "B"  # the moderator named no option: the plurality of the answers it weighed
     assert used.fallbacks_by_behaviour == {"MajorityDecision": 1}
-    assert any(e["kind"] == "silence" for e in prediction.transcript)
+    assert any(e.kind == "silence" for e in prediction.transcript)
 
 
 def test_nobody_ever_silent_runs_every_round_and_turn() -> None:
@@ -231,7 +236,7 @@ def test_nobody_ever_silent_runs_every_round_and_turn() -> None:
     n, rounds, turns = 3, 5, 5
     assert called(lm)["PanelTurn"] == rounds * turns * n and called(lm)["PanelRoundAnswer"] == rounds * n
     assert used.calls == 3 + n + rounds * n * (turns + 1) == 96
-    record = prediction.record
+    record = _json(prediction.record)
     assert record["rounds"] == 5 and list(record["votes_by_turn"]) == ["opinions"] + [f"round {r}" for r in
                                                                                      range(1, 6)]
     assert record["final"] == [{"agent": f"agent_{i}", "first": "A"} for i in (1, 2, 3)]
@@ -242,8 +247,8 @@ def test_a_round_answer_naming_no_option_is_dropped_never_the_earlier_opinion() 
     talk: Callable[[str, int], Any] = lambda role, turn: says("agent_2") if turn == 1 else None  # noqa: E731
     system = AdaptiveComplexity(n_specialists=3, max_rounds=2, n_turns=1)
     prediction, _, used = run(system, panel(talk=talk, opinion="B", round_answer="Z", decision="C"))
-    assert prediction.record["final"] == [{"agent": f"agent_{i}", "first": None} for i in (1, 2, 3)]
-    assert prediction.record["votes_by_turn"] == {"opinions": ["B"] * 3, "round 1": [None] * 3}
+    assert _json(prediction.record)["final"] == [{"agent": f"agent_{i}", "first": None} for i in (1, 2, 3)]
+    assert _json(prediction.record)["votes_by_turn"] == {"opinions": ["B"] * 3, "round 1": [None] * 3}
     assert used.fallbacks_by_behaviour == {"PanelTurn": 1, "PanelRoundAnswer": 3}  # agent_2 to itself: dropped
     assert prediction.answer == "C"
     # the moderator names no option either: the latest answers it weighed had no valid vote, and the
@@ -290,19 +295,19 @@ def test_the_light_variant_still_runs_as_before() -> None:
     assert called(lm) == {"ComplexityCheck": 1, "TeamRecruitment": 1, "SpecialistOpinion": 3, "ModeratorReview": 1,
                           "ModeratorDecision": 1}
     assert used.calls == 3 + 1 * (3 + 1) == 7
-    assert (prediction.record["rounds"], prediction.record["consensus"], prediction.record["method"]) == (
+    assert (prediction.record.rounds, prediction.record.consensus, prediction.record.method) == (
         1, True, "moderator")
     prediction, lm, used = run(AdaptiveComplexity(variant="light", n_specialists=3), no_consensus)
     assert called(lm)["PanelReply"] == 2 * 3
     assert used.calls == 3 + 3 + 2 * (3 + 1) == 14
-    assert prediction.record["variant"] == "light"
+    assert _json(prediction.record)["variant"] == "light"
 
 
 @pytest.mark.parametrize("variant", ["paper", "light"])
 def test_basic_and_advanced_routes_cost_the_same_in_both_variants(variant: str) -> None:
     system = AdaptiveComplexity(variant=variant, examples=_examples())
     prediction, lm, used = run(system, panel(route="basic"))
-    assert used.calls == 2 and prediction.record["variant"] == variant
+    assert used.calls == 2 and _json(prediction.record)["variant"] == variant
     primary = next(c for c in lm.calls if c.signature == "PrimaryCareAnswer")
     shown = sum(f"Worked example {i}?" in str(primary.messages) for i in range(10))
     assert shown == (5 if variant == "paper" else 3)

@@ -53,6 +53,12 @@ from teammed.programs.peers._votes import (
 
 from .fake_openai import FakeOpenAI, completion
 
+
+def _json(record):
+    """A typed record as the JSON a row stores of it (nested entries as dicts)."""
+    return record.model_dump(mode="json", exclude_unset=True)
+
+
 OPTIONS = {"A": "Myocardial infarction", "B": "Reflux", "C": "Pulmonary embolism", "D": "Costochondritis"}
 LETTERS = list(OPTIONS)
 ROLES = ["Cardiology", "Nephrology", "Pulmonology", "Critical Care", "Infectious Disease"]
@@ -141,18 +147,18 @@ def test_majority_vote_drops_invalid_ballots_instead_of_counting_them_as_the_fir
     table = {1: "Z", 2: "banana", 3: "C", 4: "B", 5: "B"}  # before the fix: A 2, B 2 -> "A" by the tie rule
     prediction, used = run(MajorityVote(), lambda call: {"answer": table[expert_of(call)], "reasoning": "r"})
     assert prediction.answer == "B"
-    assert prediction.record["share"] == pytest.approx(0.4)  # 2 of the 5 experts, not 2 of 3
+    assert _json(prediction.record)["share"] == pytest.approx(0.4)  # 2 of the 5 experts, not 2 of 3
     assert prediction.confidence == "Low"
-    assert prediction.record["votes_by_turn"] == {"agent_1": [None], "agent_2": [None], "agent_3": ["C"],
+    assert _json(prediction.record)["votes_by_turn"] == {"agent_1": [None], "agent_2": [None], "agent_3": ["C"],
                                                   "agent_4": ["B"], "agent_5": ["B"]}
-    assert (prediction.record["fallbacks"], prediction.record["fallbacks_by_behaviour"]) == (
+    assert (_json(prediction.record)["fallbacks"], _json(prediction.record)["fallbacks_by_behaviour"]) == (
         2, {"IndependentVote": 2})
     assert (used.fallbacks, used.fallbacks_by_behaviour) == (2, {"IndependentVote": 2})
 
 
 def test_majority_vote_with_one_valid_ballot_answers_it_with_a_low_share() -> None:
     prediction, _ = run(MajorityVote(), lambda call: {"answer": "D" if expert_of(call) == 3 else "Z"})
-    assert (prediction.answer, prediction.record["share"], prediction.confidence) == ("D", 0.2, "Low")
+    assert (prediction.answer, _json(prediction.record)["share"], prediction.confidence) == ("D", 0.2, "Low")
 
 
 def test_majority_vote_without_a_valid_ballot_has_no_answer() -> None:
@@ -167,8 +173,8 @@ def test_consensus_vote_is_not_unanimous_while_a_ballot_is_dropped() -> None:
         return {"answer": "C"}
 
     prediction, used = run(ConsensusVote(), respond)
-    assert (prediction.answer, prediction.record["rounds"], prediction.record["method"]) == ("C", 1, "consensus")
-    assert prediction.record["votes_by_turn"]["agent_1"] == [None, "C"]
+    assert (prediction.answer, prediction.record.rounds, prediction.record.method) == ("C", 1, "consensus")
+    assert _json(prediction.record)["votes_by_turn"]["agent_1"] == [None, "C"]
     assert used.fallbacks_by_behaviour == {"IndependentVote": 1}
 
 
@@ -177,7 +183,7 @@ def test_consensus_vote_decides_from_the_final_valid_ballots() -> None:
         return {"answer": "Z" if expert_of(call) <= 3 else "D"}
 
     prediction, used = run(ConsensusVote(max_rounds=1), respond)
-    assert (prediction.answer, prediction.record["share"], prediction.record["method"]) == ("D", 0.4, "majority")
+    assert (prediction.answer, prediction.record.share, prediction.record.method) == ("D", 0.4, "majority")
     assert used.fallbacks_by_behaviour == {"IndependentVote": 3, "RevisedVote": 3}
 
 
@@ -198,9 +204,9 @@ def consultation(votes: Callable[[str, int], str], *, manager: str = "Z") -> Cal
 def test_consultation_threshold_counts_valid_votes_of_the_whole_team() -> None:
     # round 1: B from 4 specialists, 1 dropped -> 4/5 = 0.8 reaches the threshold
     prediction, used = run(ConsultationTeam(), consultation(lambda role, r: "Z" if role == "Cardiology" else "B"))
-    assert (prediction.answer, prediction.record["method"], prediction.record["rounds"]) == ("B", "consensus", 1)
-    assert prediction.record["consensus_share"] == pytest.approx(0.8)
-    assert prediction.record["votes_by_turn"]["agent_1"] == [None]
+    assert (prediction.answer, prediction.record.method, prediction.record.rounds) == ("B", "consensus", 1)
+    assert _json(prediction.record)["consensus_share"] == pytest.approx(0.8)
+    assert _json(prediction.record)["votes_by_turn"]["agent_1"] == [None]
     assert used.fallbacks_by_behaviour == {"SpecialistAnalysis": 1}
 
 
@@ -208,10 +214,10 @@ def test_consultation_one_valid_vote_is_never_a_consensus() -> None:
     # only Cardiology names an option: 1/5 = 0.2 in every round of every team (1/1 would be "unanimous")
     system = ConsultationTeam(max_reassignments=0)
     prediction, used = run(system, consultation(lambda role, r: "C" if role == "Cardiology" else "Z", manager="D"))
-    assert (prediction.record["consensus"], prediction.record["method"], prediction.answer) == (False, "manager", "D")
-    assert prediction.record["rounds"] == 3
+    assert (prediction.record.consensus, prediction.record.method, prediction.answer) == (False, "manager", "D")
+    assert _json(prediction.record)["rounds"] == 3
     assert used.fallbacks_by_behaviour == {"SpecialistAnalysis": 4, "SpecialistDebate": 8}
-    assert all(v in (None, "C") for votes in prediction.record["votes_by_turn"].values() for v in votes)
+    assert all(v in (None, "C") for votes in _json(prediction.record)["votes_by_turn"].values() for v in votes)
 
 
 def test_consultation_drops_an_invalid_manager_pick_and_uses_the_valid_votes() -> None:
@@ -220,8 +226,8 @@ def test_consultation_drops_an_invalid_manager_pick_and_uses_the_valid_votes() -
 
     system = ConsultationTeam(max_reassignments=0, max_rounds=1)
     prediction, used = run(system, consultation(split, manager="banana"))
-    assert (prediction.answer, prediction.record["method"]) == ("C", "final_vote")
-    assert prediction.record["manager"]["answer"] is None
+    assert (prediction.answer, _json(prediction.record)["method"]) == ("C", "final_vote")
+    assert _json(prediction.record)["manager"]["answer"] is None
     assert prediction.confidence == "Low"  # 2 of 5
     assert used.fallbacks_by_behaviour == {"SpecialistAnalysis": 2, "ManagerAggregate": 1}
 
@@ -234,7 +240,7 @@ def test_consultation_without_any_valid_vote_or_pick_has_no_answer() -> None:
 def test_consultation_devils_advocate_needs_a_valid_majority() -> None:
     system = ConsultationTeam(max_reassignments=0, max_rounds=2, dissent="devil_advocate")
     prediction, _ = run(system, consultation(lambda role, r: "Z" if r == 1 else "B", manager="B"))
-    assert prediction.record["devil_advocates"] == []  # round 1 had no valid vote: nothing to argue against
+    assert _json(prediction.record)["devil_advocates"] == []  # round 1 had no valid vote: nothing to argue against
 
 
 def mdagents(*, route: Any = "intermediate", consensus: Any = "yes", opinion: str = "B",
@@ -255,10 +261,10 @@ def mdagents(*, route: Any = "intermediate", consensus: Any = "yes", opinion: st
 
 def test_mdagents_unreadable_route_is_a_counted_non_answer_default() -> None:
     prediction, used = run(AdaptiveComplexity(variant="light"), mdagents(route="very hard"))
-    assert (prediction.record["route"], prediction.record["route_fell_back"]) == ("intermediate", True)
+    assert (_json(prediction.record)["route"], _json(prediction.record)["route_fell_back"]) == ("intermediate", True)
     assert used.fallbacks_by_behaviour == {"ComplexityCheck": 1}
     prediction, used = run(AdaptiveComplexity(variant="light"), mdagents(route="basic"))
-    assert (prediction.record["route"], prediction.record["route_fell_back"], used.fallbacks) == ("basic", False, 0)
+    assert (prediction.record.route, prediction.record.route_fell_back, used.fallbacks) == ("basic", False, 0)
 
 
 def test_mdagents_moderator_consensus_needs_a_valid_majority_of_the_panel() -> None:
@@ -274,14 +280,14 @@ def test_mdagents_moderator_consensus_needs_a_valid_majority_of_the_panel() -> N
         return mdagents(consensus="yes", opinion="B")(call)
 
     prediction, used = run(AdaptiveComplexity(variant="light", max_rounds=2), respond)
-    assert prediction.record["rounds"] == 2  # the "yes" after the opinions did not count; after the replies it did
-    assert prediction.record["consensus"] is True
+    assert prediction.record.rounds == 2  # the "yes" after the opinions did not count; after the replies it did
+    assert _json(prediction.record)["consensus"] is True
     assert used.fallbacks_by_behaviour == {"SpecialistOpinion": 4}
 
 
 def test_mdagents_unreadable_moderator_verdict_is_a_counted_no() -> None:
     prediction, used = run(AdaptiveComplexity(variant="light", max_rounds=1), mdagents(consensus="maybe"))
-    assert prediction.record["consensus"] is False
+    assert _json(prediction.record)["consensus"] is False
     assert used.fallbacks_by_behaviour == {"ModeratorReview": 1}
 
 
@@ -290,7 +296,7 @@ def test_mdagents_invalid_decision_falls_to_the_valid_votes_then_to_no_answer() 
     assert prediction.answer == "D"
     assert used.fallbacks_by_behaviour == {"ModeratorDecision": 1}
     prediction, _ = run(AdaptiveComplexity(), mdagents(route="advanced", decision="Z", opinion="D"))
-    assert prediction.answer == "D" and [t["answer"] for t in prediction.record["teams"]] == ["D"] * 3
+    assert prediction.answer == "D" and [t["answer"] for t in _json(prediction.record)["teams"]] == ["D"] * 3
     run_failing(AdaptiveComplexity(variant="light"), mdagents(decision="Z", opinion="Z"))
     run_failing(AdaptiveComplexity(), mdagents(route="advanced", decision="Z", opinion="Z"))
     run_failing(AdaptiveComplexity(), mdagents(route="basic", decision="Z"))
@@ -314,23 +320,23 @@ def kamac(*, answer: Any = "B", leaning: Any = "B", consensus: Any = "yes", verd
 
 def test_kamac_consensus_needs_the_team_to_hold_the_option_validly() -> None:
     prediction, used = run(KnowledgeDrivenTeam(max_rounds=2), kamac(answer="Z", gap="no"))
-    assert prediction.record["consensus"] is False  # "yes" for B, but the one expert named no option
-    assert prediction.record["rounds"] == 2
-    assert all(v is None for v in prediction.record["votes_by_turn"]["agent_1"])
+    assert _json(prediction.record)["consensus"] is False  # "yes" for B, but the one expert named no option
+    assert _json(prediction.record)["rounds"] == 2
+    assert all(v is None for v in _json(prediction.record)["votes_by_turn"]["agent_1"])
     assert used.fallbacks_by_behaviour == {"ExpertAssessment": 1, "ViewExchange": 2, "AnswerUpdate": 2}
 
 
 def test_kamac_unreadable_verdicts_are_counted_and_recruit_no_one() -> None:
     prediction, used = run(KnowledgeDrivenTeam(max_rounds=1), kamac(consensus="perhaps", gap="?", leaning="Z"))
-    assert (prediction.record["consensus"], prediction.record["recruited_per_round"]) == (False, [[]])
+    assert (_json(prediction.record)["consensus"], _json(prediction.record)["recruited_per_round"]) == (False, [[]])
     assert used.fallbacks_by_behaviour == {"ConsensusCheck": 2, "KnowledgeGap": 1}
 
 
 def test_kamac_invalid_moderator_verdict_falls_to_consensus_then_votes_then_no_answer() -> None:
     prediction, _ = run(KnowledgeDrivenTeam(), kamac(verdict="Z", leaning="B", answer="B"))
-    assert (prediction.answer, prediction.record["method"], prediction.confidence) == ("B", "consensus", "Low")
+    assert (prediction.answer, _json(prediction.record)["method"], prediction.confidence) == ("B", "consensus", "Low")
     prediction, _ = run(KnowledgeDrivenTeam(max_rounds=1), kamac(verdict="Z", consensus="no", answer="D"))
-    assert (prediction.answer, prediction.record["method"]) == ("D", "latest_vote")
+    assert (prediction.answer, _json(prediction.record)["method"]) == ("D", "latest_vote")
     used = run_failing(KnowledgeDrivenTeam(max_rounds=1), kamac(verdict="Z", consensus="no", answer="Z"))
     assert used.fallbacks_by_behaviour["ModeratorVerdict"] == 1
 

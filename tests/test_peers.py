@@ -32,6 +32,13 @@ from teammed.programs.peers import (
 from teammed.programs.peers._history import estimate_tokens, over_budget
 from teammed.programs.peers._shared import distinct_roles, read_letter, select_examples
 from teammed.programs.peers._votes import anchored_scores, confidence_from_share, plurality
+from teammed.results import PeerRecord, TranscriptEvent
+
+
+def _json(record):
+    """A typed record as the JSON a row stores of it (nested entries as dicts)."""
+    return record.model_dump(mode="json", exclude_unset=True)
+
 
 QUESTION = (
     "A 58-year-old man has crushing chest pain radiating to his left arm. What is the most likely diagnosis?"
@@ -88,8 +95,9 @@ def test_contract(name: str) -> None:
     assert prediction.answer in OPTIONS
     assert isinstance(prediction.rationale, str)
     assert prediction.confidence in ("High", "Medium", "Low")
-    assert isinstance(prediction.record, dict)
-    json.dumps(prediction.record)  # records are JSON-ready
+    assert isinstance(prediction.record, PeerRecord)  # typed, from Python too
+    assert all(isinstance(e, TranscriptEvent) for e in prediction.transcript)
+    json.loads(prediction.record.model_dump_json())  # records are JSON-ready
     assert isinstance(prediction.transcript, list)
     assert used.calls > 0
     assert used.calls == len(lm.calls)
@@ -252,10 +260,10 @@ def test_few_shot_rejects_an_example_without_an_answer() -> None:
 def test_chain_of_thought_reasons_before_answering() -> None:
     prediction, lm, _ = run(SingleAgentCoT(), lambda call: {"reasoning": "ST elevation.", "answer": "A"})
     assert list(lm.calls[0].schema["properties"])[:2] == ["reasoning", "answer"]
-    assert (prediction.answer, prediction.rationale, prediction.record) == (
+    assert (prediction.answer, prediction.rationale, _json(prediction.record)) == (
         "A",
         "ST elevation.",
-        {"route": None, "fallbacks": 0, "fallbacks_by_behaviour": {}},
+        {"system": "cot", "route": None, "fallbacks": 0, "fallbacks_by_behaviour": {}},
     )
 
 
@@ -290,8 +298,8 @@ def mdagents_responder(route: str, *, consensus: str = "yes") -> Responder:
 def test_mdagents_basic_route_is_one_primary_care_agent_with_demos() -> None:
     system = AdaptiveComplexity(examples=_trainset(), k=2, seed=1)
     prediction, lm, used = run(system, mdagents_responder("basic"))
-    assert prediction.record["route"] == "basic"
-    assert prediction.record["experts"] == ["Primary Care Physician"]
+    assert _json(prediction.record)["route"] == "basic"
+    assert _json(prediction.record)["experts"] == ["Primary Care Physician"]
     assert called(lm) == {"ComplexityCheck": 1, "PrimaryCareAnswer": 1}
     assert used.calls == 2
     primary = next(c for c in lm.calls if c.signature == "PrimaryCareAnswer")
@@ -301,9 +309,9 @@ def test_mdagents_basic_route_is_one_primary_care_agent_with_demos() -> None:
 
 def test_mdagents_intermediate_route_stops_at_the_moderators_consensus() -> None:
     prediction, lm, used = run(AdaptiveComplexity(variant="light"), mdagents_responder("intermediate", consensus="yes"))
-    assert prediction.record["route"] == "intermediate"
-    assert prediction.record["experts"] == ROLES
-    assert (prediction.record["rounds"], prediction.record["consensus"]) == (1, True)
+    assert _json(prediction.record)["route"] == "intermediate"
+    assert _json(prediction.record)["experts"] == ROLES
+    assert (_json(prediction.record)["rounds"], _json(prediction.record)["consensus"]) == (1, True)
     assert "PanelReply" not in called(lm)
     assert used.calls == 3 + 1 * (5 + 1)
 
@@ -312,14 +320,14 @@ def test_mdagents_intermediate_route_discusses_up_to_max_rounds() -> None:
     prediction, lm, used = run(
         AdaptiveComplexity(variant="light", max_rounds=2), mdagents_responder("intermediate", consensus="no")
     )
-    assert (prediction.record["rounds"], prediction.record["consensus"]) == (2, False)
+    assert (_json(prediction.record)["rounds"], _json(prediction.record)["consensus"]) == (2, False)
     assert called(lm)["PanelReply"] == 2 * 5
     assert used.calls == 3 + 5 + 2 * (5 + 1)
 
 
 def test_mdagents_advanced_route_runs_teams_in_order_then_decides() -> None:
     prediction, lm, used = run(AdaptiveComplexity(), mdagents_responder("advanced"))
-    record = prediction.record
+    record = _json(prediction.record)
     assert record["route"] == "advanced"
     assert [t["name"] for t in record["teams"]] == ["Team X", "Team Y", "Team Z"]
     assert len(record["experts"]) == len({r.casefold() for r in record["experts"]}) == 9
@@ -364,7 +372,7 @@ def kamac_calls(initial: int, team_sizes: list[int], recruits: list[int], consen
 
 def test_kamac_stops_at_consensus() -> None:
     prediction, lm, used = run(KnowledgeDrivenTeam(), kamac_responder(consensus="yes"))
-    record = prediction.record
+    record = _json(prediction.record)
     assert (record["rounds"], record["consensus"], record["recruited_per_round"]) == (1, True, [[]])
     assert "KnowledgeGap" not in called(lm) and "AnswerUpdate" not in called(lm)
     assert used.calls == kamac_calls(1, [1], [0], consensus_at=1) == 5
@@ -373,7 +381,7 @@ def test_kamac_stops_at_consensus() -> None:
 
 def test_kamac_stops_after_max_rounds_without_consensus() -> None:
     prediction, lm, used = run(KnowledgeDrivenTeam(max_rounds=3), kamac_responder(consensus="no"))
-    record = prediction.record
+    record = _json(prediction.record)
     assert (record["rounds"], record["consensus"]) == (3, False)
     assert record["recruited_per_round"] == [[], [], []]
     assert called(lm)["ConsensusCheck"] == 3 and called(lm)["ModeratorVerdict"] == 1
@@ -384,7 +392,7 @@ def test_kamac_never_recruits_a_role_already_on_the_team() -> None:
     proposals = ["cardiologist", "Nephrologist", " nephrologist ", "CARDIOLOGIST"]
     responder = kamac_responder(consensus="no", gap="yes", proposals=proposals)
     prediction, lm, used = run(KnowledgeDrivenTeam(max_rounds=3), responder)
-    record = prediction.record
+    record = _json(prediction.record)
     assert record["experts"] == ["Cardiologist", "Nephrologist"]
     assert record["recruited_per_round"] == [["Nephrologist"], [], []]
     assert [a["joined_round"] for a in record["agents"]] == [0, 1]
@@ -405,7 +413,7 @@ def test_kamac_caps_recruits_per_round() -> None:
         consensus="no", gap="yes", proposals=["Nephrologist", "Radiologist", "Oncologist"]
     )
     prediction, _, _ = run(KnowledgeDrivenTeam(max_rounds=1, max_recruits=2), responder)
-    assert prediction.record["recruited_per_round"] == [["Nephrologist", "Radiologist"]]
+    assert _json(prediction.record)["recruited_per_round"] == [["Nephrologist", "Radiologist"]]
 
 
 # ---------------------------------------------------------------------- consultation
@@ -439,7 +447,7 @@ def consultation_responder(
 def test_consultation_stops_when_80_percent_agree_in_round_one() -> None:
     responder = consultation_responder(lambda role, r: "B" if role == "Nephrology" else "A")
     prediction, lm, used = run(ConsultationTeam(), responder)
-    record = prediction.record
+    record = _json(prediction.record)
     assert prediction.answer == "A"
     assert (record["rounds"], record["reassignments"], record["consensus"], record["method"]) == (
         1,
@@ -461,8 +469,8 @@ def test_consultation_debates_until_the_threshold() -> None:
         return "B" if role in dissenters else "A"
 
     prediction, lm, used = run(ConsultationTeam(), consultation_responder(votes))
-    assert (prediction.record["rounds"], prediction.record["consensus"]) == (2, True)
-    assert prediction.record["votes_by_turn"]["agent_2"] == ["B", "A"]
+    assert (_json(prediction.record)["rounds"], _json(prediction.record)["consensus"]) == (2, True)
+    assert _json(prediction.record)["votes_by_turn"]["agent_2"] == ["B", "A"]
     debate = [c for c in lm.calls if c.signature == "SpecialistDebate"]
     assert all("Cardiology" in c.inputs["peers"] or role_of(c) == "Cardiology" for c in debate)
     assert used.calls == 2 + 5 + 5
@@ -474,7 +482,7 @@ def _split(role: str, r: int) -> str:
 
 def test_consultation_reassigns_at_most_twice_then_the_manager_decides() -> None:
     prediction, lm, used = run(ConsultationTeam(), consultation_responder(_split, manager="D"))
-    record = prediction.record
+    record = _json(prediction.record)
     assert (record["reassignments"], record["consensus"], record["method"]) == (2, False, "manager")
     assert prediction.answer == "D" and prediction.rationale == "Manager decided."
     assert record["rounds_by_team"] == [3, 3, 3]
@@ -490,7 +498,7 @@ def test_consultation_without_reassignment_falls_back_at_once() -> None:
     prediction, lm, _ = run(
         ConsultationTeam(max_reassignments=0, max_rounds=1), consultation_responder(_split)
     )
-    assert (prediction.record["reassignments"], prediction.record["method"]) == (0, "manager")
+    assert (_json(prediction.record)["reassignments"], _json(prediction.record)["method"]) == (0, "manager")
     assert called(lm) == {
         "ConsultSpecialties": 1,
         "ConsultExpertise": 1,
@@ -507,7 +515,7 @@ def _two_agent_history_tokens() -> int:
     system = ConsultationTeam(n_specialists=2, max_rounds=2, max_reassignments=0, context_window=10**6)
     prediction, lm, _ = run(system, consultation_responder(_pair, reasoning="x" * 300))
     assert "CompressMessage" not in called(lm)
-    return prediction.record["history_tokens"][0]["tokens"]
+    return _json(prediction.record)["history_tokens"][0]["tokens"]
 
 
 def test_history_is_summarised_exactly_when_it_passes_the_threshold() -> None:
@@ -518,15 +526,15 @@ def test_history_is_summarised_exactly_when_it_passes_the_threshold() -> None:
         n_specialists=2, max_rounds=2, max_reassignments=0, context_window=tokens, summarize_at=1.0
     )
     prediction, lm, _ = run(at, responder)
-    assert prediction.record["history_tokens"][0]["tokens"] == tokens
-    assert "CompressMessage" not in called(lm) and prediction.record["summaries"] == []
+    assert _json(prediction.record)["history_tokens"][0]["tokens"] == tokens
+    assert "CompressMessage" not in called(lm) and _json(prediction.record)["summaries"] == []
 
     above = ConsultationTeam(
         n_specialists=2, max_rounds=2, max_reassignments=0, context_window=tokens - 1, summarize_at=1.0
     )
     prediction, lm, used = run(above, responder)
     assert called(lm)["CompressMessage"] == 1
-    (summary,) = prediction.record["summaries"]
+    (summary,) = _json(prediction.record)["summaries"]
     assert summary["tokens_before"] == tokens and summary["tokens_after"] < tokens - 1
     debate = [c for c in lm.calls if c.signature == "SpecialistDebate"]
     assert any("short" in str(c.inputs["peers"]) for c in debate)
@@ -549,7 +557,7 @@ def test_devils_advocate_argues_against_the_majority_each_debate_round() -> None
     system = ConsultationTeam(max_reassignments=0, dissent="devil_advocate")
     prediction, lm, used = run(system, consultation_responder(_split))
     assert called(lm)["DevilsAdvocate"] == 2 and called(lm)["SpecialistDebate"] == 2 * 4
-    advocates = prediction.record["devil_advocates"]
+    advocates = _json(prediction.record)["devil_advocates"]
     assert [(d["round"], d["against"]) for d in advocates] == [(2, "A"), (3, "A")]
     assert [d["agent"] for d in advocates] == ["agent_1", "agent_2"]  # rotates over the majority holders
     assert used.calls == 2 + 5 * 3 + 1
@@ -560,13 +568,13 @@ def test_anchor_first_votes_resists_herding_and_weighs_the_fallback() -> None:
         return ("A" if role in ("Cardiology", "Nephrology") else "B") if r == 1 else "A"
 
     plain, _, _ = run(ConsultationTeam(max_reassignments=0), consultation_responder(herd, manager="B"))
-    assert (plain.answer, plain.record["rounds"], plain.record["method"]) == ("A", 2, "consensus")
+    assert (plain.answer, _json(plain.record)["rounds"], _json(plain.record)["method"]) == ("A", 2, "consensus")
 
     system = ConsultationTeam(max_reassignments=0, dissent="anchor_first_votes")
     anchored, _, _ = run(system, consultation_responder(herd, manager="B"))
-    assert (anchored.record["rounds"], anchored.record["consensus"]) == (3, False)
-    assert anchored.record["method"] == "anchored_vote"
-    assert anchored.record["manager"]["answer"] == "B"
+    assert (_json(anchored.record)["rounds"], _json(anchored.record)["consensus"]) == (3, False)
+    assert _json(anchored.record)["method"] == "anchored_vote"
+    assert _json(anchored.record)["manager"]["answer"] == "B"
     assert anchored.answer == "A"  # ½·(2/5) + ½·(5/5) = 0.7 for A (below 0.8) against 0.3 for B
 
 
@@ -585,7 +593,7 @@ def ballots(by_expert: dict[int, str], revised: dict[int, str] | None = None) ->
 def test_majority_vote_tie_goes_to_the_earliest_letter() -> None:
     prediction, lm, used = run(MajorityVote(n_experts=4), ballots({1: "C", 2: "B", 3: "C", 4: "B"}))
     assert prediction.answer == "B"
-    assert (prediction.record["share"], prediction.record["method"]) == (0.5, "majority")
+    assert (_json(prediction.record)["share"], _json(prediction.record)["method"]) == (0.5, "majority")
     assert used.calls == 4
 
 
@@ -597,19 +605,19 @@ def test_majority_vote_takes_the_plurality() -> None:
 def test_consensus_vote_stops_when_all_agree() -> None:
     responder = ballots({1: "A", 2: "B", 3: "A", 4: "C", 5: "A"}, revised=dict.fromkeys(range(1, 6), "C"))
     prediction, lm, used = run(ConsensusVote(), responder)
-    assert (prediction.answer, prediction.record["rounds"], prediction.record["method"]) == (
+    assert (prediction.answer, _json(prediction.record)["rounds"], _json(prediction.record)["method"]) == (
         "C",
         1,
         "consensus",
     )
-    assert prediction.record["votes_by_turn"]["agent_1"] == ["A", "C"]
+    assert _json(prediction.record)["votes_by_turn"]["agent_1"] == ["A", "C"]
     assert used.calls == 5 * 2
 
 
 def test_consensus_vote_falls_back_to_majority() -> None:
     split = {1: "A", 2: "B", 3: "A", 4: "B", 5: "C"}
     prediction, lm, used = run(ConsensusVote(max_rounds=2), ballots(split, revised=split))
-    assert (prediction.answer, prediction.record["rounds"], prediction.record["method"]) == (
+    assert (prediction.answer, _json(prediction.record)["rounds"], _json(prediction.record)["method"]) == (
         "A",
         2,
         "majority",

@@ -46,7 +46,7 @@ def test_record_is_typed_and_round_trips_through_json():
 
 def test_transcript_and_rationale_are_derived_from_the_record():
     out, _, _ = run(TeamworkProgram(preset("all", n_agents=2)))
-    kinds = [e["kind"] for e in out.transcript]
+    kinds = [e.kind for e in out.transcript]
     assert kinds[:2] == ["question_analysis", "recruited"]
     assert kinds.index("assessment") < kinds.index("discussion") < kinds.index("final_ranking")
     assert kinds[-2:] == ["vote", "leader_review"]
@@ -145,7 +145,7 @@ def test_leader_overrides_a_flawed_decision_and_it_is_recorded():
     assert out.answer == "B" and "overrode the team's A with B" in out.rationale
     assert out.json_record["scores"]["A"] > out.json_record["scores"]["B"]  # the vote itself is kept
     assert usage.calls == len(lm.calls) == expected_calls(config, 2)
-    assert [e["kind"] for e in out.transcript][-1] == "leader_override"
+    assert [e.kind for e in out.transcript][-1] == "leader_override"
 
 
 @pytest.mark.parametrize("responder", [_override(decision="uphold"), _override(answer="A"), _override(flaw=""),

@@ -34,6 +34,7 @@ from teammed.programs.options import validated_options
 from teammed.programs.parallel import AsyncForward
 from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
+from teammed.results import PEER_RECORDS
 
 __all__ = [
     "CONFIDENCE",
@@ -90,13 +91,13 @@ class PeerSystem(SavesConfig, AsyncForward, dspy.Module):
         args, kwargs = _checked(args, kwargs)
         with showing_image(image), _letter_tally() as tally:
             prediction = super().__call__(*args, **kwargs)
-        return tally.finish(type(self).__name__, prediction)
+        return tally.finish(type(self).__name__, self.system_name, prediction)
 
     async def acall(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)
         with showing_image(image), _letter_tally() as tally:
             prediction = await super().acall(*args, **kwargs)
-        return tally.finish(type(self).__name__, prediction)
+        return tally.finish(type(self).__name__, self.system_name, prediction)
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this system can call (each one named predictor)."""
@@ -152,16 +153,19 @@ class _LetterTally:
         with self._lock:
             self.by_behaviour[behaviour] = self.by_behaviour.get(behaviour, 0) + 1
 
-    def finish(self, system: str, prediction: Any) -> Any:
-        """``prediction`` with the fallbacks in its record; `NoAnswerError` when no letter named an option."""
+    def finish(self, system: str, name: str, prediction: Any) -> Any:
+        """``prediction`` with its record typed as system ``name``'s model (`teammed.results.PEER_RECORDS`),
+        the fallbacks in it; `NoAnswerError` when no letter named an option. A record its model refuses
+        raises `pydantic.ValidationError`: a bug of the system, never written as an untyped dict."""
         if self.dropped and not self.parsed:
             raise NoAnswerError(f"{system}: none of the {self.dropped} answers its agents gave named an option "
                                 "(every one was dropped), so the system has no answer; check that the model "
                                 "returns the requested JSON")
         record = getattr(prediction, "record", None)
         if isinstance(record, dict):
-            record["fallbacks"] = sum(self.by_behaviour.values())
-            record["fallbacks_by_behaviour"] = dict(sorted(self.by_behaviour.items()))
+            prediction.record = PEER_RECORDS[name].model_validate({
+                **record, "system": name, "fallbacks": sum(self.by_behaviour.values()),
+                "fallbacks_by_behaviour": dict(sorted(self.by_behaviour.items()))})
         return prediction
 
 

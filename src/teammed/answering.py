@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
@@ -35,7 +36,7 @@ from pydantic import BaseModel, ValidationError
 from teammed import usage as usage_mod
 from teammed.adapter import SchemaAdapter
 from teammed.errors import FatalBackendError, cause_of
-from teammed.results import RECORDS, ResultRow, RunIdentity, typed_record
+from teammed.results import ResultRow, RunIdentity, typed_record
 from teammed.types import Question
 
 __all__ = ["Answered", "answer"]
@@ -60,27 +61,51 @@ def _binary_positive(options: dict[str, str]) -> str | None:
     return None
 
 
-def _plain_record(record: Any) -> dict[str, Any]:
-    if isinstance(record, BaseModel):
-        return record.model_dump(mode="json")
-    return dict(record or {})
+class RecordMismatch(Exception):
+    """A system's record does not match its system's model: a bug of the system, failing its row loudly."""
 
 
-def _typed(program: dspy.Module, plain: dict[str, Any], raw: Any, identity: RunIdentity | None,
-           question_id: str) -> tuple[Any, dict[str, Any] | None]:
-    """The row's record as its system's model, and the record as written when the system has no model
-    (a user's own program: ``custom_record``). The system is the program's ``system_name``, else the
-    run's. A record its model refuses is logged and kept only as ``custom_record``."""
+def _typed(program: dspy.Module, raw: Any, identity: RunIdentity | None) -> tuple[Any, dict[str, Any] | None]:
+    """The row's record as its system's model, and the record as written when the system has none (a
+    user's own program: ``custom_record``). The system is the program's ``system_name``, else the run's.
+    A record its system's model refuses raises `RecordMismatch`."""
     system = getattr(program, "system_name", None) or (identity.system if identity else None)
-    if not plain:
+    if raw is None or (isinstance(raw, dict) and not raw):
         return None, None
     try:
-        found = typed_record(raw if isinstance(raw, BaseModel) else plain, system=system)
+        found = typed_record(raw, system=system)
     except ValidationError as exc:
-        logger.error("question %s: the %s record does not match its model (%s); kept as custom_record",
-                     question_id, system, exc.errors()[0])
-        return None, plain
-    return found, (None if found is not None or system in RECORDS else plain)
+        raise RecordMismatch(f"the {system} record does not match its model ({exc.errors()[0]['loc']}: "
+                             f"{exc.errors()[0]['msg']}); a bug of the system") from exc
+    if found is not None:
+        return found, None
+    return None, (raw.model_dump(mode="json") if isinstance(raw, BaseModel) else dict(raw))
+
+
+@dataclass(frozen=True)
+class _RecordFacts:
+    """What a row carries of its record besides the record: the team's roles, the trust scores and the
+    counts of repairs and fallbacks (typed records by attribute; a user's own dict record by key)."""
+
+    roles: list[str | None]
+    trust: dict[str, float] | None = None
+    ranking_repairs: int = 0
+    fallbacks: int = 0
+    fallbacks_by_behaviour: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, typed: Any, custom: dict[str, Any] | None) -> _RecordFacts:
+        if typed is not None:
+            return cls(roles=[a.role for a in typed.agents], trust=getattr(typed, "trust", None),
+                       ranking_repairs=getattr(typed, "ranking_repairs", 0), fallbacks=typed.fallbacks,
+                       fallbacks_by_behaviour=dict(typed.fallbacks_by_behaviour))
+        record = custom or {}
+        agents = record.get("agents") if isinstance(record.get("agents"), list) else []
+        by_behaviour = record.get("fallbacks_by_behaviour")
+        return cls(roles=[a.get("role") for a in agents if isinstance(a, dict)],
+                   trust=record.get("trust") if isinstance(record.get("trust"), dict) else None,
+                   ranking_repairs=_count(record, "ranking_repairs"), fallbacks=_count(record, "fallbacks"),
+                   fallbacks_by_behaviour=by_behaviour if isinstance(by_behaviour, dict) else {})
 
 
 def _confidence(value: Any) -> str | None:
@@ -126,18 +151,20 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
     if error is not None:
         chosen = None
     raw = getattr(prediction, "record", None) if prediction is not None else None
-    record = _plain_record(raw)
-    typed, custom = _typed(program, record, raw, identity, question.id)
-    agents = record.get("agents") or []
+    try:
+        typed, custom = _typed(program, raw, identity)
+    except RecordMismatch as exc:  # the answer cannot be trusted with a record the system did not mean
+        logger.error("question %s: %s", question.id, exc)
+        failure, error, chosen, typed, custom = exc, f"RecordMismatch: {exc}", None, None, None
+    facts = _RecordFacts.of(typed, custom)
     fatal = cause_of(failure, FatalBackendError)
     spent: dict[str, Any] = dict(used.as_dict())  # billable tokens and cost, spent_* when reported
     labeled = question.answer_idx is not None
     counted = {  # the larger of what the backend/adapter counted and what the record counted
-        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), _count(record, "ranking_repairs")),
-        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), _count(record, "fallbacks")),
+        "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), facts.ranking_repairs),
+        "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), facts.fallbacks),
         # per behaviour: what was counted while the system ran (peers), else its record's (teamwork)
-        "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or record.get("fallbacks_by_behaviour")
-        or {},
+        "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or facts.fallbacks_by_behaviour,
     }
     spent.pop("latency_s", None)
     fields: dict[str, Any] = dict(
@@ -165,9 +192,9 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         binary_positive=_binary_positive(question.options),
         latency_s=round(time.perf_counter() - started, 4),
         lm_latency_s=round(used.latency_s, 4),
-        n_agents=len(agents) or None,
-        roles=[a.get("role") for a in agents if isinstance(a, dict)],
-        trust=record.get("trust"),
+        n_agents=len(facts.roles) or None,
+        roles=facts.roles,
+        trust=facts.trust,
         config=identity.config if identity else None,
         rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
         record=typed,
