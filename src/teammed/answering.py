@@ -100,7 +100,8 @@ class _RecordFacts:
                        ranking_repairs=getattr(typed, "ranking_repairs", 0), fallbacks=typed.fallbacks,
                        fallbacks_by_behaviour=dict(typed.fallbacks_by_behaviour))
         record = custom or {}
-        agents = record.get("agents") if isinstance(record.get("agents"), list) else []
+        listed = record.get("agents")
+        agents = listed if isinstance(listed, list) else []
         by_behaviour = record.get("fallbacks_by_behaviour")
         return cls(roles=[a.get("role") for a in agents if isinstance(a, dict)],
                    trust=record.get("trust") if isinstance(record.get("trust"), dict) else None,

@@ -234,8 +234,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     with _display() as display:
         result = reproduce(spec_of(args), progress=display, say=_say)
     _emit(args, result)
-    if result.failure():  # a table of 0% cells measured nothing: say so in the exit status
-        report_error(result.failure())
+    failure = result.failure()
+    if failure:  # a table of 0% cells measured nothing: say so in the exit status
+        report_error(failure)
         return 1
     return 0
 

@@ -95,10 +95,13 @@ class Tracker:
         self._lock = threading.Lock()
         self._calls = self._prompt = self._completion = 0
         self._usd: float | None = 0.0 if priced else None  # None: the backend has no price
-        self._latency_sum, self._latency_n, self._first_latency = 0.0, 0, None
+        self._latency_sum, self._latency_n = 0.0, 0
+        self._first_latency: float | None = None
         self._ramp_at: float | None = None
         self._ramp_calls = 0
-        self._label, self._done, self._total = command, None, None
+        self._label = command
+        self._done: int | None = None
+        self._total: int | None = None
         self._accuracy: float | None = None
         self._failed = 0
         self._phase: str | None = None

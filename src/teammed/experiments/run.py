@@ -167,12 +167,13 @@ def asked_question(spec: AskSpec) -> Question:
     if spec.data is None:
         if spec.question_id:
             raise TeammedError("--id, --split and --data-dir pick a question of a data set: give --dataset too")
-        if not (spec.question or "").strip():
+        text = spec.question or ""
+        if not text.strip():
             raise TeammedError("the question is empty; give its text as the first argument, or --dataset and --id")
         from teammed.inputs import parse_options
 
         options = parse_options([f"{k}={v}" for k, v in (spec.options or {}).items()])
-        return Question(id="ask", question=spec.question, options=options, image=_image(spec.image))
+        return Question(id="ask", question=text, options=options, image=_image(spec.image))
     if spec.question or spec.options:
         raise TeammedError("give either a question's text and --option, or --dataset and --id, not both")
     if not spec.question_id:
