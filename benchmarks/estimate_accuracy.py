@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_table and lengths:
             path = HERE.parent / "src" / "teammed" / "estimate.py"
             text = path.read_text()
-            body = "".join(f"    {name!r}: {n},\n" for name, n in table.items())
+            body = "".join(f'    "{name}": {n},\n' for name, n in table.items())
             path.write_text(re.sub(r"ANSWER_TOKENS: dict\[str, int\] = \{.*?\}\n",
                                    "ANSWER_TOKENS: dict[str, int] = {\n" + body + "}\n", text, flags=re.S))
         estimate_module.ANSWER_TOKENS.clear()

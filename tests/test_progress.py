@@ -6,11 +6,11 @@ import io
 
 import pytest
 
+from teammed import events
 from teammed.cli import main
 from teammed.config import preset
-from teammed.programs.accounting import expected_calls_per_question
-from teammed import events
 from teammed.events import Tracker
+from teammed.programs.accounting import expected_calls_per_question
 from teammed.progress import CallProgress, EventDisplay, format_count, format_duration
 
 
