@@ -61,3 +61,19 @@ def test_a_users_own_program_keeps_its_dict_as_custom_record():
     row = answer(Mine(), Question(id="q", question=QUESTION, options=OPTIONS, answer_idx="A"), ScriptedLM()).row
     assert not row.failed and row.record is None and row.custom_record["mine"] is True
     assert (row.roles, row.n_agents, row.fallbacks) == (["Cardiology"], 1, 2)
+
+
+def test_a_dict_record_of_a_known_system_that_breaks_its_model_fails_the_row():
+    """A program naming a system with a model (here a plain module calling itself ``consensus``) whose dict
+    record that model refuses fails its row as `RecordMismatch`; it is never kept as ``custom_record``."""
+    import dspy
+
+    class Pretender(dspy.Module):
+        system_name = "consensus"
+
+        def forward(self, question, options, context=None):  # type: ignore[no-untyped-def]
+            return dspy.Prediction(answer="A", rationale="r", confidence="High", record={"undeclared": 1})
+
+    row = answer(Pretender(), Question(id="q", question=QUESTION, options=OPTIONS, answer_idx="A"), ScriptedLM()).row
+    assert row.failed and row.prediction is None and row.error_type == "RecordMismatch"
+    assert "undeclared" in row.error and row.custom_record is None and row.record is None
