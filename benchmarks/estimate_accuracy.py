@@ -5,7 +5,9 @@ characters, options of at least 250 in all), against the embedded model (SmolLM2
 llama.cpp's server, the response cache off), one question at a time:
 
 1. the answer lengths: preset ``all`` on the first ``--table-n`` vignettes, every call's completion
-   tokens as the server counted them; the median per behaviour is `teammed.estimate.ANSWER_TOKENS`
+   tokens as the server counted them; the mean per behaviour is `teammed.estimate.ANSWER_TOKENS`
+   (the mean, not the median: an estimate of a total is a sum of answers, and the model's lengths
+   are skewed, many short answers and some that run to ``max_tokens``, so a median under-prices)
    (``--write-table`` writes it into src/teammed/estimate.py);
 2. the check, on the vignettes after those: preset ``base`` on ``--base-n`` and preset ``all`` on
    ``--all-n`` of them, the server's billed prompt and completion tokens against
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         lengths: dict[str, list[int]] = {}
         for signature, _, completion in billed("all", asked[:args.table_n], lm):
             lengths.setdefault(signature, []).append(completion)
-        table = ({name: int(statistics.median(values)) for name, values in sorted(lengths.items())} if lengths
+        table = ({name: round(statistics.fmean(values)) for name, values in sorted(lengths.items())} if lengths
                  else dict(estimate_module.ANSWER_TOKENS))
         report["answer_tokens"] = table
         report["n_agents"] = args.n_agents or "auto"

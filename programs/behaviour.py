@@ -9,8 +9,8 @@ from typing import Any
 
 import dspy
 
+from teammed import interrupts
 from teammed.adapter import SchemaAdapter
-from teammed.async_bridge import await_only, bridged
 from teammed.lm_usage import counted_calls
 from teammed.usage import calling_signature
 
@@ -110,6 +110,7 @@ class Behaviour(dspy.Module):
         return (_rebuild, (self.name, state))
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
+        interrupts.check_cancelled()  # a cancelled acall makes no further call
         token = calling_signature.set(self.name)
         image = _question_image.get() if self.sees_image else None
         if image is not None and "image" not in inputs:
@@ -127,8 +128,6 @@ class Behaviour(dspy.Module):
                     counting = counted_calls(self.predict.lm or dspy.settings.lm, self.name)
                     if counting is not None:
                         stack.enter_context(counting)
-                if bridged():  # under a system's acall: DSPy's async path, on the backend's async client
-                    return await_only(self.predict.acall(**inputs))
                 return self.predict(**inputs)
         finally:
             calling_signature.reset(token)

@@ -342,12 +342,7 @@ def _slow(delay: float):
 
 
 @pytest.mark.parametrize(("transport", "expected"), [("auto", "direct"), ("litellm", "litellm")])
-def test_concurrent_predict_acalls_overlap_on_the_async_client(transport, expected, monkeypatch):
-    from teammed import interrupts
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a worker thread was used under acall")
-
+def test_concurrent_predict_acalls_overlap(transport, expected):
     async def ask(lm, i: int):
         with dspy.context(lm=lm, adapter=SchemaAdapter()):
             return await dspy.Predict(InitialAssessment).acall(question=f"q{i}? Key: B", options={"A": "a", "B": "b"},
@@ -361,7 +356,6 @@ def test_concurrent_predict_acalls_overlap_on_the_async_client(transport, expect
 
     with FakeOpenAI(_slow(0.5)) as server:
         lm = _lm(server.api_base, transport=transport)
-        monkeypatch.setattr(interrupts.Workers, "submit", refuse)
         one = asyncio.run(many(lm, 1))
         eight = asyncio.run(many(lm, 8))
     assert lm.transport == expected
@@ -370,16 +364,11 @@ def test_concurrent_predict_acalls_overlap_on_the_async_client(transport, expect
 
 
 @pytest.mark.parametrize("system", ["teamwork:base", "teamwork:all", *sorted(SYSTEMS)])
-def test_concurrent_system_acalls_wait_together_on_the_async_client_without_threads(system, monkeypatch):
-    """Eight concurrent ``acall``s of a whole system take about the time of one; every call goes out on
-    the async client, and no worker thread runs any of it (`teammed.async_bridge`)."""
-    from teammed import interrupts
-    from teammed.backends import openai_http
+def test_concurrent_system_acalls_wait_together(system):
+    """Eight concurrent ``acall``s of a whole system take about the time of one (each runs on a worker,
+    `teammed.interrupts.in_worker`), with the same calls per question as one."""
     from teammed.config import preset
     from teammed.programs import TeamworkProgram, build_system
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("a worker thread or the sync client was used under acall")
 
     async def many(lm, k: int) -> tuple[float, list[str]]:
         started = time.monotonic()
@@ -392,8 +381,6 @@ def test_concurrent_system_acalls_wait_together_on_the_async_client_without_thre
 
     with FakeOpenAI(_slow(0.25)) as server:
         lm = _lm(server.api_base)
-        monkeypatch.setattr(interrupts.Workers, "submit", refuse)
-        monkeypatch.setattr(openai_http.OpenAICompatibleClient, "complete", refuse)
         one, first = asyncio.run(many(lm, 1))
         calls_of_one = len(server.requests)
         eight, answers = asyncio.run(many(lm, 8))
@@ -407,8 +394,6 @@ def test_concurrent_system_acalls_wait_together_on_the_async_client_without_thre
     assert eight < 2.5 * one, (one, eight)
 
 
-# litellm warns that an inner coroutine of the cancelled acompletion was never awaited (its own)
-@pytest.mark.filterwarnings("ignore:coroutine 'OpenAIChatCompletion.acompletion' was never awaited:RuntimeWarning")
 @pytest.mark.parametrize(("transport", "expected"), [("auto", "direct"), ("litellm", "litellm")])
 def test_close_frees_coroutines_in_flight_waiting_for_a_slot_or_a_retry_at_once(transport, expected):
     """close() from another thread: a coroutine whose request hangs, one waiting for the only slot,
@@ -451,9 +436,9 @@ def test_close_frees_coroutines_in_flight_waiting_for_a_slot_or_a_retry_at_once(
 
 
 def test_acalls_cancelled_mid_request_leave_no_connection_that_later_requests_wait_for():
-    """Impatient callers (``wait_for`` with a few ms) cancel requests mid-flight, which can wedge
-    httpcore's one-connection pools (encode/httpcore#830): a client whose request failed or was
-    cancelled is never reused, so later requests are answered at once."""
+    """Impatient callers (``wait_for`` with a few ms) give up on requests mid-flight: the requests
+    end on their threads and their connections are reused or dropped, so later requests are
+    answered at once."""
     from teammed.backends.retry import RetryPolicy as Policy
 
     def handler(n, body):  # type: ignore[no-untyped-def]

@@ -18,6 +18,7 @@ Two defences, both cheap:
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures as cf
 import contextvars
 import os
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "Workers", "workers", "on_main_thread", "block_stop_signals",
-           "result", "wait_all", "as_completed", "submitted_as_completed"]
+           "result", "wait_all", "as_completed", "submitted_as_completed", "in_worker", "check_cancelled"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -236,3 +237,34 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+# The coroutine entry points (a system's ``acall``, an LM's ``acall``) run the same synchronous code
+# on a worker thread. A thread cannot be stopped from outside, so a cancelled ``acall`` sets its
+# work's event, and the work stops at its next LM call (`check_cancelled`).
+_CANCELLED: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("teammed_acall_cancelled",
+                                                                                    default=None)
+
+
+async def in_worker(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """Await ``fn(*args, **kwargs)`` run on one of the process's workers in a copy of this context.
+    Cancelling the wait makes the work raise `asyncio.CancelledError` at its next LM call; the
+    request in flight, if any, ends on its thread."""
+    cancelled = threading.Event()
+
+    def work() -> T:
+        _CANCELLED.set(cancelled)
+        return fn(*args, **kwargs)
+
+    try:
+        return await asyncio.wrap_future(workers().submit(work))
+    except asyncio.CancelledError:
+        cancelled.set()
+        raise
+
+
+def check_cancelled() -> None:
+    """Raise `asyncio.CancelledError` if the ``acall`` this work runs for was cancelled."""
+    cancelled = _CANCELLED.get()
+    if cancelled is not None and cancelled.is_set():
+        raise asyncio.CancelledError("the acall this work ran for was cancelled")

@@ -49,7 +49,6 @@ from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.answering import answer
 from teammed.backends.resolve import Deployment
 from teammed.errors import DataError, FatalBackendError, TeammedError, TransientBackendError, WorkFailed, cause_of
-from teammed.programs.parallel import calls_in_turn
 from teammed.records import redacted_argv, write_atomic
 from teammed.results import ResultRow, RunIdentity, identity_differences, iter_rows
 from teammed.types import Question
@@ -208,13 +207,6 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         yield
     finally:
         handle.close()  # releases the lock
-
-
-def questions_fill_slots(questions: int, slots: int | None) -> bool:
-    """Whether ``questions`` in flight on one deployment keep all its request ``slots`` busy on their own
-    (None: unbounded). Then a question's calls run in turn on its own thread
-    (`teammed.programs.parallel.calls_in_turn`): the same calls, without queueing on the slots."""
-    return isinstance(slots, int) and slots > 0 and questions >= slots
 
 
 def _question_pool(workers: int) -> interrupts.Pool:
@@ -474,12 +466,8 @@ def run_questions(
 
     ``questions_in_flight`` questions run at once (default: the deployments' question limits
     summed); requests in flight are bounded by each deployment's LM (its request slots,
-    ``max_parallel_requests``), not here. With fewer questions in flight than request slots, one
-    question's parallel calls (round 2) run together; with as many or more (per deployment, its
-    round-robin share of the questions in flight and not yet started), the questions alone
-    keep every slot busy, and each question's calls run in turn on its own thread
-    (`questions_fill_slots`, `teammed.programs.parallel.calls_in_turn`): the same calls, with
-    fewer thread hand-offs and no queue of one question's calls on the slots.
+    ``max_parallel_requests``), not here. A question's calls that do not depend on each other run
+    side by side on the process's workers (`teammed.programs.parallel`), whatever is in flight.
 
     Raises `RunLocked` when another process writes into the directory, `TeammedError` when
     ``resume`` meets a different identity (nothing is appended then), `RunStopped` after
@@ -615,18 +603,8 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         k = index % len(deployments)  # round-robin over deployments
         if stopping.is_set():
             return None  # not attempted: the run is stopping
-        # the slots' demand from now on: this deployment's round-robin share of the questions in
-        # flight and of those not yet started (a small run, and a run's very end, fan out)
-        with lock:
-            running[0] += 1
-            share = min(workers, running[0] + len(todo) - index - 1) // len(deployments)
-        try:
-            with calls_in_turn(questions_fill_slots(share, slots[k])):
-                row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
-                                      deployment=deployments[k].spec)
-        finally:
-            with lock:
-                running[0] -= 1
+        row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
+                              deployment=deployments[k].spec)
         with lock:  # decided here, before this worker takes the next question
             if not stop and streak.add(row, failure):
                 stopping.set()
@@ -634,8 +612,6 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
-    slots = [getattr(d.lm, "max_parallel_requests", None) for d in deployments]
-    running = [0]  # questions being answered now
     pool = _question_pool(workers)
     stopped: RunStopped | None = None
     try:

@@ -9,7 +9,6 @@ here depends on the legacy path DSPy 3.5 removes. DSPy's call options are honour
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import datetime
 import time
@@ -20,8 +19,7 @@ from typing import Any
 import dspy
 from dspy.utils.callback import with_callbacks
 
-from teammed import usage
-from teammed.async_bridge import await_only, bridged
+from teammed import interrupts, usage
 from teammed.usage import calling_signature
 
 __all__ = ["MeteredLM", "CallOptions", "call_options", "cached_prompt_tokens"]
@@ -74,13 +72,6 @@ class MeteredLM(dspy.BaseLM):
     def complete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
-    async def acomplete(self, messages: list[dict[str, Any]], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """`complete` for coroutines; by default on one of the process's shared worker threads, which
-        grow with the calls in flight (subclasses with an async client override it)."""
-        from teammed.interrupts import workers
-
-        return await asyncio.wrap_future(workers().submit(self.complete, messages, **kwargs))
-
     def _request(self, prompt: str | None, messages: list[dict[str, Any]] | None,
                  kwargs: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any], CallOptions]:
         messages = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
@@ -121,32 +112,24 @@ class MeteredLM(dspy.BaseLM):
     @with_callbacks
     def __call__(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                  **kwargs: Any) -> list[Any]:
-        messages, request, options = self._request(prompt, messages, kwargs)
-        signature = calling_signature.get()
-        usage.notify_call_started(signature)
-        started = time.perf_counter()
-        token = call_options.set(options)
-        try:
-            if bridged():  # sync code under a system's acall: wait on the event loop, not this thread
-                response, info = await_only(self.acomplete(messages, **request))
-            else:
-                response, info = self.complete(messages, **request)
-        finally:
-            call_options.reset(token)
-        return self._record(response, info, signature=signature, elapsed=time.perf_counter() - started,
-                            prompt=prompt, messages=messages, kwargs=kwargs)
+        return self._call(prompt, messages, **kwargs)
 
     @with_callbacks
     async def acall(self, prompt: str | None = None, messages: list[dict[str, Any]] | None = None,
                     **kwargs: Any) -> list[Any]:
-        """`__call__` for coroutines: concurrent ``acall``s wait on the server together."""
+        """`__call__` on one of the process's worker threads (`teammed.interrupts.in_worker`):
+        concurrent ``acall``s wait on the server together."""
+        return await interrupts.in_worker(self._call, prompt, messages, **kwargs)
+
+    def _call(self, prompt: str | None, messages: list[dict[str, Any]] | None, **kwargs: Any) -> list[Any]:
+        interrupts.check_cancelled()
         messages, request, options = self._request(prompt, messages, kwargs)
         signature = calling_signature.get()
         usage.notify_call_started(signature)
         started = time.perf_counter()
         token = call_options.set(options)
         try:
-            response, info = await self.acomplete(messages, **request)
+            response, info = self.complete(messages, **request)
         finally:
             call_options.reset(token)
         return self._record(response, info, signature=signature, elapsed=time.perf_counter() - started,

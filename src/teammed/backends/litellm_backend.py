@@ -23,8 +23,6 @@ API keys are read from the environment and never stored in results or printed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -69,11 +67,6 @@ _KEY_ENV = {
     "deepseek": "DEEPSEEK_API_KEY",
     "openrouter": "OPENROUTER_API_KEY",
 }
-
-
-def _wake(woken: asyncio.Future[None]) -> None:
-    if not woken.done():
-        woken.set_result(None)
 
 
 def _litellm() -> Any:
@@ -208,8 +201,6 @@ class LiteLLMBackend(MeteredLM):
         self._closed = threading.Event()
         self._waiters = Waiters()
         self._dialect_lock = threading.Lock()
-        self._close_lock = threading.Lock()  # closing, and the coroutines it must wake (_sleepers)
-        self._sleepers: set[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
         if transport not in ("auto", "litellm"):
@@ -231,15 +222,8 @@ class LiteLLMBackend(MeteredLM):
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
-        with self._close_lock:
-            self._closed.set()
-            sleepers, self._sleepers = self._sleepers, set()
+        self._closed.set()
         self._waiters.release_all()
-        for loop, woken in sleepers:  # coroutines waiting to retry
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_wake, woken)
-        if self._slots is not None:
-            self._slots.fail_waiters(BackendClosedError(f"{self.model}: the backend was closed (the run is stopping)"))
         if self._direct is not None:
             self._direct.close()  # the requests in flight on their callers' threads end at once
 
@@ -359,23 +343,6 @@ class LiteLLMBackend(MeteredLM):
                 continue
             return self._finish(response, retries, key, json_expected=schema is not None)
 
-    async def acomplete(self, messages, **params):  # type: ignore[no-untyped-def]
-        """`complete` for coroutines: the request goes out on the async client (the direct client's, or
-        litellm's ``acompletion``), so concurrent calls share the wait without a thread."""
-        schema, plain, options = self._unpack(params)
-        while True:
-            dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
-            if dialect in ("json_object", "none"):
-                plain = None
-            if hit is not None:
-                return hit
-            try:
-                response, retries = await self._acall_with_retries(messages, request)
-            except _FormatRejected as rejected:
-                self._degrade(dialect, rejected.fault)
-                continue
-            return self._finish(response, retries, key, json_expected=schema is not None)
-
     def _degrade(self, dialect: str, fault: Fault) -> None:
         with self._dialect_lock:
             if self.structured_output != dialect:  # another thread already moved on
@@ -464,71 +431,6 @@ class LiteLLMBackend(MeteredLM):
             return response, attempt
         raise AssertionError("unreachable")
 
-    async def _acall_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        if self._gave_up is not None:
-            raise self._given_up()
-        for attempt in range(self.retry.attempts):
-            self._check_open()
-            try:
-                async with self._async_slot():
-                    response = await self._unless_closed(self._asend(messages, params))
-            except BackendClosedError:
-                raise
-            except Exception as exc:  # classified: transient ones retry, the rest fail fast
-                self._check_open()  # cut off by close(): the run is stopping, the request did not fail
-                await self._closed_or_after(self._failed(exc, attempt))
-                self._check_open()
-                continue
-            self._answer_came()
-            return response, attempt
-        raise AssertionError("unreachable")
-
-    async def _closed_or_after(self, delay_s: float) -> None:
-        """Sleep ``delay_s`` on the event loop, or less if the backend closes meanwhile."""
-        async with self._on_close() as closed:
-            await asyncio.wait([closed], timeout=delay_s)
-
-    async def _unless_closed(self, request: Any) -> Any:
-        """Await ``request``, giving up on it when the backend closes. The direct client's close
-        cuts its requests off itself; litellm's cannot be, so the call is left to finish alone."""
-        if self._direct is not None:
-            return await request
-        sent = asyncio.ensure_future(request)
-        async with self._on_close() as closed:
-            await asyncio.wait([sent, closed], return_when=asyncio.FIRST_COMPLETED)
-        if not sent.done():
-            sent.cancel()
-            self._check_open()
-        return sent.result()
-
-    @contextlib.asynccontextmanager
-    async def _on_close(self):  # type: ignore[no-untyped-def]
-        """A future of this event loop that `close` sets (already set if the backend is closed)."""
-        loop = asyncio.get_running_loop()
-        closed: asyncio.Future[None] = loop.create_future()
-        with self._close_lock:
-            if self._closed.is_set():
-                closed.set_result(None)
-            else:
-                self._sleepers.add((loop, closed))
-        try:
-            yield closed
-        finally:
-            with self._close_lock:
-                self._sleepers.discard((loop, closed))
-
-    @contextlib.asynccontextmanager
-    async def _async_slot(self):  # type: ignore[no-untyped-def]
-        """One of the deployment's request slots, waited for without blocking the event loop."""
-        if self._slots is None:
-            yield
-            return
-        await self._slots.aacquire()
-        try:
-            yield
-        finally:
-            self._slots.release()
-
     def _check_open(self) -> None:
         if self._closed.is_set():
             raise BackendClosedError(f"{self.model}: the backend was closed (the run is stopping)")
@@ -576,21 +478,6 @@ class LiteLLMBackend(MeteredLM):
                                           num_retries=0, **params)
         return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
-
-    async def _asend(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        if self._direct is not None:  # bounds the whole request itself
-            return await self._direct.acomplete(model=self.model, messages=messages,
-                                                **{**params, "api_key": self._api_key()})
-        if self.router is not None:
-            request = self.router.acompletion(model=self.model, messages=messages, timeout=self.timeout_s,
-                                              num_retries=0, **params)
-        else:
-            request = _litellm().acompletion(model=self.model, messages=messages, api_base=self.api_base,
-                                             timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
-        try:  # the whole request's deadline: litellm's timeout bounds each read
-            return await asyncio.wait_for(request, self.timeout_s)
-        except TimeoutError as exc:
-            raise self._late() from exc
 
     def _late(self) -> RequestDeadlineExceeded:
         return RequestDeadlineExceeded(f"no complete answer within the request's deadline ({self.timeout_s:g} s, "

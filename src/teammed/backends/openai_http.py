@@ -17,8 +17,7 @@ stack of small `httpx.Client`s of one keep-alive connection each: a request take
 (or makes one when all are busy) and gives it back, and each pool scans one connection. There
 are never more clients than requests were in flight at once, which the deployment's request
 slots bound (a client per request thread made one connection per thread that ever sent a
-request: over a thousand at 256 questions in flight). Coroutines do the same on their event
-loop, with one-connection `httpx.AsyncClient`s.
+request: over a thousand at 256 questions in flight).
 
 A request on a kept-alive connection runs on its caller's thread (no hand-over to another thread
 and back, two GIL hand-offs per call), and `close` still frees a caller waiting on a hung server
@@ -38,7 +37,6 @@ a 200 whose body is not a chat completion is `GarbageResponse` (retried as trans
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import heapq
 import json
@@ -294,8 +292,7 @@ class _Lane:
 
 
 class OpenAICompatibleClient:
-    """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``
-    (``await client.acomplete(...)`` from a coroutine)."""
+    """``client.complete(model=..., messages=..., **params) -> ChatResponse`` against ``api_base``."""
 
     def __init__(self, api_base: str, *, api_key: str | None, timeout_s: float):
         base, self._auth = _split_userinfo(api_base)
@@ -309,10 +306,6 @@ class OpenAICompatibleClient:
         self._lock = threading.Lock()
         self._idle: list[_Lane] = []  # a stack: the most recently used connection is reused first
         self._clients: set[_Lane] = set()
-        # per event loop: its one-connection async clients, and the idle ones (a stack)
-        self._async: dict[asyncio.AbstractEventLoop, set[httpx.AsyncClient]] = {}
-        self._async_idle: dict[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = {}
-        self._closing: set[asyncio.Task[None]] = set()  # discarded async clients being closed
         self._closed = False
 
     # ------------------------------------------------------------------ clients
@@ -355,37 +348,6 @@ class OpenAICompatibleClient:
                 return
             self._clients.discard(lane)
         lane.client.close()
-
-    def _async_client(self, loop: asyncio.AbstractEventLoop) -> httpx.AsyncClient:
-        """An idle one-connection async client of this event loop, or a new one when all are busy."""
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the client was closed")
-            idle = self._async_idle.get(loop)
-            if idle:
-                return idle.pop()
-            for old in [old for old in self._async if old.is_closed()]:  # asyncio.run() has ended there
-                del self._async[old]
-                self._async_idle.pop(old, None)
-        client = httpx.AsyncClient(**self._options(1))
-        with self._lock:
-            self._async.setdefault(loop, set()).add(client)
-        return client
-
-    def _async_discard(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
-        """Forget ``client`` and close it in the background (awaiting here could be cancelled again)."""
-        with self._lock:
-            self._async.get(loop, set()).discard(client)
-        closing = loop.create_task(client.aclose())
-        self._closing.add(closing)
-        closing.add_done_callback(self._closing.discard)
-
-    def _async_release(self, loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient) -> None:
-        with self._lock:
-            if not self._closed and not client.is_closed:
-                self._async_idle.setdefault(loop, []).append(client)
-                return
-        self._async_discard(loop, client)
 
     # ------------------------------------------------------------------ calls
     def _request(self, model: str, messages: list[dict[str, Any]], api_key: str | None,
@@ -450,25 +412,6 @@ class OpenAICompatibleClient:
                                        f"({self.timeout_s:g} s, --timeout: it bounds the whole request, not each "
                                        f"read)")
 
-    async def acomplete(self, *, model: str, messages: list[dict[str, Any]], api_key: str | None = None,
-                        **params: Any) -> ChatResponse:
-        data, headers = self._request(model, messages, api_key, params)
-        loop = asyncio.get_running_loop()
-        client = self._async_client(loop)
-        try:
-            try:
-                response = await asyncio.wait_for(client.post(self._url, content=data, headers=headers),
-                                                  self.timeout_s)
-            except TimeoutError as exc:  # the whole request's deadline (httpx's own timeouts are per read)
-                raise self._late() from exc
-        except BaseException:
-            # a failed or cancelled request can leave httpcore's one-connection pool wedged (a
-            # connection it never frees: encode/httpcore#830): this client is not reused
-            self._async_discard(loop, client)
-            raise
-        self._async_release(loop, client)
-        return self._read(response)
-
     def close(self) -> None:
         """Refuse further requests, close the connections and cut off the synchronous requests in
         flight (their callers get a connection error at once); closing never waits on a request."""
@@ -477,16 +420,9 @@ class OpenAICompatibleClient:
             lanes = list(self._clients)
             self._clients = set()
             self._idle.clear()
-            loops = {loop: list(clients) for loop, clients in self._async.items()}
-            self._async.clear()
-            self._async_idle.clear()
         for lane in lanes:
             lane.abort()
             try:
                 lane.client.close()
             except Exception:  # noqa: BLE001 - a client in use by a hung request: it closes when that ends
                 pass
-        for loop, aclients in loops.items():
-            if not loop.is_closed() and loop.is_running():
-                for aclient in aclients:
-                    asyncio.run_coroutine_threadsafe(aclient.aclose(), loop)

@@ -1,16 +1,12 @@
-"""`RequestSlots`: a deployment's request slots, shared by threads and coroutines.
+"""`RequestSlots`: a deployment's request slots, taken first come first served.
 
-The callers waiting for a slot form one queue, first come first served, threads and coroutines
-alike: a caller releasing a slot hands it to the oldest waiter. A thread sleeps on its own event
-(waking every slice to let its caller check whether the run is stopping, without losing its
-place); a coroutine awaits a future of its event loop, set through `loop.call_soon_threadsafe`.
-Nothing polls: a coroutine that slept 5 ms at a time cost, with 256 questions in flight (768
-calls waiting on 256 slots), most of the process's CPU.
+A thread releasing a slot hands it to the oldest waiting thread (a plain semaphore lets a newly
+arriving thread take it ahead of one that has waited). A waiting thread sleeps on its own event,
+waking every slice so its caller can check whether the run is stopping, without losing its place.
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import threading
 import time
@@ -19,7 +15,7 @@ from collections.abc import Callable
 __all__ = ["RequestSlots"]
 
 
-class _Thread:
+class _Waiter:
     """A waiting thread: set ``handed`` (under the lock), then its event."""
 
     __slots__ = ("event", "handed")
@@ -29,12 +25,8 @@ class _Thread:
         self.handed = False
 
 
-_Coroutine = tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]
-
-
 class RequestSlots:
-    """At most ``limit`` requests at once: ``acquire``/``release`` for threads, ``await aacquire()``
-    for coroutines; `fail_waiters` ends every coroutine's wait (the backend closed)."""
+    """At most ``limit`` requests at once: ``acquire`` then ``release``."""
 
     def __init__(self, limit: int, *, slice_s: float = 0.2):
         if limit < 1:
@@ -43,20 +35,18 @@ class RequestSlots:
         self._slice_s = slice_s
         self._free = limit
         self._lock = threading.Lock()
-        self._queue: collections.deque[_Thread | _Coroutine] = collections.deque()
-        self._failure: BaseException | None = None
+        self._queue: collections.deque[_Waiter] = collections.deque()
 
-    # ------------------------------------------------------------------ threads
     def acquire(self, timeout: float | None = None, *, check: Callable[[], None] | None = None) -> bool:
         """Take a slot, waiting at most ``timeout`` seconds (None: until one comes); False if none
         came. ``check()`` runs every slice while waiting and may raise to give up."""
         with self._lock:
-            if self._free > 0:  # a free slot means no waiter could take it (`release`)
+            if self._free > 0:  # a free slot means no one waits for it (`release`)
                 self._free -= 1
                 return True
             if timeout is not None and timeout <= 0:
                 return False
-            waiter = _Thread()
+            waiter = _Waiter()
             self._queue.append(waiter)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -73,7 +63,7 @@ class RequestSlots:
                 self.release()  # it came as the caller gave up: pass it on
             raise
 
-    def _withdraw(self, waiter: _Thread) -> bool:
+    def _withdraw(self, waiter: _Waiter) -> bool:
         """Leave the queue; True if the slot was handed over meanwhile (the caller holds it)."""
         with self._lock:
             try:
@@ -82,103 +72,12 @@ class RequestSlots:
                 return waiter.handed
             return False
 
-    # ------------------------------------------------------------------ coroutines
-    async def aacquire(self) -> None:
-        """Take a slot, waiting on this event loop without a thread and without polling."""
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._failure is not None:
-                raise self._failure
-            if self._free > 0:
-                self._free -= 1
-                return
-            handed: asyncio.Future[None] = loop.create_future()
-            self._queue.append((loop, handed))
-        try:
-            await handed
-        except BaseException:
-            with self._lock:
-                try:
-                    self._queue.remove((loop, handed))
-                    waiting = True
-                except ValueError:
-                    waiting = False
-            if not waiting and handed.done() and not handed.cancelled() and handed.exception() is None:
-                self.release()  # the slot arrived as the wait was cancelled: pass it on
-            raise
-
-    def _hand(self, handed: asyncio.Future[None]) -> None:
-        """On the waiting coroutine's loop: give it the slot, or pass it on if it stopped waiting."""
-        if handed.done():
-            self.release()
-        else:
-            handed.set_result(None)
-
-    # ------------------------------------------------------------------ both
     def release(self) -> None:
-        """Hand the slot to the oldest waiter that can take it, else free it."""
+        """Hand the slot to the oldest waiter, else free it."""
         with self._lock:
-            waiter = self._next_waiter()
-            if waiter is None:
+            if not self._queue:
                 self._free += 1
                 return
-            if isinstance(waiter, _Thread):
-                waiter.handed = True
-                waiter.event.set()
-                return
-        loop, handed = waiter
-        try:
-            if loop is _running_loop():
-                loop.call_soon(self._hand, handed)
-            else:
-                loop.call_soon_threadsafe(self._hand, handed)
-        except RuntimeError:  # its loop closed this instant: the next waiter
-            self.release()
-
-    def _next_waiter(self) -> _Thread | _Coroutine | None:
-        """Take the oldest waiter that can be handed a slot (called with the lock held). Coroutines
-        of a closed loop, or that stopped waiting, are dropped; those of a loop that is not running
-        (stopped, to be run again) keep their place and are passed over."""
-        queue = self._queue
-        while queue:  # the common case: the oldest waiter takes it
-            head = queue[0]
-            if isinstance(head, _Thread):
-                return queue.popleft()
-            loop, handed = head
-            if handed.done() or loop.is_closed():
-                queue.popleft()
-                continue
-            if loop.is_running():
-                return queue.popleft()
-            break
-        for i, waiter in enumerate(queue):
-            if isinstance(waiter, _Thread) or (waiter[0].is_running() and not waiter[1].done()):
-                del queue[i]
-                return waiter
-        return None
-
-    def fail_waiters(self, error: BaseException) -> None:
-        """Every coroutine waiting (and any that comes later) gets ``error``; threads learn it from
-        their ``check``."""
-        with self._lock:
-            self._failure = error
-            waiting = [w for w in self._queue if not isinstance(w, _Thread)]
-            self._queue = collections.deque(w for w in self._queue if isinstance(w, _Thread))
-        for loop, handed in waiting:
-            if not loop.is_closed():
-                try:
-                    loop.call_soon_threadsafe(_fail, handed, error)
-                except RuntimeError:
-                    pass
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _fail(handed: asyncio.Future[None], error: BaseException) -> None:
-    if not handed.done():
-        handed.set_exception(error)
+            waiter = self._queue.popleft()
+            waiter.handed = True
+        waiter.event.set()
