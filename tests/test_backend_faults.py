@@ -619,17 +619,14 @@ def test_a_signal_that_lands_on_another_thread_still_ends_the_run(tmp_path, sig,
 
 
 def test_teammed_worker_threads_keep_stop_signals_for_the_main_thread():
-    from teammed.backends.requests_pool import run_interruptible
+    from teammed.interrupts import run_interruptible
     from teammed.programs.parallel import Background, parallel_map
-    from teammed.runner import _question_pool
 
     def blocked() -> set[int]:
         return set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
     wanted = {signal.SIGINT, signal.SIGTERM}
     assert wanted <= run_interruptible(blocked, check=lambda: None)
-    with _question_pool(2) as pool:
-        assert wanted <= pool.submit(blocked).result()
     with Background() as bg:
         assert wanted <= bg.start(blocked).result()
     assert all(wanted <= got for got in parallel_map(lambda _: blocked(), [1, 2]))

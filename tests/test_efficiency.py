@@ -248,7 +248,7 @@ def test_an_interrupted_wait_gives_up_at_once_and_errors_reach_the_caller():
     import threading
     import time
 
-    from teammed.backends.requests_pool import run_interruptible
+    from teammed.interrupts import run_interruptible
 
     hung = threading.Event()
     started = time.monotonic()
@@ -492,46 +492,6 @@ def test_output_schema_is_cached_but_each_call_gets_its_own_copy():
     assert again["properties"] and again == output_schema(InitialAssessment, {"options": {"A": "x", "B": "y"}})
 
 
-def test_release_wakes_a_waiting_caller_at_once_without_polling():
-    import threading
-    import time
-
-    from teammed.backends.requests_pool import Waiters, run_interruptible
-
-    waiters, closed, hung = Waiters(), threading.Event(), threading.Event()
-    checks = []
-
-    def check() -> None:
-        checks.append(time.monotonic())
-        if closed.is_set():
-            raise RuntimeError("closed")
-
-    def close_soon() -> None:
-        time.sleep(0.3)
-        closed.set()
-        waiters.release_all()
-
-    refused = []
-
-    def wait_on_a_worker() -> None:  # the main thread looks every 0.2 s on purpose (teammed.interrupts)
-        try:
-            run_interruptible(hung.wait, check=check, waiters=waiters, poll_s=30)
-        except RuntimeError:
-            refused.append(True)
-
-    threading.Thread(target=close_soon).start()
-    started = time.monotonic()
-    caller = threading.Thread(target=wait_on_a_worker)
-    caller.start()
-    caller.join(10)
-    assert refused and time.monotonic() - started < 1.5  # woken by the release, not by a 30 s poll
-    assert len(checks) == 1  # and it did not wake up to look in between
-    hung.set()
-    # a caller that starts after the release is refused at once too
-    with pytest.raises(RuntimeError):
-        run_interruptible(threading.Event().wait, check=check, waiters=waiters, poll_s=30)
-
-
 def test_a_keepalive_connection_the_server_closed_while_idle_is_replaced_not_failed():
     """Servers drop idle keep-alive connections (uvicorn after 5 s); the next request must open a fresh
     one rather than fail on the dead socket and wait out a retry backoff."""
@@ -589,13 +549,13 @@ def test_a_failing_listener_neither_fails_the_call_nor_loses_its_usage(caplog):
 def test_the_request_pool_starts_afresh_in_a_forked_child():
     import os
 
-    from teammed.backends import requests_pool
+    from teammed import interrupts
 
-    requests_pool.run_interruptible(lambda: None, check=lambda: None)  # the parent has an idle thread
+    interrupts.run_interruptible(lambda: None, check=lambda: None)  # the parent has an idle thread
     pid = os.fork()
     if pid == 0:  # the child: the inherited pool has no threads; a request must still run
         try:
-            ok = requests_pool.run_interruptible(lambda: 42, check=lambda: None, poll_s=0.05) == 42
+            ok = interrupts.run_interruptible(lambda: 42, check=lambda: None, poll_s=0.05) == 42
         finally:
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)

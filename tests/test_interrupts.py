@@ -1,4 +1,4 @@
-"""teammed.interrupts: pools whose threads leave SIGINT/SIGTERM to the main thread, waits that stay
+"""teammed.interrupts: workers whose threads leave SIGINT/SIGTERM to the main thread, waits that stay
 attentive to signals, and a run that does not keep every finished question's full row alive."""
 
 from __future__ import annotations
@@ -16,57 +16,43 @@ class _Answer:
     """Stands in for a question's full row: something big a finished future would hold."""
 
 
-def test_a_pool_keeps_no_finished_call_and_as_completed_holds_none_it_handed_out():
-    with interrupts.Pool(2) as pool:
-        consumed: list[weakref.ref[_Answer]] = []
-        for future in interrupts.as_completed([pool.submit(_Answer) for _ in range(8)]):
-            consumed.append(weakref.ref(future.result()))
-            del future
-            gc.collect()
-            assert all(ref() is None for ref in consumed), "a result handed out is still referenced"
-        assert len(consumed) == 8
+def test_the_workers_keep_no_finished_call_and_as_completed_holds_none_it_handed_out():
+    pool = interrupts.workers()
+    consumed: list[weakref.ref[_Answer]] = []
+    for future in interrupts.as_completed([pool.submit(_Answer) for _ in range(8)]):
+        consumed.append(weakref.ref(future.result()))
+        del future
+        gc.collect()
+        assert all(ref() is None for ref in consumed), "a result handed out is still referenced"
+    assert len(consumed) == 8
 
 
-def test_cancel_queued_cancels_what_has_not_started_and_shutdown_waits_for_the_rest():
-    release = threading.Event()
-    with interrupts.Pool(1) as pool:
-        running = pool.submit(release.wait, 5)
-        queued = [pool.submit(time.sleep, 0) for _ in range(3)]
-        time.sleep(0.1)
-        pool.cancel_queued()
-        assert all(f.cancelled() for f in queued) and not running.cancelled()
-        threading.Timer(0.3, release.set).start()
-    assert running.done() and running.result() is True  # leaving the block waited for it
-
-
-def test_threads_of_a_pool_block_the_stop_signals_and_the_main_thread_does_not():
+def test_threads_of_the_workers_block_the_stop_signals_and_the_main_thread_does_not():
     wanted = {signal.SIGINT, signal.SIGTERM}
-    with interrupts.Pool(1) as pool:
-        assert wanted <= set(pool.submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result())
+    assert wanted <= set(interrupts.workers().submit(signal.pthread_sigmask, signal.SIG_BLOCK, []).result())
     assert not wanted & set(signal.pthread_sigmask(signal.SIG_BLOCK, []))
 
 
 def test_a_main_thread_wait_wakes_every_slice():
     """The main thread returns to Python between slices (where a pending handler runs)."""
-    with interrupts.Pool(1) as pool:
-        slow = pool.submit(time.sleep, 3 * interrupts.SLICE_S)
-        calls = []
-        real_wait = interrupts.cf.wait
+    slow = interrupts.workers().submit(time.sleep, 3 * interrupts.SLICE_S)
+    calls = []
+    real_wait = interrupts.cf.wait
 
-        def counting_wait(*args, **kwargs):
-            calls.append(kwargs.get("timeout"))
-            return real_wait(*args, **kwargs)
+    def counting_wait(*args, **kwargs):
+        calls.append(kwargs.get("timeout"))
+        return real_wait(*args, **kwargs)
 
-        interrupts.cf.wait = counting_wait
-        try:
-            interrupts.result(slow)
-        finally:
-            interrupts.cf.wait = real_wait
+    interrupts.cf.wait = counting_wait
+    try:
+        interrupts.result(slow)
+    finally:
+        interrupts.cf.wait = real_wait
     assert len(calls) >= 2 and set(calls) == {interrupts.SLICE_S}
 
 
 def test_submitted_as_completed_keeps_at_most_its_window_submitted_and_stops_when_told():
-    pool = interrupts.Pool(4)
+    pool = interrupts.workers()
     submitted: list[int] = []
     most = 0
     yielded = 0
@@ -88,4 +74,3 @@ def test_submitted_as_completed_keeps_at_most_its_window_submitted_and_stops_whe
         if len(submitted) >= 5:
             go.clear()  # a run that is stopping submits nothing more
     assert 5 <= len(submitted) <= 6
-    pool.shutdown()

@@ -9,10 +9,10 @@ ignored SIGTERM until the server answered.
 
 Two defences, both cheap:
 
-- threads teammed starts for questions and requests block SIGINT/SIGTERM
-  (`block_stop_signals`; `Pool` starts its threads so), so the kernel picks the main thread;
+- the threads teammed starts (`Workers`: questions, their calls, requests) block SIGINT/SIGTERM
+  (`block_stop_signals`), so the kernel picks the main thread;
 - where the main thread waits on them it waits in slices of `SLICE_S` (`result`, `wait_all`,
-  `as_completed`, `Pool.shutdown`), so a signal that landed on some other thread (a library's)
+  `as_completed`), so a signal that landed on some other thread (a library's)
   is handled within a slice. Other threads wait without slicing: they never run handlers.
 """
 
@@ -29,8 +29,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["SLICE_S", "STOP_SIGNALS", "Pool", "Workers", "workers", "on_main_thread", "block_stop_signals",
-           "result", "wait_all", "as_completed", "submitted_as_completed", "in_worker", "check_cancelled"]
+__all__ = ["SLICE_S", "STOP_SIGNALS", "Workers", "workers", "on_main_thread", "block_stop_signals",
+           "result", "wait_all", "as_completed", "submitted_as_completed", "run_interruptible", "in_worker",
+           "check_cancelled"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -124,43 +125,6 @@ def submitted_as_completed(submit: Callable[[T], cf.Future[Any]], items: Iterabl
 _END: Any = object()
 
 
-class Pool(cf.ThreadPoolExecutor):
-    """A thread pool whose threads leave SIGINT/SIGTERM to the main thread, and whose
-    ``shutdown(wait=True)`` (the end of a ``with`` block) waits for the submitted calls in slices
-    rather than joining threads with no timeout."""
-
-    def __init__(self, max_workers: int, thread_name_prefix: str = "teammed") -> None:
-        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix,
-                         initializer=block_stop_signals)
-        self._unfinished: set[cf.Future[Any]] = set()  # a call leaves it when it ends: no result is kept
-        self._unfinished_lock = threading.Lock()
-
-    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> cf.Future[T]:
-        future = super().submit(fn, *args, **kwargs)
-        with self._unfinished_lock:
-            self._unfinished.add(future)
-        future.add_done_callback(self._finished)  # at once if it already ended
-        return future
-
-    def _finished(self, future: cf.Future[Any]) -> None:
-        with self._unfinished_lock:
-            self._unfinished.discard(future)
-
-    def _calls(self) -> list[cf.Future[Any]]:
-        with self._unfinished_lock:
-            return list(self._unfinished)
-
-    def cancel_queued(self) -> None:
-        """Cancel the calls that have not started (those running finish)."""
-        for future in self._calls():
-            future.cancel()
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        super().shutdown(wait=False, cancel_futures=cancel_futures)
-        if wait:  # the threads end on their own once their last call has
-            wait_all(self._calls())
-
-
 class _Job:
     __slots__ = ("fn", "context", "future")
 
@@ -219,6 +183,7 @@ class Workers:
                 with self._lock:
                     self._idle += 1
                 job.future.set_result(value)
+                del value  # an idle thread holds no finished call's result (a question's whole row)
             del job
 
 
@@ -237,6 +202,19 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def run_interruptible(fn: Callable[[], T], *, check: Callable[[], None], poll_s: float = 0.1) -> T:
+    """``fn()`` on a worker, waited for by a caller that looks every ``poll_s`` (at most `SLICE_S` on
+    the main thread): ``check()`` may raise to give up, and the request is then abandoned on its
+    daemon thread (a hung server's request, once the backend closes or its deadline passes)."""
+    future = workers().submit(fn)
+    poll = min(poll_s, SLICE_S) if on_main_thread() else poll_s
+    while True:
+        try:
+            return future.result(timeout=poll)
+        except cf.TimeoutError:
+            check()
 
 
 # The coroutine entry points (a system's ``acall``, an LM's ``acall``) run the same synchronous code

@@ -209,11 +209,6 @@ def run_lock(out_dir: Path) -> Iterator[None]:
         handle.close()  # releases the lock
 
 
-def _question_pool(workers: int) -> interrupts.Pool:
-    """Threads that answer questions; Ctrl-C and SIGTERM stay with the main thread."""
-    return interrupts.Pool(workers, thread_name_prefix="teammed-question")
-
-
 def _git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -601,24 +596,26 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
 
     def work(index: int, question: Question) -> tuple[ResultRow, BaseException | None] | None:
         k = index % len(deployments)  # round-robin over deployments
-        if stopping.is_set():
-            return None  # not attempted: the run is stopping
-        row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
-                              deployment=deployments[k].spec)
-        with lock:  # decided here, before this worker takes the next question
-            if not stop and streak.add(row, failure):
-                stopping.set()
-                stop.append(streak.stopped())
+        with answering:
+            if stopping.is_set():
+                return None  # not attempted: the run is stopping
+            row, failure = answer(program, question, deployments[k].lm, identity=settings.identity,
+                                  deployment=deployments[k].spec)
+            with lock:  # decided here, before the next question begins in this one's place
+                if not stop and streak.add(row, failure):
+                    stopping.set()
+                    stop.append(streak.stopped())
         return row, failure
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
-    pool = _question_pool(workers)
+    answering = threading.BoundedSemaphore(workers)  # questions answered at once, on the process's workers
     stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
             # questions are submitted as earlier ones are written (a window of twice the workers): a
             # finished question's row (transcript included) never waits in memory for the writer
-            answered = interrupts.submitted_as_completed(lambda item: pool.submit(work, *item), enumerate(todo),
+            answered = interrupts.submitted_as_completed(lambda item: interrupts.workers().submit(work, *item),
+                                                         enumerate(todo),
                                                          window=2 * workers, more=lambda: not stopping.is_set())
             for finished, future in enumerate(answered, start=1):
                 if future.cancelled():
@@ -637,8 +634,7 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     if summarizer is not None:
                         summarizer.add(row)
                 if stop and stopped is None:
-                    stopped = stop[0]
-                    pool.cancel_queued()
+                    stopped = stop[0]  # the questions submitted and not yet begun return at once
                 tally.add(digest)
                 if progress is not None:
                     elapsed = time.monotonic() - started
@@ -648,10 +644,8 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                         "eta_s": elapsed / finished * (len(todo) - finished),
                     })
     except BaseException:
-        # Ctrl-C, SIGTERM or an error: queued questions are dropped (resume picks them up) and
+        # Ctrl-C, SIGTERM or an error: questions not begun are dropped (resume picks them up) and
         # nothing waits for the ones in flight; closing the backends makes them give up.
         stopping.set()
-        pool.shutdown(wait=False, cancel_futures=True)
         raise
-    pool.shutdown(wait=True, cancel_futures=True)
     return rows, stopped or (stop[0] if stop else None)

@@ -42,10 +42,10 @@ from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
 from teammed.backends.faults import Fault, classify
 from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient, RequestDeadlineExceeded
-from teammed.backends.requests_pool import Waiters, run_interruptible
 from teammed.backends.retry import RetryPolicy
 from teammed.backends.slots import RequestSlots
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
+from teammed.interrupts import run_interruptible
 from teammed.prompt_cache import mark_shared_prefix
 from teammed.redact import redact, register_secret, register_url_credentials
 from teammed.schema import DIALECTS
@@ -199,7 +199,6 @@ class LiteLLMBackend(MeteredLM):
         self._slots = RequestSlots(limit) if limit else None
         self._rng = random.Random()
         self._closed = threading.Event()
-        self._waiters = Waiters()
         self._dialect_lock = threading.Lock()
         self.degradations: list[tuple[str, str]] = []
         self._price_fallback = True
@@ -223,7 +222,6 @@ class LiteLLMBackend(MeteredLM):
     def close(self) -> None:
         """Refuse further calls and release every caller waiting on a request or a retry (shutdown)."""
         self._closed.set()
-        self._waiters.release_all()
         if self._direct is not None:
             self._direct.close()  # the requests in flight on their callers' threads end at once
 
@@ -453,7 +451,7 @@ class LiteLLMBackend(MeteredLM):
         deadline = time.monotonic() + self.timeout_s
         if self._direct is not None and not interrupts.on_main_thread():
             def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
-                return run_interruptible(post, check=self._check_open, waiters=self._waiters)
+                return run_interruptible(post, check=self._check_open)
 
             try:
                 return self._direct.complete(model=self.model, messages=messages, connect_with=connect,
@@ -467,7 +465,7 @@ class LiteLLMBackend(MeteredLM):
             if time.monotonic() > deadline:
                 raise self._late()
 
-        return run_interruptible(lambda: self._send(messages, params, deadline), check=in_time, waiters=self._waiters)
+        return run_interruptible(lambda: self._send(messages, params, deadline), check=in_time)
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], deadline: float | None = None):
         if self._direct is not None:

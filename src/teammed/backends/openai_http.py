@@ -381,7 +381,7 @@ class OpenAICompatibleClient:
                  deadline: float | None = None, **params: Any) -> ChatResponse:
         """``connect_with(post)`` sends a request that must first open its connection (``post`` otherwise
         runs here): `close` cannot cut a connect or a TLS handshake off, so a caller that must be freed at
-        once hands those to a thread it can leave (`teammed.backends.requests_pool.run_interruptible`).
+        once hands those to a thread it can leave (`teammed.interrupts.run_interruptible`).
         The whole request ends by ``deadline`` (`time.monotonic`; default: ``timeout_s`` from now), else
         `RequestDeadlineExceeded`: httpx's timeouts bound each read and write, not the request."""
         data, headers = self._request(model, messages, api_key, params)
