@@ -1,10 +1,10 @@
-"""Coroutines: concurrent ``acall``s of whole systems on one event loop (not a test; not in CI).
+"""Coroutines: concurrent ``acall``s of whole systems from one event loop (not a test; not in CI).
 
 Every LM call goes to `benchmarks/fake_server.py` in its own process (a fixed latency). Figures:
 
   k concurrent acalls / one acall, wall time    per system, k = 8, the same question (issue 19:
                                                 "about the time of one")
-  threads started during the acalls             0 expected: no worker thread carries any of it
+  threads started during the acalls             each acall runs on one of teammed's workers
   slot efficiency with S acalls in flight       base team, 2 S questions, as in benchmarks/run.py
 
     python benchmarks/acall.py [--latency 0.3] [--k 8] [--slots 256]
