@@ -205,3 +205,28 @@ def test_the_backend_gives_up_after_calls_in_a_row_failed_and_an_answer_resets_t
         with pytest.raises(FatalBackendError, match="giving up on the server"):
             ask(lm)
         assert len(server.requests) == sent  # given up: no request goes out
+
+
+@pytest.mark.parametrize("command", ["tune", "compile"])
+def test_tune_and_compile_against_a_server_that_never_answers_stop_naming_the_cause(tmp_path, command) -> None:
+    """The issue's check: a silent server, ``--timeout 3 --retry-attempts 2``: the command gives up
+    (DSPy's bootstrap and tune's cells go on past a failed question; the backend does not) and
+    exits non-zero within 120 s, saying why and what to do."""
+    server = Trickle("silent")
+    args = {"tune": ["tune", "--dataset", "demo", "--budget", "calls=100000", "--optimizer", "bootstrap", "--n-eval",
+                     "2", "--batch-size", "2", "--pool-size", "2", "--stage1-batches", "1", "--out", str(tmp_path / "t")],
+            "compile": ["compile", "--dataset", "demo", "--preset", "base", "--optimizer", "bootstrap", "--train", "4",
+                        "--val", "1", "--test", "1", "--out", str(tmp_path / "compiled.json")]}[command]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "teammed", *args, "--timeout", "3", "--retry-attempts", "2", "--model", "openai/x",
+             "--api-base", server.api_base, "--no-cache"],
+            cwd=ROOT, capture_output=True, text=True, timeout=180, env={**_env(), "OPENAI_API_KEY": "sk-test"})
+    finally:
+        server.close()
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0 and elapsed < 120, (elapsed, done.stderr[-1500:])
+    # tune's cells fail one by one until the backend gives up; compile's first evaluation has one question
+    said = {"tune": "giving up on the server", "compile": "the evaluation before compiling failed"}[command]
+    assert said in done.stderr and "deadline" in done.stderr and "--timeout" in done.stderr, done.stderr[-1500:]
