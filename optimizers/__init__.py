@@ -1,6 +1,5 @@
 """Optimizers: compile teamwork programs with DSPy, and search the special set with Optuna."""
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 from teammed.optimizers.compile import (
     OPTIMIZERS,
     compile_program,

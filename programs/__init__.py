@@ -23,8 +23,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
-
 __all__ = [
     # the teamwork program and how to configure it
     "TeamworkProgram",

@@ -213,8 +213,9 @@ def test_tune_and_compile_against_a_server_that_never_answers_stop_naming_the_ca
     (DSPy's bootstrap and tune's cells go on past a failed question; the backend does not) and
     exits non-zero within 120 s, saying why and what to do."""
     server = Trickle("silent")
-    args = {"tune": ["tune", "--dataset", "demo", "--budget", "calls=100000", "--optimizer", "bootstrap", "--n-eval",
-                     "2", "--batch-size", "2", "--pool-size", "2", "--stage1-batches", "1", "--out", str(tmp_path / "t")],
+    args = {"tune": ["tune", "--dataset", "demo", "--budget", "calls=100000", "--optimizer", "bootstrap",
+                     "--n-eval", "2", "--batch-size", "2", "--pool-size", "2", "--stage1-batches", "1",
+                     "--out", str(tmp_path / "t")],
             "compile": ["compile", "--dataset", "demo", "--preset", "base", "--optimizer", "bootstrap", "--train", "4",
                         "--val", "1", "--test", "1", "--out", str(tmp_path / "compiled.json")]}[command]
     started = time.monotonic()

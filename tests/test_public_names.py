@@ -35,11 +35,17 @@ def test_import_teammed_changes_nothing_in_the_environment() -> None:
     assert seen["after"] == seen["before"]
 
 
-def test_the_offline_cost_map_is_set_where_litellm_is_imported_never_over_the_user() -> None:
-    seen = _environ_around("import teammed.backends", _clean_env())
-    assert seen["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
-    assert {k: v for k, v in seen["after"].items() if k != "LITELLM_LOCAL_MODEL_COST_MAP"} == seen["before"]
-    # the import may not reach the network here: the user's "False" is kept as it was, only read
+def test_litellm_is_imported_with_its_offline_price_map_and_the_environment_is_left_as_it_was() -> None:
+    """The variable is set during the import only: litellm found it (it loaded the packaged map,
+    no fetch), and afterwards the environment is as it was; a user's own value is only read."""
+    code = ("import teammed.backends, teammed.programs\n"
+            "from teammed._litellm_env import litellm\n"
+            "assert litellm().model_cost, 'no price map'\n"
+            "from litellm.litellm_core_utils import get_model_cost_map as g\n"
+            "info = g.get_model_cost_map_source_info()\n"
+            "assert info['source'] == 'local' and info['is_env_forced'], info")
+    seen = _environ_around(code, _clean_env())
+    assert seen["after"] == seen["before"] and "LITELLM_LOCAL_MODEL_COST_MAP" not in seen["after"]
     mine = _environ_around("import teammed._litellm_env", {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "False"})
     assert mine["after"] == mine["before"] and mine["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
 

@@ -1,7 +1,7 @@
 """teammed: a clinical team of LLM agents deliberating as one optimizable DSPy program."""
 
-# Importing teammed changes nothing in os.environ: litellm's offline price map is asked for
-# (never over a user's setting) where DSPy or litellm is imported, see teammed._litellm_env.
+# Nothing teammed does leaves a change in os.environ: litellm is imported with its offline price
+# map asked for only during the import (never over a user's setting), see teammed._litellm_env.
 
 from typing import TYPE_CHECKING, Any
 

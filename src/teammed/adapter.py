@@ -17,9 +17,6 @@ import json
 import logging
 from typing import Any
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
-
-# isort: split
 import dspy
 from dspy.adapters.types.base_type import CUSTOM_TYPE_START_IDENTIFIER
 

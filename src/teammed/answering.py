@@ -26,10 +26,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
-
-# isort: split
-
 import dspy
 from pydantic import BaseModel, ValidationError
 

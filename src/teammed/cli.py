@@ -416,7 +416,6 @@ def _closed_pipe(code: int = 141) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import teammed._litellm_env  # noqa: F401  litellm's packaged price map, unless the user chose otherwise
 
     try:
         args = build_parser().parse_args(argv)

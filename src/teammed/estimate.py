@@ -6,7 +6,7 @@ structured-output dialect the real backend would be sent: the prompts counted ar
 messages the backend would get. Each call's prompt is tokenized with the model's own tokenizer
 (the GGUF's for the embedded model, litellm's for every other model: tiktoken's encodings for
 OpenAI models, cl100k for an unknown one). Each answer is a schema-valid JSON whose text fields
-are filled to the median answer length measured for that behaviour (`ANSWER_TOKENS`, measured by
+are filled to the mean answer length measured for that behaviour (`ANSWER_TOKENS`, measured by
 ``benchmarks/estimate_accuracy.py``), so later prompts that quote earlier answers grow as they
 would; completion tokens are those lengths, capped at ``max_tokens``. Dollars come from
 litellm's price list; teammed's own backends and a self-hosted server (``api_base``) have none.
@@ -31,26 +31,27 @@ if TYPE_CHECKING:
 
 __all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for"]
 
-# Median completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
+# Mean completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
-# cost"). A behaviour not listed gets DEFAULT_ANSWER_TOKENS.
+# cost"). The mean, not the median: a total is a sum of answers, and the lengths are skewed (many
+# short answers, some that run to max_tokens). A behaviour not listed gets DEFAULT_ANSWER_TOKENS.
 ANSWER_TOKENS: dict[str, int] = {
-    "Acknowledge": 69,
-    "AgentCount": 21,
+    "Acknowledge": 290,
+    "AgentCount": 32,
     "AssessmentQuality": 13,
-    "ConsensusFacts": 63,
-    "CorrectionAuthority": 81,
-    "DiscussionTurn": 70,
-    "EvaluateResponse": 48,
-    "FinalRanking": 87,
-    "FormalReport": 60,
-    "InitialAssessment": 91,
-    "Mediation": 59,
-    "QuestionTricks": 59,
-    "RaiseConcern": 73,
-    "RespondToConcern": 69,
-    "SpecialtyRecruitment": 49,
-    "VerifyUnderstanding": 512,
+    "ConsensusFacts": 67,
+    "CorrectionAuthority": 296,
+    "DiscussionTurn": 291,
+    "EvaluateResponse": 42,
+    "FinalRanking": 183,
+    "FormalReport": 59,
+    "InitialAssessment": 90,
+    "Mediation": 286,
+    "QuestionTricks": 35,
+    "RaiseConcern": 292,
+    "RespondToConcern": 101,
+    "SpecialtyRecruitment": 280,
+    "VerifyUnderstanding": 274,
     "WeakestReasoning": 46,
 }
 DEFAULT_ANSWER_TOKENS = 60
@@ -89,7 +90,9 @@ def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | 
         return None, f"{model} is teammed's own backend, which has no price"
     if api_base:
         return None, f"{model} at --api-base is a self-hosted server, which has no price"
-    import litellm
+    from teammed._litellm_env import litellm as _litellm
+
+    litellm: Any = _litellm()
 
     quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
     try:
@@ -130,7 +133,9 @@ def tokenizer_for(model: str) -> tuple[str, Callable[[list[dict[str, Any]]], int
                 return len(vocab.tokenize((text + "<|im_start|>assistant\n").encode(), add_bos=False, special=True))
 
             return "the model's GGUF tokenizer", count_gguf
-    import litellm
+    from teammed._litellm_env import litellm as _litellm
+
+    litellm: Any = _litellm()
 
     name = model if kind not in _OWN else "gpt-4o"
 

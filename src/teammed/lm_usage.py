@@ -16,9 +16,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
-
-# isort: split
 import dspy
 from dspy.utils.callback import BaseCallback
 

@@ -38,10 +38,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
-
-# isort: split
-
 import dspy
 
 from teammed import answer_stats, interrupts

@@ -8,7 +8,6 @@ their base: it counts calls and tokens.
 
 from typing import TYPE_CHECKING, Any
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 from teammed.backends.base import MeteredLM
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
 

@@ -37,6 +37,7 @@ from typing import Any
 import json_repair
 
 from teammed import interrupts, usage
+from teammed._litellm_env import litellm as _litellm
 from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
@@ -67,13 +68,6 @@ _KEY_ENV = {
     "deepseek": "DEEPSEEK_API_KEY",
     "openrouter": "OPENROUTER_API_KEY",
 }
-
-
-def _litellm() -> Any:
-    import litellm
-
-    litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banners on stderr
-    return litellm
 
 
 class BackendClosedError(BackendError):

@@ -23,10 +23,10 @@ def sees_images(deployment: Deployment) -> bool:
     """Whether ``deployment``'s model takes images."""
     if deployment.spec.startswith(("local", "scripted", "simulated")):  # teammed's own: text-only, unknown to
         return False  # litellm (asking litellm about them printed its provider list to the terminal)
-    import litellm
+    from teammed._litellm_env import litellm
 
     try:
-        return bool(litellm.supports_vision(model=getattr(deployment.lm, "model", "")))
+        return bool(litellm().supports_vision(model=getattr(deployment.lm, "model", "")))
     except Exception:  # unknown to litellm's model map
         return False
 
