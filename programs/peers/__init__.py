@@ -16,6 +16,7 @@ from typing import Any
 import dspy
 
 from teammed.errors import ConfigError
+from teammed.programs.peers.adaptive import AdaptiveTeam
 from teammed.programs.peers.baselines import FewShot, SingleAgentCoT, ZeroShot
 from teammed.programs.peers.consultation import ConsultationTeam
 from teammed.programs.peers.kamac import KnowledgeDrivenTeam
@@ -33,13 +34,14 @@ __all__ = [
     "ConsultationTeam",
     "MajorityVote",
     "ConsensusVote",
+    "AdaptiveTeam",
 ]
 
 # Each system by the name it is saved under (its class's ``system_name``).
 SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
     cls.system_name: cls
     for cls in (ZeroShot, FewShot, SingleAgentCoT, AdaptiveComplexity, KnowledgeDrivenTeam, ConsultationTeam,
-                MajorityVote, ConsensusVote)
+                MajorityVote, ConsensusVote, AdaptiveTeam)
 }
 
 

@@ -75,7 +75,9 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
                    help="with leadership: do not let the leader override the aggregated answer (default: it may)")
     g.add_argument("--system", type=system_name, default="teamwork",
                    help="teamwork (default) or a peer system: zero_shot, few_shot, cot, mdagents, kamac, "
-                   "consultation, majority_vote, consensus (hyphens allowed: zero-shot)")
+                   "consultation, majority_vote, consensus, adaptive (hyphens allowed: zero-shot)")
+    g.add_argument("--escalate-below", type=float, help="adaptive: call the team when the single agent's signal "
+                   "(High 1, Medium 0.5, Low 0) is below this (default: 1.0, all but High)")
     g.add_argument("--program", type=Path, help="a compiled program written by `teammed compile`")
 
 

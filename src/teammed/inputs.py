@@ -145,7 +145,7 @@ def parse_options(items: Sequence[str] | None) -> dict[str, str]:
 # The teamwork program and the peer systems (programs/peers SYSTEMS); kept here so that checking a
 # name does not import DSPy.
 SYSTEM_NAMES = ("teamwork", "zero_shot", "few_shot", "cot", "mdagents", "kamac", "consultation",
-                "majority_vote", "consensus")
+                "majority_vote", "consensus", "adaptive")
 
 
 def shard(raw: str | tuple[int, int]) -> tuple[int, int]:

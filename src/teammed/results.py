@@ -63,6 +63,8 @@ __all__ = [
     "ZeroShotRecord",
     "CotRecord",
     "FewShotRecord",
+    "AdaptiveRecord",
+    "AdaptiveStage",
     "Deliberation",
     "EventPayload",
     "TranscriptEvent",
@@ -396,9 +398,33 @@ class FewShotRecord(_SystemRecord):
     system: Literal["few_shot"] = "few_shot"
 
 
+class AdaptiveStage(_Frozen):
+    """One stage of ``adaptive``: who (``single`` or ``team``), its answer, and what it spent."""
+
+    stage: Literal["single", "team"]
+    answer: str | None = None
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class AdaptiveRecord(_SystemRecord):
+    """``adaptive``: the ``stage`` whose answer stands, stage 1's ``signal`` against the
+    ``threshold``, each stage's spend, and the ``team`` configuration escalated to."""
+
+    system: Literal["adaptive"] = "adaptive"
+    stage: Literal["single", "team"]
+    signal: float
+    threshold: float
+    samples: int = 1
+    stages: list[AdaptiveStage] = Field(default_factory=list)
+    team: str = ""
+
+
 Record: TypeAlias = Annotated[
     Deliberation | MajorityVoteRecord | ConsensusRecord | ConsultationRecord | KamacRecord | MdagentsRecord
-    | ZeroShotRecord | CotRecord | FewShotRecord,
+    | ZeroShotRecord | CotRecord | FewShotRecord | AdaptiveRecord,
     Field(discriminator="system"),
 ]
 """One system's record, tagged by ``system``."""
@@ -406,7 +432,7 @@ Record: TypeAlias = Annotated[
 PEER_RECORDS: dict[str, type[_SystemRecord]] = {
     str(cls.model_fields["system"].default): cls
     for cls in (MajorityVoteRecord, ConsensusRecord, ConsultationRecord, KamacRecord, MdagentsRecord,
-                ZeroShotRecord, CotRecord, FewShotRecord)
+                ZeroShotRecord, CotRecord, FewShotRecord, AdaptiveRecord)
 }
 RECORDS: dict[str, type[BaseModel]] = {"teamwork": Deliberation, **PEER_RECORDS}
 """Each system's record model by the system's name (``teammed run --system``)."""

@@ -20,6 +20,11 @@ Every agent then puts the gold letter first when ``u_q < p(config) + noise(q, co
 ``p`` comes from the `PlantedTable`. The answer is a pure function of the request and the
 seed: identical requests get identical answers, so a memo or cache cannot change a figure.
 The search only ever sees the resulting accuracies.
+
+A single agent (zero-shot, chain of thought) is right when ``u_q < single + noise``, and states
+its confidence with a planted ``calibration``: with that probability (drawn per question) it
+tells the truth (High when right, Low when wrong), otherwise it says High, Medium or Low at
+random. ``calibration=0`` makes its confidence carry no information (`CALIBRATIONS`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import Any
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
 
 __all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components",
-           "simulated_questions", "answer_key", "all_subsets"]
+           "simulated_questions", "answer_key", "all_subsets", "CALIBRATIONS"]
 
 _SMM_SAID = "(shared knowledge considered)"
 _ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
@@ -95,12 +100,19 @@ PLANTED_TABLES: dict[str, PlantedTable] = {
         interactions={("shared_mental_model", "mutual_monitoring"): 0.12}),
     # the default effects under noise of +-0.15 per question and configuration
     "noisy": PlantedTable(noise=0.15),
+    # a strong single agent (right on 70%), the team's default effects on top: a team is worth
+    # calling only for the questions the single agent gets wrong (`benchmarks/adaptive_simulated.py`)
+    "strong_single": PlantedTable(single=0.70),
     # effects of about 2 points, the size of Table 1's differences between components
     "small_effects": PlantedTable(
         main={"shared_mental_model": 0.02, "leadership": 0.02, "team_orientation": 0.0, "trust": -0.02,
               "mutual_monitoring": 0.02, "closed_loop": -0.02},
         interactions={("leadership", "team_orientation"): 0.03}),
 }
+
+
+# How often a single agent's stated confidence tells the truth, by name (`SimulatedTeamLM`).
+CALIBRATIONS: dict[str, float] = {"informative": 0.95, "weak": 0.5, "none": 0.0}
 
 
 def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
@@ -129,10 +141,12 @@ class SimulatedTeamLM(ScriptedLM):
     """
 
     def __init__(self, answers: Mapping[str, str], *, table: PlantedTable = DEFAULT_TABLE, seed: int = 0,
-                 model: str = "simulated", keep_calls: bool = False):
+                 model: str = "simulated", keep_calls: bool = False, calibration: float = 0.0):
         super().__init__(self._respond, model=model)
+        if not 0.0 <= calibration <= 1.0:
+            raise ValueError(f"calibration is a probability in [0, 1], got {calibration}")
         self.answers = dict(answers)
-        self.table, self.seed, self.keep_calls = table, seed, keep_calls
+        self.table, self.seed, self.keep_calls, self.calibration = table, seed, keep_calls, calibration
         self.seen: dict[str, int] = {}
         self.n_calls = 0
 
@@ -158,6 +172,12 @@ class SimulatedTeamLM(ScriptedLM):
         noise = (2 * _unit(self.seed, "noise", question, key) - 1) * self.table.noise
         return u < p + noise
 
+    def confidence(self, question: str, right: bool) -> str:
+        """A single agent's stated confidence: the truth with probability ``calibration``, else random."""
+        if _unit(self.seed, "truthful", question) < self.calibration:
+            return "High" if right else "Low"
+        return ("High", "Medium", "Low")[int(_unit(self.seed, "stated", question) * 3)]
+
     def _ranking(self, question: str, letters: list[str], right: bool) -> list[str]:
         gold = self._gold(question, letters)
         if gold is None:
@@ -182,8 +202,8 @@ class SimulatedTeamLM(ScriptedLM):
         if name in _SINGLE:
             letters = call.choices("answer")
             right = self.correct(question, (), p=self.table.single)
-            return {"answer": self._ranking(question, letters, right)[0], "confidence": "Medium",
-                    "reasoning": "Simulated."}
+            return {"answer": self._ranking(question, letters, right)[0],
+                    "confidence": self.confidence(question, right), "reasoning": "Simulated."}
         if name == "DiscussionTurn":  # an agent's words reflect what it read (shared knowledge, if any)
             seen = "Shared knowledge:" in str(inputs.get("team_context", ""))
             return {"message": "Simulated view" + (f" {_SMM_SAID}" if seen else "") + "."}

@@ -21,9 +21,17 @@ _TEAMWORK_FIELDS = ("preset", "presets", "components", "config", "n_agents", "n_
                     "leader_correction")
 
 
+def takes_config(system: str) -> bool:
+    """Whether ``system`` runs a teamwork configuration (teamwork itself, and adaptive's team)."""
+    return system in ("teamwork", "adaptive")
+
+
 def check_system(team: TeamSpec) -> None:
     """Teamwork settings do nothing for a peer system: refuse them instead of silently ignoring them."""
-    if team.system == "teamwork":
+    if team.escalate_below is not None and team.system != "adaptive":
+        raise TeammedError(f"--escalate-below sets when the adaptive system calls its team, not {team.system}; "
+                           "drop it or use --system adaptive")
+    if takes_config(team.system):
         return
     given = [f"--{name.replace('_', '-')}" for name in _TEAMWORK_FIELDS if getattr(team, name) is not None]
     if given:
@@ -76,6 +84,11 @@ def program_factory(team: TeamSpec, config: TeamworkConfig | None, *, pool: Sequ
         from teammed.programs.teamwork import TeamworkProgram
 
         return lambda: TeamworkProgram(config, vision=vision)
+    if system == "adaptive":
+        from teammed.programs.peers.adaptive import AdaptiveTeam
+
+        threshold = 1.0 if team.escalate_below is None else team.escalate_below
+        return lambda: AdaptiveTeam(config, threshold=threshold)
     from teammed.programs.peers import build_system
 
     if system in ("few_shot", "mdagents") and pool:
@@ -94,12 +107,13 @@ def grid_configs(team: TeamSpec) -> list[tuple[str, TeamworkConfig | None]]:
     explicit = bool(team.preset or team.presets or team.components or team.config)
     configs = []
     for name in team.presets or [None]:
-        config = team_config(team, name) if team.system == "teamwork" else None
+        config = team_config(team, name) if takes_config(team.system) else None
         if team.program:
             from teammed.optimizers.saved import saved_config
 
             if not explicit:
                 config = saved_config(team.program, overrides=overrides(team))
             program_factory(team, config)  # loads the program: a mismatch is refused now
-        configs.append((name or (config.label() if config else team.system), config))
+        label = name or (config.label() if config else team.system)
+        configs.append((f"adaptive-{label}" if team.system == "adaptive" else label, config))
     return configs

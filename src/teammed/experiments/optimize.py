@@ -108,7 +108,7 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
     from teammed.backends.resolve import describe
     from teammed.experiments._backend import extra_lm, open_backends
     from teammed.experiments._data import load_for, tuning_record
-    from teammed.experiments._team import check_system, team_config
+    from teammed.experiments._team import check_system, takes_config, team_config
     from teammed.inputs import check_writable_dir
     from teammed.optimizers import compile_program as optimize
     from teammed.optimizers import evaluate, examples_from_questions, save_program, split_questions
@@ -118,7 +118,7 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
         raise TeammedError(f"--out {spec.out} is a directory; give the compiled program's file name, "
                            f"e.g. {spec.out / 'program.json'}")
     check_writable_dir(spec.out.parent)
-    config = team_config(spec.team) if spec.team.system == "teamwork" else None  # refused before any call
+    config = team_config(spec.team) if takes_config(spec.team.system) else None  # refused before any call
     choice = load_for(spec.data, purpose="tune")
     questions = labeled(choice.questions, "compile")
     train, val, test = split_questions(questions, train=spec.train, val=spec.val, test=spec.test, seed=spec.seed)

@@ -147,11 +147,11 @@ _PASSES = {"labeled": (0, 0), "bootstrap": (1, 0), "random-search": (4, 7), "mip
 
 def _plan_compile(spec: CompileSpec) -> Plan:
     from teammed.experiments._data import load_for
-    from teammed.experiments._team import team_config
+    from teammed.experiments._team import takes_config, team_config
     from teammed.experiments.optimize import labeled
     from teammed.optimizers import split_questions
 
-    config = team_config(spec.team) if spec.team.system == "teamwork" else None
+    config = team_config(spec.team) if takes_config(spec.team.system) else None
     choice = load_for(spec.data, purpose="tune")
     train, val, test = split_questions(labeled(choice.questions, "compile"), train=spec.train, val=spec.val,
                                        test=spec.test, seed=spec.seed)

@@ -204,13 +204,13 @@ def ask(spec: AskSpec, *, progress: Any = None) -> AskResult:
     from teammed.adapter import SchemaAdapter
     from teammed.backends.vision import require_vision
     from teammed.experiments._backend import open_backends
-    from teammed.experiments._team import check_system, program_factory, team_config
+    from teammed.experiments._team import check_system, program_factory, takes_config, team_config
     from teammed.render import render_transcript
 
     check_system(spec.team)
     question = asked_question(spec)
     options, image = dict(question.options), question.image
-    config = team_config(spec.team) if spec.team.system == "teamwork" else None
+    config = team_config(spec.team) if takes_config(spec.team.system) else None
     factory = program_factory(spec.team, config, vision=image is not None)
     inputs: dict[str, Any] = {"question": question.question, "options": options}
     if image is not None:

@@ -52,6 +52,7 @@ class TeamSpec(_Spec):
     early_consensus: float | None = None
     leader_correction: bool | None = None
     program: Path | None = None  # a compiled program (`compile`)
+    escalate_below: float | None = Field(default=None, ge=0.0, le=1.01)  # `adaptive` only: its threshold
 
     @field_validator("n_agents", mode="before")
     @classmethod

@@ -1,0 +1,267 @@
+"""Tune the adaptive system (`teammed.programs.peers.adaptive`) on the accuracy-cost front.
+
+1. `measure`: on the *tuning* questions, the single agent (stage 1: its signal, right or wrong,
+   billable tokens) and every candidate team configuration (right or wrong, tokens) answer each
+   question once. A failed question counts as wrong, with what it spent.
+2. `front`: an Optuna multi-objective study (accuracy up, billable tokens per question down)
+   over the threshold and the escalation target. A (threshold, target) point's outcome on a
+   question follows from the measured table exactly (kept: the single agent's; escalated: the
+   team's, at both stages' cost), so the study's grid sampler walks every point with no further
+   LM call, and its Pareto front is exact on the tuning questions.
+3. `choose`: the operating point. With ``max_cost_ratio`` r, the most accurate point costing at
+   most r times the best static configuration; otherwise the cheapest point whose loss against
+   the best static configuration is within ``tolerance`` with 90% confidence (a one-sided bound
+   on the paired difference over the tuning questions). When no adaptive point qualifies, the
+   best static configuration itself is chosen: a signal that carries no information about the
+   single agent's errors is detected this way, and the team is never traded for a guess.
+4. `prove`: on *held-out* questions, the chosen point (the real adaptive system), the best static
+   configuration and the single agent, paired, with McNemar's test.
+
+Pure functions over `Outcome` rows (2, 3) are separate from the ones that call a model (1, 4).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from teammed.config import TeamworkConfig
+
+__all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of",
+           "ALWAYS", "front_markdown"]
+
+ALWAYS = 1.01  # a threshold above every signal: always escalate
+_Z90 = 1.2815515655446004  # one-sided 90%
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Outcome(_Frozen):
+    """One tuning question: the single agent's signal, whether each stage was right, and its tokens."""
+
+    id: str
+    signal: float
+    single_correct: bool
+    single_tokens: int
+    team_correct: dict[str, bool]
+    team_tokens: dict[str, int]
+
+
+class Point(_Frozen):
+    """A policy and what it scored on the tuning questions. ``target`` is a team label; a static
+    point (``static``) runs that team alone, ``target`` None is the single agent alone."""
+
+    threshold: float | None
+    target: str | None
+    static: bool = False
+    accuracy: float
+    tokens: float  # billable tokens per question
+    escalation_rate: float
+
+    def label(self) -> str:
+        if self.target is None:
+            return "single agent"
+        if self.static:
+            return f"static {self.target}"
+        return f"adaptive -> {self.target} below {self.threshold:g}"
+
+
+class Front(_Frozen):
+    """Every point the study scored, its Pareto front, and the static references."""
+
+    points: list[Point]
+    pareto: list[Point]
+    statics: list[Point]
+    single: Point
+    best_static: Point
+
+
+def _cells(outcomes: Sequence[Outcome], threshold: float, target: str) -> list[tuple[bool, int, bool]]:
+    """Each question's (right, tokens, escalated) under (threshold, target)."""
+    cells = []
+    for o in outcomes:
+        if o.signal >= threshold:
+            cells.append((o.single_correct, o.single_tokens, False))
+        else:
+            cells.append((o.team_correct[target], o.single_tokens + o.team_tokens[target], True))
+    return cells
+
+
+def point_of(outcomes: Sequence[Outcome], threshold: float, target: str) -> Point:
+    cells = _cells(outcomes, threshold, target)
+    n = len(cells)
+    return Point(threshold=threshold, target=target, accuracy=sum(c[0] for c in cells) / n,
+                 tokens=sum(c[1] for c in cells) / n, escalation_rate=sum(c[2] for c in cells) / n)
+
+
+def _static(outcomes: Sequence[Outcome], target: str) -> Point:
+    n = len(outcomes)
+    return Point(threshold=None, target=target, static=True, accuracy=sum(o.team_correct[target] for o in outcomes) / n,
+                 tokens=sum(o.team_tokens[target] for o in outcomes) / n, escalation_rate=1.0)
+
+
+def _thresholds(outcomes: Sequence[Outcome]) -> list[float]:
+    """Every threshold that splits the questions differently: each signal seen, and always."""
+    return sorted({o.signal for o in outcomes} | {ALWAYS})
+
+
+def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
+    """The Optuna multi-objective study over (threshold, target) and its Pareto front."""
+    import optuna
+
+    if not outcomes:
+        raise ValueError("the front needs tuning questions")
+    targets = sorted(outcomes[0].team_correct)
+    thresholds = _thresholds(outcomes)
+    space: dict[str, Sequence[str | float]] = {"threshold": thresholds, "target": targets}
+    quiet = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    scored: dict[tuple[float, str], Point] = {}
+
+    def objective(trial: Any) -> tuple[float, float]:
+        key = (trial.suggest_categorical("threshold", thresholds), trial.suggest_categorical("target", targets))
+        scored[key] = point = point_of(outcomes, *key)
+        return point.accuracy, point.tokens
+
+    try:
+        study = optuna.create_study(directions=["maximize", "minimize"],
+                                    sampler=optuna.samplers.GridSampler(space, seed=seed))
+        study.optimize(objective, n_trials=len(thresholds) * len(targets))
+    finally:
+        optuna.logging.set_verbosity(quiet)
+    pareto = sorted({(t.params["threshold"], t.params["target"]) for t in study.best_trials})
+    statics = [_static(outcomes, t) for t in targets]
+    best = max(statics, key=lambda p: (p.accuracy, -p.tokens))
+    n = len(outcomes)
+    single = Point(threshold=None, target=None, accuracy=sum(o.single_correct for o in outcomes) / n,
+                   tokens=sum(o.single_tokens for o in outcomes) / n, escalation_rate=0.0)
+    return Front(points=[scored[k] for k in sorted(scored)], pareto=sorted((scored[k] for k in pareto),
+                                                                             key=lambda p: p.tokens),
+                 statics=statics, single=single, best_static=best)
+
+
+def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, z: float = _Z90) -> float:
+    """One-sided upper bound on ``static``'s accuracy minus ``point``'s, paired over the questions."""
+    assert point.threshold is not None and point.target is not None and static.target is not None
+    ours = [c[0] for c in _cells(outcomes, point.threshold, point.target)]
+    theirs = [o.team_correct[static.target] for o in outcomes]
+    diffs = [int(b) - int(a) for a, b in zip(ours, theirs, strict=True)]
+    n = len(diffs)
+    mean = sum(diffs) / n
+    var = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
+    return mean + z * math.sqrt(var / n)
+
+
+def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01,
+           max_cost_ratio: float | None = None) -> Point:
+    """The operating point (see the module docstring); the best static point when none qualifies."""
+    best = found.best_static
+    if max_cost_ratio is not None:
+        affordable = [p for p in found.points if p.tokens <= max_cost_ratio * best.tokens]
+        if not affordable:
+            raise ValueError(f"no point costs at most {max_cost_ratio:g} x the best static configuration "
+                             f"({best.tokens:.0f} tokens a question); the cheapest costs "
+                             f"{min(p.tokens for p in found.points) / best.tokens:.2f} x")
+        return max(affordable, key=lambda p: (p.accuracy, -p.tokens))
+    good = [p for p in found.points
+            if p.tokens < best.tokens and loss_bound(outcomes, p, best) <= tolerance]
+    return min(good, key=lambda p: (p.tokens, -p.accuracy)) if good else best
+
+
+def measure(questions: Sequence[Any], lm: Any, targets: Mapping[str, TeamworkConfig], *, samples: int = 1,
+            on_question: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Stage 1 and every target on each question (tuning questions only: the caller's split)."""
+    from teammed.answering import answer
+    from teammed.programs.peers.adaptive import AdaptiveTeam
+    from teammed.programs.teamwork import TeamworkProgram
+
+    single = AdaptiveTeam(threshold=0.0, samples=samples)
+    teams = {label: TeamworkProgram(config) for label, config in targets.items()}
+    outcomes = []
+    for i, question in enumerate(questions):
+        row = answer(single, question, lm).row
+        record = row.record
+        signal = getattr(record, "signal", None) if not row.failed else None
+        correct, tokens = {}, {}
+        for label, program in teams.items():
+            team_row = answer(program, question, lm).row
+            correct[label] = bool(team_row.correct)
+            tokens[label] = team_row.prompt_tokens + team_row.completion_tokens
+        outcomes.append(Outcome(id=question.id, signal=-1.0 if signal is None else float(signal),
+                                single_correct=bool(row.correct) and not row.failed,
+                                single_tokens=row.prompt_tokens + row.completion_tokens,
+                                team_correct=correct, team_tokens=tokens))
+        if on_question is not None:
+            on_question(i + 1, len(questions))
+    return outcomes
+
+
+class Proof(_Frozen):
+    """Held-out accuracy and tokens of the chosen point, the best static configuration and the
+    single agent, paired (McNemar's p of chosen against static and against single)."""
+
+    n: int
+    chosen: Point
+    static: Point
+    single: Point
+    p_vs_static: float
+    p_vs_single: float
+
+
+def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str, TeamworkConfig],
+          static_target: str) -> Proof:
+    """Run the chosen policy, the best static team and the single agent on held-out questions."""
+    from teammed.answering import answer
+    from teammed.evals.stats import mcnemar
+    from teammed.programs.peers.adaptive import AdaptiveTeam
+    from teammed.programs.teamwork import TeamworkProgram
+
+    def run(program: Any) -> list[tuple[bool, int, bool]]:
+        out = []
+        for q in questions:
+            row = answer(program, q, lm).row
+            escalated = bool(getattr(row.record, "stage", "team") == "team") if not row.failed else False
+            out.append((bool(row.correct) and not row.failed, row.prompt_tokens + row.completion_tokens, escalated))
+        return out
+
+    if chosen.static or chosen.target is None:
+        mine_program: Any = (TeamworkProgram(targets[chosen.target]) if chosen.target is not None
+                             else AdaptiveTeam(threshold=0.0))
+    else:
+        assert chosen.threshold is not None
+        mine_program = AdaptiveTeam(targets[chosen.target], threshold=chosen.threshold)
+    mine = run(mine_program)
+    static = run(TeamworkProgram(targets[static_target]))
+    single = run(AdaptiveTeam(threshold=0.0))
+    n = len(questions)
+
+    def point(cells: list[tuple[bool, int, bool]], like: Point) -> Point:
+        return like.model_copy(update={"accuracy": sum(c[0] for c in cells) / n, "tokens": sum(c[1] for c in cells) / n,
+                                       "escalation_rate": sum(c[2] for c in cells) / n})
+
+    def p_value(a: list[tuple[bool, int, bool]], b: list[tuple[bool, int, bool]]) -> float:
+        return mcnemar(sum(x[0] and not y[0] for x, y in zip(a, b, strict=True)),
+                       sum(y[0] and not x[0] for x, y in zip(a, b, strict=True)))
+
+    return Proof(n=n, chosen=point(mine, chosen),
+                 static=point(static, Point(threshold=None, target=static_target, static=True, accuracy=0, tokens=0,
+                                            escalation_rate=1.0)),
+                 single=point(single, Point(threshold=None, target=None, accuracy=0, tokens=0, escalation_rate=0.0)),
+                 p_vs_static=p_value(mine, static), p_vs_single=p_value(mine, single))
+
+
+def front_markdown(found: Front, chosen: Point | None = None) -> str:
+    """The front as a table: each Pareto point, the statics and the single agent, tokens as a share
+    of the best static configuration's."""
+    base = found.best_static.tokens or 1.0
+    lines = ["| policy | accuracy | tokens / question | of best static | escalated |", "|---|---|---|---|---|"]
+    for p in [found.single, *found.pareto, *found.statics]:
+        mark = " **(chosen)**" if chosen is not None and p == chosen else ""
+        lines.append(f"| {p.label()}{mark} | {100 * p.accuracy:.1f}% | {p.tokens:,.0f} | {p.tokens / base:.2f} | "
+                     f"{100 * p.escalation_rate:.0f}% |")
+    return "\n".join(lines)

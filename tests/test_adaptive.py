@@ -1,0 +1,138 @@
+"""Issue 37: the adaptive system (a single agent, a team only below a threshold) and its tuner on the
+accuracy-cost front."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import dspy
+import pytest
+
+from teammed import usage
+from teammed.adapter import SchemaAdapter
+from teammed.backends import ScriptedLM
+from teammed.backends.simulated import PLANTED_TABLES, SimulatedTeamLM, answer_key, simulated_questions
+from teammed.cli import main
+from teammed.config import TeamworkConfig
+from teammed.errors import NoAnswerError
+from teammed.optimizers.adaptive import ALWAYS, Outcome, choose, front, measure, prove
+from teammed.programs.peers.adaptive import AdaptiveTeam, signal_of
+from teammed.results import AdaptiveRecord
+from tests.helpers import OPTIONS, QUESTION, fake_server_module
+from tests.test_efficiency import _requests
+
+
+# ---------------------------------------------------------------- the system
+@pytest.mark.parametrize(("threshold", "stage"), [("0", "single"), ("1.01", "team")])
+def test_rows_name_the_stage_and_bill_what_the_server_counted(tmp_path, monkeypatch, threshold, stage):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-for-tests")
+    log = tmp_path / "requests.jsonl"
+    with fake_server_module().FakeServer(latency_s=0.0, log_path=log) as server:
+        assert main(["run", "--system", "adaptive", "--preset", "base", "--n-agents", "2", "--escalate-below",
+                     threshold, "--dataset", "demo", "--n", "3", "--model", "openai/fake", "--api-base",
+                     server.api_base, "--no-cache", "--out", str(tmp_path / "run")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    requests = _requests(log)
+    assert len(rows) == 3 and not any(r["failed"] for r in rows)
+    for row in rows:
+        record = AdaptiveRecord.model_validate(row["record"])
+        assert record.stage == stage and [s.stage for s in record.stages] == (
+            ["single"] if stage == "single" else ["single", "team"])
+        assert sum(s.calls for s in record.stages) == row["calls"]
+        assert sum(s.prompt_tokens for s in record.stages) == row["prompt_tokens"]
+    assert sum(r["calls"] for r in rows) == len(requests)
+    assert sum(r["prompt_tokens"] for r in rows) == sum(q["prompt_tokens"] for q in requests)
+
+
+def test_a_failed_first_stage_fails_the_question_and_never_calls_the_team():
+    def responder(call):  # type: ignore[no-untyped-def]
+        if call.signature == "DirectAnswer":
+            return {"answer": "none of these", "confidence": "Low"}
+        return None
+
+    lm = ScriptedLM(responder)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), pytest.raises(Exception) as caught:
+        AdaptiveTeam(threshold=ALWAYS)(question=QUESTION, options=OPTIONS)
+    assert isinstance(caught.value, (NoAnswerError, ValueError)), caught.value
+    assert [c.signature for c in lm.calls] == ["DirectAnswer"]
+
+
+def test_the_signal_is_the_stated_confidence_or_the_agreement_of_several_samples():
+    assert signal_of(["A"], ["High"]) == 1.0 and signal_of(["A"], ["Medium"]) == 0.5
+    assert signal_of(["A"], ["sure"]) == 0.0  # an unreadable confidence is Low
+    assert signal_of(["A", "A", "B", "A"], ["Low"] * 4) == 0.75
+
+
+def test_the_record_and_transcript_are_typed_from_python():
+    lm = ScriptedLM()
+    with dspy.context(lm=lm, adapter=SchemaAdapter()), usage.track():
+        prediction = AdaptiveTeam("base", threshold=ALWAYS)(question=QUESTION, options=OPTIONS)
+    assert isinstance(prediction.record, AdaptiveRecord) and prediction.record.stage == "team"
+    assert prediction.record.stages[1].calls > 0 and all(type(e).__name__ == "TranscriptEvent"
+                                                         for e in prediction.transcript)
+
+
+# ---------------------------------------------------------------- the simulated calibration
+def test_the_simulated_single_agent_states_its_confidence_with_the_planted_calibration():
+    questions = simulated_questions(400, seed=5)
+    for calibration, low, high in ((1.0, 1.0, 1.0), (0.0, 0.2, 0.45)):
+        lm = SimulatedTeamLM(answer_key(questions), seed=5, table=PLANTED_TABLES["strong_single"],
+                             calibration=calibration)
+        truthful = [lm.confidence(q.full_text(), right) == ("High" if right else "Low")
+                    for q in questions for right in (True, False)]
+        share = sum(truthful) / len(truthful)
+        assert low <= share <= high, (calibration, share)  # random: a third of statements happen to be true
+
+
+# ---------------------------------------------------------------- the tuner (pure: outcome tables)
+def _outcomes(n: int, *, informative: bool, seed: int = 0) -> list[Outcome]:
+    """Single agent right on 70%, the team on 80%; the signal tells the single agent's errors or not."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        u = rng.random()
+        single, team = u < 0.7, u < 0.8
+        signal = (1.0 if single else 0.0) if informative else rng.choice([0.0, 0.5, 1.0])
+        out.append(Outcome(id=str(i), signal=signal, single_correct=single, single_tokens=100,
+                           team_correct={"team": team}, team_tokens={"team": 3000}))
+    return out
+
+
+def test_with_no_information_in_the_signal_the_static_configuration_is_chosen():
+    for seed in range(5):
+        outcomes = _outcomes(400, informative=False, seed=seed)
+        chosen = choose(outcomes, front(outcomes))
+        assert chosen.static and chosen.target == "team", chosen
+
+
+def test_with_an_informative_signal_a_cheap_point_within_a_point_of_static_is_chosen():
+    outcomes = _outcomes(400, informative=True)
+    found = front(outcomes)
+    chosen = choose(outcomes, found)
+    assert not chosen.static and chosen.threshold == 1.0
+    assert chosen.accuracy >= found.best_static.accuracy - 0.01 and chosen.tokens < 0.4 * found.best_static.tokens
+    # the front holds no dominated point
+    for p in found.pareto:
+        assert not any(q.accuracy >= p.accuracy and q.tokens < p.tokens for q in found.points)
+
+
+def test_a_cost_ceiling_picks_the_most_accurate_point_under_it_and_an_impossible_one_is_refused():
+    outcomes = _outcomes(200, informative=False)
+    found = front(outcomes)
+    cheap = choose(outcomes, found, max_cost_ratio=0.05)
+    assert cheap.tokens <= 0.05 * found.best_static.tokens
+    with pytest.raises(ValueError, match="no point costs at most"):
+        choose(outcomes, found, max_cost_ratio=0.001)
+
+
+def test_measure_and_prove_run_the_real_programs_on_the_simulated_team():
+    questions = simulated_questions(24, seed=2, prefix="t")
+    lm = SimulatedTeamLM(answer_key(questions), seed=2, table=PLANTED_TABLES["strong_single"], calibration=0.95)
+    targets = {"special": TeamworkConfig(shared_mental_model=True, leadership=True, n_agents=2, n_turns=1)}
+    outcomes = measure(questions[:12], lm, targets)
+    assert {o.signal for o in outcomes} <= {0.0, 0.5, 1.0} and len(outcomes) == 12
+    found = front(outcomes)
+    proof = prove(questions[12:], lm, found.pareto[-1], targets, "special")
+    assert proof.n == 12 and 0 <= proof.chosen.escalation_rate <= 1
+    assert proof.static.tokens > proof.single.tokens > 0
