@@ -136,3 +136,21 @@ def test_measure_and_prove_run_the_real_programs_on_the_simulated_team():
     proof = prove(questions[12:], lm, found.pareto[-1], targets, "special")
     assert proof.n == 12 and 0 <= proof.chosen.escalation_rate <= 1
     assert proof.static.tokens > proof.single.tokens > 0
+
+
+def test_search_adaptive_writes_the_front_the_policy_and_a_proof_on_questions_it_never_tuned_on(tmp_path, capsys):
+    assert main(["search", "--dataset", "demo", "--n", "5", "--trials", "2", "--model", "simulated", "--adaptive",
+                 "--n-eval", "4", "--out", str(tmp_path)]) == 0
+    written = json.loads(next(tmp_path.glob("*-adaptive.json")).read_text())
+    assert {"policy", "front", "chosen", "proof"} <= set(written) and written["proof"]["n"] == 4
+    assert written["policy"]["system"] == "adaptive" and next(tmp_path.glob("*-adaptive.png")).stat().st_size > 0
+    assert "adaptive front (tuning questions)" in capsys.readouterr().out
+    # the proof's questions come from the eval part of the partition, the front's from the tune part
+    from teammed.data import load_dataset
+    from teammed.data.splits import apply_plan, plan_split
+
+    def ids(purpose: str) -> set[str]:
+        plan = plan_split("demo", purpose=purpose, split=None, data_dir=None)
+        return {q.id for q in apply_plan(load_dataset("demo", split=plan.source_split), plan)}
+
+    assert not ids("tune") & ids("eval")

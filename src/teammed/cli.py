@@ -346,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="questions per pruning step (default: 5)")
     search.add_argument("--search-turns", action="store_true", help="also search n_turns in {2, 3}")
     search.add_argument("--search-agents", action="store_true", help="also search n_agents")
+    search.add_argument("--adaptive", action="store_true", help="then tune the adaptive system over the Special Set "
+                        "(a front on the tuning questions, proven on --n-eval held-out ones)")
+    search.add_argument("--max-cost-ratio", type=float, help="--adaptive: the most accurate point at most this share "
+                        "of the Special Set's tokens (default: the cheapest within 1 point of it)")
+    search.add_argument("--n-eval", type=positive_int, default=100,
+                        help="--adaptive: held-out questions (default: 100)")
     search.add_argument("--search-early-consensus", action="store_true",
                         help="also search the early-consensus threshold")
     search.add_argument("--out", type=Path, default=Path("special_sets"),

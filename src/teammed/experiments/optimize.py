@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -59,6 +60,8 @@ class SearchResult(BaseModel):
     study: str
     path: Path | None
     report: Path | None
+    adaptive: Path | None = None  # with --adaptive: the front, the chosen policy and its held-out proof (JSON)
+    adaptive_text: str | None = None
 
     def text(self) -> str:
         if self.path is None:
@@ -74,13 +77,16 @@ class SearchResult(BaseModel):
 
             lines.append(noise_text(self.runner_up).replace("**", ""))
         lines.append(f"special set: {self.path}\nsearch report: {self.report}")
+        if self.adaptive_text is not None:
+            lines.append(f"adaptive front (tuning questions):\n{self.adaptive_text}\nadaptive: {self.adaptive}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         return {"special_set": list(self.components), "dev_accuracy": self.dev_accuracy, "se": self.se,
                 "runner_up": self.runner_up, "trials": self.trials,
                 "special_set_path": str(self.path) if self.path else None,
-                "report": str(self.report) if self.report else None}
+                "report": str(self.report) if self.report else None,
+                "adaptive": str(self.adaptive) if self.adaptive else None}
 
 
 def labeled(questions: list, what: str) -> list:
@@ -214,4 +220,65 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
         return SearchResult(**common, path=None, report=None)
     path = write_special_set(result, spec.out / f"{choice.key}.json")
     report = search_report(open_study(storage=spec.storage, study_name=study_name, out_dir=work_dir), work_dir)
-    return SearchResult(**common, path=path, report=report)
+    if not spec.adaptive:
+        return SearchResult(**common, path=path, report=report)
+    adaptive, text = adaptive_front(spec, questions, path, spec.out / f"{choice.key}-adaptive", progress=progress)
+    return SearchResult(**common, path=path, report=report, adaptive=adaptive, adaptive_text=text)
+
+
+def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Path, *,
+                   progress: ProgressCallback = None) -> tuple[Path, str]:
+    """The adaptive system's front over the Special Set on the search's own tuning questions, its
+    operating point, and the proof on ``spec.n_eval`` held-out questions (the eval part, disjoint)."""
+    from teammed.data import sample_questions
+    from teammed.experiments._backend import open_backends
+    from teammed.experiments._data import load_for
+    from teammed.optimizers.adaptive import choose, front, front_markdown, measure, prove
+    from teammed.optimizers.special_set import load_special_set
+    from teammed.records import write_atomic
+
+    held_out = sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
+                                n=spec.n_eval, seed=spec.seed)
+    targets = {"special": load_special_set(special)}
+    with open_backends(spec.backend, command="search") as opened, tracking("search", progress):
+        lm = opened[0].lm
+        outcomes = measure(tuning, lm, targets, on_question=lambda k, n: step(
+            "question", f"adaptive: stage 1 and the Special Set on tuning question {k}/{n}", done=k, total=n))
+        found = front(outcomes, seed=spec.seed)
+        chosen = choose(outcomes, found, max_cost_ratio=spec.max_cost_ratio)
+        step("stage", f"adaptive: proving {chosen.label()} on {len(held_out)} held-out questions", done=0, total=1)
+        proof = prove(held_out, lm, chosen, targets, "special")
+    table = front_markdown(found, chosen)
+    held = (f"held out ({proof.n} questions): {chosen.label()} {proof.chosen.accuracy:.1%} at "
+            f"{proof.chosen.tokens:,.0f} tokens/question ({proof.chosen.escalation_rate:.0%} escalated); static "
+            f"Special Set {proof.static.accuracy:.1%} at {proof.static.tokens:,.0f}; single agent "
+            f"{proof.single.accuracy:.1%} (McNemar p vs static {proof.p_vs_static:.3g})")
+    policy = {"system": "adaptive", "threshold": chosen.threshold, "target": str(special), "static": chosen.static}
+    write_atomic(stem.with_suffix(".md"), f"# Adaptive front (tuning questions)\n\n{table}\n\n{held}\n")
+    path = write_atomic(stem.with_suffix(".json"), json.dumps({
+        "policy": policy, "front": found.model_dump(mode="json"), "chosen": chosen.model_dump(mode="json"),
+        "proof": proof.model_dump(mode="json")}, indent=2) + "\n")
+    _plot_front(found, chosen, stem.with_suffix(".png"))
+    return path, f"{table}\n{held}"
+
+
+def _plot_front(found: Any, chosen: Any, path: Path) -> None:
+    """Accuracy against tokens per question: every point, the front joined, the choice marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.scatter([p.tokens for p in found.points], [100 * p.accuracy for p in found.points], s=12, c="#bbb",
+               label="adaptive points")
+    ax.plot([p.tokens for p in found.pareto], [100 * p.accuracy for p in found.pareto], "-o", ms=4, label="front")
+    for p, mark in ((found.single, "s"), *((s, "D") for s in found.statics)):
+        ax.scatter([p.tokens], [100 * p.accuracy], marker=mark, s=40, label=p.label())
+    ax.scatter([chosen.tokens], [100 * chosen.accuracy], marker="*", s=160, c="crimson", label="chosen", zorder=5)
+    ax.set_xlabel("billable tokens per question (tuning questions)")
+    ax.set_ylabel("accuracy (%)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

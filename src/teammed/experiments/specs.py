@@ -230,6 +230,9 @@ class SearchSpec(_OnData):
     search_agents: bool = False
     search_early_consensus: bool = False
     out: Path = Path("special_sets")
+    adaptive: bool = False  # then: the adaptive front on the tuning questions, proven on n_eval held-out ones
+    max_cost_ratio: float | None = Field(default=None, gt=0.0)
+    n_eval: int = Field(default=100, ge=1)
 
     _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
 
