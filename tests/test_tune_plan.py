@@ -265,7 +265,7 @@ def test_held_out_questions_longer_than_the_tuning_ones_are_in_the_rate(tmp_path
     settings = TuneSettings(dataset="sim", model="sim", optimizer="labeled", batch_size=5, stage1_batches=2,
                             pool_size=3, compile_train=3)
     tq = simulated_questions(30, seed=3, prefix="t")
-    eq = [q.model_copy(update={"question": q.question + " History: " + "the patient reports fatigue. " * 50})
+    eq = [q.model_copy(update={"question": q.question + " History: " + "the patient reports fatigue. " * 120})
           for q in simulated_questions(5, seed=4, prefix="e")]
     tuning_only = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None)
     rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq)
