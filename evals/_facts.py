@@ -67,6 +67,7 @@ class PeerFacts:
     n_experts: int | None
     rounds: float | None
     reassignments: float | None
+    stage: str | None = None  # adaptive: the stage whose answer stands (single, team)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +152,8 @@ def _peer_facts(row: ResultRow) -> PeerFacts | None:
         return None
     return PeerFacts(route=_text(found.route) if found.route else None,
                      n_experts=len(found.experts) if found.experts is not None else None,
-                     rounds=number(found.rounds), reassignments=number(found.reassignments))
+                     rounds=number(found.rounds), reassignments=number(found.reassignments),
+                     stage=getattr(found, "stage", None))
 
 
 def row_facts(row: AnyRow | RowFacts) -> RowFacts:

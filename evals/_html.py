@@ -28,7 +28,7 @@ from teammed.evals._rows import (
     votes_by_turn,
 )
 from teammed.programs.record import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
-from teammed.results import PeerRecord, PeerVote, ResultRow, TranscriptEvent
+from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
 
@@ -299,7 +299,10 @@ def _outcome(rec: Deliberation | PeerRecord | None) -> dict[str, Any]:
         return {"aggregation": rec.aggregation, "scores": _scores(rec.scores), "tie": _tie(rec.tie),
                 "early consensus": rec.early_consensus, "route": None}
     route = rec.route if rec is not None else None
-    return {"aggregation": None, "scores": None, "tie": None, "early consensus": None, "route": route}
+    answered = (f"{'the team' if rec.stage == 'team' else 'the single agent'} (signal {rec.signal:g}, "
+                f"threshold {rec.threshold:g})" if isinstance(rec, AdaptiveRecord) else None)
+    return {"aggregation": None, "scores": None, "tie": None, "early consensus": None, "route": route,
+            "answered by": answered}
 
 
 def _vote(row: ResultRow) -> str:

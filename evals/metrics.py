@@ -124,13 +124,17 @@ def efficiency(rows: Iterable[RowLike]) -> dict[str, float]:
 
 def peer_structure(rows: Iterable[RowLike]) -> dict[str, Any]:
     """Structure of peer systems where recorded: routes taken (MDAgents), experts per question,
-    rounds and reassignments (KAMAC and consultation), as shares and means."""
+    rounds and reassignments (KAMAC and consultation), the escalation rate (adaptive), as shares
+    and means."""
     records = [row.peer for row in facts_of(rows) if row.peer is not None]
     out: dict[str, Any] = {}
     routes = Counter(r.route for r in records if r.route)
     if routes:
         total = sum(routes.values())
         out["routes"] = {route: n / total for route, n in sorted(routes.items())}
+    stages = [r.stage for r in records if r.stage]
+    if stages:  # adaptive: the share of questions the team answered
+        out["escalation_rate"] = stages.count("team") / len(stages)
     experts = [r.n_experts for r in records if r.n_experts is not None]
     if experts:
         out["experts_per_question"] = sum(experts) / len(experts)

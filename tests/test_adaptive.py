@@ -154,3 +154,19 @@ def test_search_adaptive_writes_the_front_the_policy_and_a_proof_on_questions_it
         return {q.id for q in apply_plan(load_dataset("demo", split=plan.source_split), plan)}
 
     assert not ids("tune") & ids("eval")
+
+
+def test_the_summary_has_the_escalation_rate_and_the_viewer_names_the_stage_that_answered(tmp_path):
+    from pathlib import Path
+
+    from teammed.evals import summarize
+    from teammed.runner import read_results
+
+    assert main(["run", "--system", "adaptive", "--preset", "base", "--n-agents", "2", "--dataset", "demo", "--n", "6",
+                 "--model", "simulated", "--out", str(tmp_path / "run")]) == 0
+    rows = read_results(Path(tmp_path / "run" / "results.jsonl"))
+    teams = sum(r.record.stage == "team" for r in rows)
+    assert summarize(rows)["peers"]["escalation_rate"] == round(teams / len(rows), 4)  # the summary rounds
+    assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")]) == 0
+    page = (tmp_path / "report" / "transcripts.html").read_text()
+    assert page.count("answered by") == len(rows) and ("the team (signal" in page) == (teams > 0)
