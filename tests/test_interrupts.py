@@ -19,7 +19,7 @@ class _Answer:
 def test_the_workers_keep_no_finished_call_and_as_completed_holds_none_it_handed_out():
     pool = interrupts.workers()
     consumed: list[weakref.ref[_Answer]] = []
-    for future in interrupts.as_completed([pool.submit(_Answer) for _ in range(8)]):
+    for future in interrupts.submitted_as_completed(lambda _: pool.submit(_Answer), range(8), window=8):
         consumed.append(weakref.ref(future.result()))
         del future
         gc.collect()

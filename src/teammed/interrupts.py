@@ -12,8 +12,8 @@ Two defences, both cheap:
 - the threads teammed starts (`Workers`: questions, their calls, requests) block SIGINT/SIGTERM
   (`block_stop_signals`), so the kernel picks the main thread;
 - where the main thread waits on them it waits in slices of `SLICE_S` (`result`, `wait_all`,
-  `as_completed`), so a signal that landed on some other thread (a library's)
-  is handled within a slice. Other threads wait without slicing: they never run handlers.
+  `submitted_as_completed`), so a signal that landed on some other thread (a library's) is
+  handled within a slice. Other threads wait without slicing: they never run handlers.
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ import contextvars
 import os
 import queue
 import signal
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = ["SLICE_S", "STOP_SIGNALS", "Workers", "workers", "on_main_thread", "block_stop_signals",
-           "result", "wait_all", "as_completed", "submitted_as_completed", "run_interruptible", "in_worker",
+           "result", "wait_all", "submitted_as_completed", "run_interruptible", "in_worker",
            "check_cancelled"]
 
 T = TypeVar("T")
@@ -70,30 +69,14 @@ def wait_all(futures: Iterable[cf.Future[Any]]) -> None:
         _, pending = cf.wait(pending, timeout=timeout)
 
 
-def as_completed(futures: Iterable[cf.Future[T]]) -> Iterator[cf.Future[T]]:
-    """Each future as it finishes (cancelled ones included), like `concurrent.futures.as_completed`;
-    on the main thread it waits in slices so pending signals are handled.
-
-    O(1) per completion: each future puts itself on a queue when it ends, and the consumer takes
-    from that queue (``cf.wait`` over the pending set scanned every pending future per completion,
-    0.7 ms per completion at 3,000 questions).
-    """
-    source = iter(futures)
-    del futures  # a finished future (and its result) is held no longer than its consumer holds it
-    yield from submitted_as_completed(_itself, source, window=sys.maxsize)
-
-
-def _itself(future: cf.Future[T]) -> cf.Future[T]:
-    return future
-
-
 def submitted_as_completed(submit: Callable[[T], cf.Future[Any]], items: Iterable[T], *, window: int,
                            more: Callable[[], bool] = lambda: True) -> Iterator[cf.Future[Any]]:
-    """`as_completed` over ``submit(item)`` for each item, submitting lazily: at most ``window``
+    """Each future of ``submit(item)`` as it finishes (cancelled ones included), submitting lazily and
+    in O(1) per completion (each finished future puts itself on a queue): at most ``window``
     futures are submitted and not yet handed to the consumer, so results that finish faster than
     the consumer takes them (a fast backend, a slow disk) wait in the pool's queue as *items*,
     never as finished results piling up in memory. ``more()`` false stops submitting (a run that
-    is stopping). On the main thread it waits in slices, like `as_completed`.
+    is stopping). On the main thread it waits in slices.
     """
     finished: queue.SimpleQueue[cf.Future[Any]] = queue.SimpleQueue()
     source = iter(items)

@@ -476,48 +476,40 @@ class LiteLLMBackend(MeteredLM):
                                        f"--timeout: it bounds the whole request, not each read)")
 
     def _fatal(self, fault: Fault) -> FatalBackendError:
+        """The error that stops the run for a fault that retrying cannot mend, with its fix."""
         env = self.api_key_env or expected_key_env(self.model) or "the provider's API key variable"
         status = f" (HTTP {fault.status})" if fault.status else ""
-        said = fault.message[:300]
-        head = f"{self.model}{self.where()}"
-        if fault.kind == "authentication":
-            return FatalBackendError(f"{head} refused the credentials{status}: {said}.", kind="authentication",
-                                     fix=f"Set {env} in the environment to a valid key.")
-        if fault.kind == "permission":
-            return FatalBackendError(f"{head} denied access{status}: {said}.", kind="permission",
-                                     fix=f"Use a key ({env}) with access to this model.")
-        if fault.kind == "not_found":
-            return FatalBackendError(f"{head} does not know this model{status}: {said}.", kind="not_found",
-                                     fix="Check the model string (provider/model) and, for a server, --api-base "
-                                         "and its model alias.")
-        if fault.kind == "connection":
-            proxy = proxy_for(self.api_base or "https://api.openai.com")
-            if proxy is not None:  # the refused connection is the proxy's: name it, not the server
-                return FatalBackendError(f"{head}: the proxy {redact(proxy)} (from the environment's "
-                                         f"{'HTTPS' if (self.api_base or 'https:').startswith('https') else 'HTTP'}"
-                                         f"_PROXY) is unreachable: {said}.", kind="proxy",
-                                         fix="Start the proxy, correct HTTP_PROXY/HTTPS_PROXY, or add the server's "
-                                             "host to NO_PROXY.")
-            return FatalBackendError(f"{head} is unreachable: {said}.", kind="connection",
-                                     fix="Start the server or correct --api-base.")
+        said, head, kind = fault.message[:300], f"{self.model}{self.where()}", fault.kind
         base = redact(self.api_base) if self.api_base else "the provider's URL"
-        if fault.kind == "tls":
-            return FatalBackendError(
-                f"{head}: the server's TLS certificate is not trusted: {said}.", kind="tls",
-                fix="Point SSL_CERT_FILE (a PEM bundle) or SSL_CERT_DIR at the CA that signed it, e.g. "
-                    "SSL_CERT_FILE=/path/to/ca.pem teammed ... (a proxy's CA too, behind a corporate proxy).")
-        if fault.kind == "scheme":
-            return FatalBackendError(
-                f"{head}: the server does not speak TLS on that port: {said}.", kind="scheme",
-                fix=f"Use http:// instead of https:// in --api-base ({base}), or the server's TLS port.")
-        if fault.kind == "dns":
-            host = urllib.parse.urlsplit(self.api_base).hostname if self.api_base else None
-            return FatalBackendError(
-                f"{head}: the host {host or ''} cannot be resolved: {said}.".replace("host  ", "host "),
-                kind="dns", fix="Check the host name in --api-base (or the provider's URL) and the DNS/proxy "
-                                "settings (HTTPS_PROXY, NO_PROXY).")
-        return FatalBackendError(f"{head} rejected the request{status}: {said}.", kind="bad_request",
-                                 fix="Check --max-tokens against the model's context and the server's log.")
+        proxy = proxy_for(self.api_base or "https://api.openai.com") if kind == "connection" else None
+        if proxy is not None:  # the refused connection is the proxy's: name it, not the server
+            scheme = "HTTPS" if (self.api_base or "https:").startswith("https") else "HTTP"
+            return FatalBackendError(f"{head}: the proxy {redact(proxy)} (from the environment's {scheme}_PROXY) is "
+                                     f"unreachable: {said}.", kind="proxy", fix="Start the proxy, correct HTTP_PROXY/"
+                                     "HTTPS_PROXY, or add the server's host to NO_PROXY.")
+        host = urllib.parse.urlsplit(self.api_base).hostname if self.api_base else None
+        said_fix = {
+            "authentication": (f"refused the credentials{status}: {said}.", f"Set {env} in the environment to a "
+                               "valid key."),
+            "permission": (f"denied access{status}: {said}.", f"Use a key ({env}) with access to this model."),
+            "not_found": (f"does not know this model{status}: {said}.", "Check the model string (provider/model) "
+                          "and, for a server, --api-base and its model alias."),
+            "connection": (f"is unreachable: {said}.", "Start the server or correct --api-base."),
+            "tls": (f"- the server's TLS certificate is not trusted: {said}.", "Point SSL_CERT_FILE (a PEM bundle) or "
+                    "SSL_CERT_DIR at the CA that signed it, e.g. SSL_CERT_FILE=/path/to/ca.pem teammed ... (a "
+                    "proxy's CA too, behind a corporate proxy)."),
+            "scheme": (f"- the server does not speak TLS on that port: {said}.", "Use http:// instead of https:// in "
+                       f"--api-base ({base}), or the server's TLS port."),
+            "dns": (f"- the host {host + ' ' if host else ''}cannot be resolved: {said}.", "Check the host name in "
+                    "--api-base (or the provider's URL) and the DNS/proxy settings (HTTPS_PROXY, NO_PROXY)."),
+        }
+        if kind not in said_fix:
+            kind = "bad_request"
+        text, fix = said_fix.get(kind, (f"rejected the request{status}: {said}.",
+                                        "Check --max-tokens against the model's context and the server's log."))
+        # the server's own faults read "<model> at <base>: the ...", the others "<model> at <base> <verb>s ..."
+        text = f"{head}: {text[2:]}" if text.startswith("- ") else f"{head} {text}"
+        return FatalBackendError(text, kind=kind, fix=fix)
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,
