@@ -229,7 +229,7 @@ def reproduce_table1(
 
 def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]],
            settings: ReproduceSettings, special: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
-    from teammed.evals.stats import cell_estimate, holm, mde_paired, mde_t, published_consistency, welch_t_test
+    from teammed.evals.stats import cell_estimate, holm
 
     per: dict[tuple[str, str], dict[int, Mapping[str, Any]]] = {}
     for cell in cells:
@@ -239,50 +239,14 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
         sizes = [len(r["ids"]) for r in by_seed.values()]
         est = cell_estimate([r["value"] for r in by_seed.values()], sizes) if min(sizes, default=0) else None
         mean, se = (100 * est.mean, 100 * est.se) if est is not None else (0.0, 0.0)
-        pub_mean, pub_se = TABLE1_001.get(ROWS_001[row][0], {}).get(code, (None, None))
-        check = (published_consistency(pub_mean, pub_se, n=PAPER_N, k=PAPER_SEEDS)
-                 if pub_mean is not None and pub_se is not None else None)
-        diff = mean - pub_mean if pub_mean is not None else None
-        tested = (diff is not None and check is not None and check.consistent  # never against an impossible cell
-                  and est is not None)
-        refused = None
-        if tested and est is not None and pub_mean is not None and est.source == "binomial" \
-                and min(est.n * pub_mean / 100, est.n * (1 - pub_mean / 100)) < MIN_EXPECTED:
-            # the binomial SE is a normal approximation: on a handful of questions it is not one
-            refused = (f"too few questions ({est.n}) for a test with the binomial SE against {pub_mean:.1f}%: "
-                       f"at least {MIN_EXPECTED} expected right and wrong answers are needed")
-            tested = False
-        welch = (welch_t_test(diff, se, est.df, pub_se or 0.0, PAPER_SEEDS - 1)
-                 if tested and est is not None and diff is not None else None)
-        correct = {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
-        baseline = per.get(("Zero-Shot", code))
-        vs_zero = None
-        if baseline is not None and row != "Zero-Shot":
-            theirs = {f"{s}:{i}": c for s, r in baseline.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
-            vs_zero = _mcnemar(correct, theirs)
-            if vs_zero is not None:
-                share = (vs_zero["b"] + vs_zero["c"]) / vs_zero["n"]
-                mde = mde_paired(vs_zero["n"], share)
-                vs_zero["mde"] = round(100 * mde, 1) if mde is not None else None
+        baseline = per.get(("Zero-Shot", code)) if row != "Zero-Shot" else None
         out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
                     "measured_se_source": est.source if est is not None else None,
                     "measured_df": (None if est is None or math.isinf(est.df) else est.df),
-                    "published": pub_mean, "published_se": pub_se,
-                    "published_consistent": check.consistent if check is not None else None,
-                    "published_check": check._asdict() if check is not None else None,
-                    "difference": round(diff, 2) if diff is not None else None,
-                    "p_vs_published": welch[0] if welch is not None else None,
-                    "test_refused": refused,
-                    "df_vs_published": round(welch[1], 2) if welch is not None and not math.isinf(welch[1]) else None,
-                    "mde_vs_published": (round(mde_t(math.hypot(se, pub_se or 0.0), welch[1]), 1)
-                                         if welch is not None else None),
-                    "vs_zero_shot": vs_zero,
-                    # the tuned row: whether tune's held-out proof ran (a Special Set the budget left unproven
-                    # is marked), and the hash of the data it was tuned on
-                    **({"proof": "run" if (special or {}).get(code, {}).get("proven") else "not run",
-                        "dataset_sha256": (special or {}).get(code, {}).get("dataset_sha256")}
-                       if ROWS_001[row][1] == "special" else {}),
-                    "n_per_seed": [len(r["ids"]) for r in by_seed.values()],
+                    **_vs_published(row, code, mean, se, est),
+                    "vs_zero_shot": _vs_zero_shot(by_seed, baseline) if baseline is not None else None,
+                    **_tuned_fields(row, code, special),
+                    "n_per_seed": sizes,
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values())})
     # Holm within each family of tests the table makes
@@ -292,6 +256,64 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
     for comparison, value in zip(zero, holm([z["p"] for z in zero]), strict=True):
         comparison["p_holm"] = value
     return out
+
+
+def _vs_published(row: str, code: str, mean: float, se: float, est: Any) -> dict[str, Any]:
+    """The published figure of a cell, whether it is possible, and the Welch test against it (when it
+    is, and the cell is large enough for its SE)."""
+    from teammed.evals.stats import mde_t, published_consistency, welch_t_test
+
+    pub_mean, pub_se = TABLE1_001.get(ROWS_001[row][0], {}).get(code, (None, None))
+    check = (published_consistency(pub_mean, pub_se, n=PAPER_N, k=PAPER_SEEDS)
+             if pub_mean is not None and pub_se is not None else None)
+    diff = mean - pub_mean if pub_mean is not None else None
+    possible = bool(check is not None and check.consistent)  # never tested against an impossible cell
+    refused = _too_small(est, pub_mean) if possible else None  # nor on too few questions for its SE
+    welch = (welch_t_test(mean - pub_mean, se, est.df, pub_se or 0.0, PAPER_SEEDS - 1)
+             if possible and est is not None and refused is None and pub_mean is not None else None)
+    return {"published": pub_mean, "published_se": pub_se,
+            "published_consistent": check.consistent if check is not None else None,
+            "published_check": check._asdict() if check is not None else None,
+            "difference": round(diff, 2) if diff is not None else None,
+            "p_vs_published": welch[0] if welch is not None else None,
+            "test_refused": refused,
+            "df_vs_published": round(welch[1], 2) if welch is not None and not math.isinf(welch[1]) else None,
+            "mde_vs_published": (round(mde_t(math.hypot(se, pub_se or 0.0), welch[1]), 1)
+                                 if welch is not None else None)}
+
+
+def _too_small(est: Any, pub_mean: float | None) -> str | None:
+    """Why the binomial SE cannot test this cell (a normal approximation on a handful of questions)."""
+    if est is None or pub_mean is None or est.source != "binomial" \
+            or min(est.n * pub_mean / 100, est.n * (1 - pub_mean / 100)) >= MIN_EXPECTED:
+        return None
+    return (f"too few questions ({est.n}) for a test with the binomial SE against {pub_mean:.1f}%: "
+            f"at least {MIN_EXPECTED} expected right and wrong answers are needed")
+
+
+def _by_question(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, bool]:
+    return {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
+
+
+def _vs_zero_shot(by_seed: Mapping[int, Mapping[str, Any]],
+                  baseline: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
+    """McNemar against the Zero-Shot cell of the same data set, with its minimum detectable effect."""
+    from teammed.evals.stats import mde_paired
+
+    vs_zero = _mcnemar(_by_question(by_seed), _by_question(baseline))
+    if vs_zero is not None:
+        mde = mde_paired(vs_zero["n"], (vs_zero["b"] + vs_zero["c"]) / vs_zero["n"])
+        vs_zero["mde"] = round(100 * mde, 1) if mde is not None else None
+    return vs_zero
+
+
+def _tuned_fields(row: str, code: str, special: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
+    """The tuned row: whether tune's held-out proof ran (a Special Set the budget left unproven is
+    marked), and the hash of the data it was tuned on."""
+    if ROWS_001[row][1] != "special":
+        return {}
+    found = (special or {}).get(code, {})
+    return {"proof": "run" if found.get("proven") else "not run", "dataset_sha256": found.get("dataset_sha256")}
 
 
 def _fmt_p(p: float | None) -> str:
