@@ -423,10 +423,10 @@ def _closed_pipe(code: int = 141) -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
-
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; --help, --version and a usage error exit here, stdout flushed first."""
     try:
-        args = build_parser().parse_args(argv)
+        return build_parser().parse_args(argv)
     except SystemExit as exc:  # --help, --version (0) or a usage error (2): printed, maybe into a closed pipe
         try:
             sys.stdout.flush()
@@ -435,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError):
             pass
         raise exc from None
+
+
+def _configure_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     # litellm logs every request at INFO; keep our own INFO (-v) readable
@@ -442,60 +445,95 @@ def main(argv: list[str] | None = None) -> int:
     from teammed.redact import install_log_redaction
 
     install_log_redaction()  # no password inside a URL reaches stderr
-    verbose = bool(args.verbose)
-    if args.command in ("compile", "search", "tune", "reproduce") and not verbose:
+    if args.command in ("compile", "search", "tune", "reproduce") and not args.verbose:
         _quiet_libraries()
+
+
+def _stopped(args: argparse.Namespace, how: str, code: int) -> None:
+    """Ctrl-C or SIGTERM: one line, then exit at once if a signal asked for it."""
+    saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
+    print(f"teammed: {how}{saved}", file=sys.stderr)
+    _exit_now_if_signalled(code)
+
+
+def _backend_code(exc: BackendError) -> int:
+    """Refused before any call (a missing key): careless input, 2. A server's refusal or failure while
+    the command works (a 401, a dead server) exits 1 in every command, as `run` stopping does."""
+    up_front = isinstance(exc, FatalBackendError) and getattr(exc, "before_any_call", False)
+    return 2 if up_front else 1
+
+
+def _os_failure(exc: OSError, args: argparse.Namespace, *, verbose: bool, exiting: bool) -> int:
+    """Unreadable input, unwritable --out, a full disk; a reader of stdout gone ends quietly."""
+    if isinstance(exc, BrokenPipeError) and _stdout_gone():  # `teammed ... | head`: quiet, as a shell tool
+        logging.disable(logging.CRITICAL)
+        return _closed_pipe()
+    out = getattr(args, "out", None)
+    message, code = describe_os_error(exc, where=f"--out {out}" if out else None)
+    return _fail(message, code, verbose=verbose, exiting=exiting)
+
+
+def _value_message(exc: ValueError) -> str:
+    """A value from user input that a library refused, in one line."""
+    from pydantic import ValidationError
+
+    if isinstance(exc, ValidationError):  # a value a user supplied broke a model's rule
+        return validation_message(exc)
+    return f"{one_line(exc)}"
+
+
+def _storage_message(exc: Exception, args: argparse.Namespace) -> str | None:
+    """What a failure of the study database (--storage) says, or None for any other exception."""
+    if type(exc).__module__.startswith("sqlalchemy"):  # the study database (--storage)
+        first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
+        return (f"cannot use the --storage database: {first}; check the URL, that the server runs "
+                f"and the credentials")
+    if type(exc).__name__ == "StorageInternalError":  # the study storage, mid-command
+        cause = one_line(str(exc.__cause__ or exc).split("\n")[0].split("(Background on this error")[0])
+        storage = getattr(args, "storage", None) or "the study database (in --out)"
+        return (f"the Optuna study storage {storage} failed ({cause}); if its file is damaged, move it "
+                f"away (or delete it) to start the study afresh, or restore a copy")
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+
+    args = _parse_args(argv)
+    _configure_logging(args)
+    verbose = bool(args.verbose)
+    exiting = argv is None
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
-        print(f"teammed: interrupted{saved}", file=sys.stderr)
-        _exit_now_if_signalled(130)
+        _stopped(args, "interrupted", 130)
         return 130
     except SystemExit as exc:  # SIGTERM (see teammed.backends.resolve.shutdown_on_signals)
         if isinstance(exc.code, int) and exc.code > 128:
-            saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
-            print(f"teammed: terminated{saved}", file=sys.stderr)
-            _exit_now_if_signalled(exc.code)
+            _stopped(args, "terminated", exc.code)
         raise
-    except WorkFailed as exc:  # the work ran and failed: what finished is saved
-        return _fail(exc, 1, verbose=verbose, exiting=argv is None)
-    except BackendError as exc:
-        # Refused before any call (a missing key): careless input, 2. A server's refusal or failure while
-        # the command works (a 401, a dead server) exits 1 in every command, as `run` stopping does.
-        up_front = isinstance(exc, FatalBackendError) and getattr(exc, "before_any_call", False)
-        return _fail(exc, 2 if up_front else 1, verbose=verbose, exiting=argv is None)
-    except TeammedError as exc:  # refused on purpose: the message names the value and the fix
-        return _fail(exc, 2, verbose=verbose, exiting=argv is None)
-    except OSError as exc:  # unreadable input, unwritable --out, a full disk
-        if isinstance(exc, BrokenPipeError) and _stdout_gone():  # `teammed ... | head`: quiet, as a shell tool
-            logging.disable(logging.CRITICAL)
-            return _closed_pipe()
-        out = getattr(args, "out", None)
-        message, code = describe_os_error(exc, where=f"--out {out}" if out else None)
-        return _fail(message, code, verbose=verbose, exiting=argv is None)
-    except ValueError as exc:  # a value from user input that a library refused
-        from pydantic import ValidationError
+    except Exception as exc:  # noqa: BLE001 - each kind has its exit code and one line
+        return _failed(exc, args, verbose=verbose, exiting=exiting)
 
-        if isinstance(exc, ValidationError):  # a value a user supplied broke a model's rule
-            return _fail(validation_message(exc), 2, verbose=verbose, exiting=argv is None)
-        return _fail(f"{one_line(exc)}", 2, verbose=verbose, exiting=argv is None)
-    except Exception as exc:  # a bug: one line, the traceback with -v
-        if type(exc).__module__.startswith("sqlalchemy") and not verbose:  # the study database (--storage)
-            first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
-            return _fail(f"cannot use the --storage database: {first}; check the URL, that the server runs "
-                         f"and the credentials", 1, verbose=verbose, exiting=argv is None)
-        if type(exc).__name__ == "StorageInternalError" and not verbose:  # the study storage, mid-command
-            cause = one_line(str(exc.__cause__ or exc).split("\n")[0].split("(Background on this error")[0])
-            storage = getattr(args, "storage", None) or "the study database (in --out)"
-            return _fail(f"the Optuna study storage {storage} failed ({cause}); if its file is damaged, move it "
-                         f"away (or delete it) to start the study afresh, or restore a copy", 1, verbose=verbose,
-                         exiting=argv is None)
-        if verbose:
-            raise
-        report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and "
-                     f"report it)")
-        return 1
+
+def _failed(exc: Exception, args: argparse.Namespace, *, verbose: bool, exiting: bool) -> int:
+    """The exit code of a command that raised ``exc``, its one line printed (the traceback with -v for a bug)."""
+    if isinstance(exc, WorkFailed):  # the work ran and failed: what finished is saved
+        return _fail(exc, 1, verbose=verbose, exiting=exiting)
+    if isinstance(exc, BackendError):
+        return _fail(exc, _backend_code(exc), verbose=verbose, exiting=exiting)
+    if isinstance(exc, TeammedError):  # refused on purpose: the message names the value and the fix
+        return _fail(exc, 2, verbose=verbose, exiting=exiting)
+    if isinstance(exc, OSError):  # unreadable input, unwritable --out, a full disk
+        return _os_failure(exc, args, verbose=verbose, exiting=exiting)
+    if isinstance(exc, ValueError):  # a value from user input that a library refused
+        return _fail(_value_message(exc), 2, verbose=verbose, exiting=exiting)
+    storage = None if verbose else _storage_message(exc, args)
+    if storage is not None:
+        return _fail(storage, 1, verbose=verbose, exiting=exiting)
+    if verbose:
+        raise exc
+    report_error(f"unexpected {type(exc).__name__}: {exc} (a bug; rerun with -v for the traceback and report it)")
+    return 1
 
 
 def _quiet_libraries() -> None:
