@@ -22,7 +22,6 @@ from teammed.cli_args import (
     describe_os_error,
     model_spec,
     non_negative_int,
-    one_line,
     parse_options,
     positive_int,
     preset_list,
@@ -32,11 +31,11 @@ from teammed.cli_args import (
     shard_spec,
     storage_url,
     system_name,
-    validation_message,
 )
 from teammed.cli_backend import add_model_flags
 from teammed.components import PRESET_COMPONENTS
 from teammed.errors import BackendError, FatalBackendError, TeammedError, WorkFailed
+from teammed.messages import storage_message, value_message
 
 __all__ = ["main", "build_parser", "spec_of"]
 
@@ -473,29 +472,6 @@ def _os_failure(exc: OSError, args: argparse.Namespace, *, verbose: bool, exitin
     return _fail(message, code, verbose=verbose, exiting=exiting)
 
 
-def _value_message(exc: ValueError) -> str:
-    """A value from user input that a library refused, in one line."""
-    from pydantic import ValidationError
-
-    if isinstance(exc, ValidationError):  # a value a user supplied broke a model's rule
-        return validation_message(exc)
-    return f"{one_line(exc)}"
-
-
-def _storage_message(exc: Exception, args: argparse.Namespace) -> str | None:
-    """What a failure of the study database (--storage) says, or None for any other exception."""
-    if type(exc).__module__.startswith("sqlalchemy"):  # the study database (--storage)
-        first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
-        return (f"cannot use the --storage database: {first}; check the URL, that the server runs "
-                f"and the credentials")
-    if type(exc).__name__ == "StorageInternalError":  # the study storage, mid-command
-        cause = one_line(str(exc.__cause__ or exc).split("\n")[0].split("(Background on this error")[0])
-        storage = getattr(args, "storage", None) or "the study database (in --out)"
-        return (f"the Optuna study storage {storage} failed ({cause}); if its file is damaged, move it "
-                f"away (or delete it) to start the study afresh, or restore a copy")
-    return None
-
-
 def main(argv: list[str] | None = None) -> int:
 
     args = _parse_args(argv)
@@ -526,8 +502,8 @@ def _failed(exc: Exception, args: argparse.Namespace, *, verbose: bool, exiting:
     if isinstance(exc, OSError):  # unreadable input, unwritable --out, a full disk
         return _os_failure(exc, args, verbose=verbose, exiting=exiting)
     if isinstance(exc, ValueError):  # a value from user input that a library refused
-        return _fail(_value_message(exc), 2, verbose=verbose, exiting=exiting)
-    storage = None if verbose else _storage_message(exc, args)
+        return _fail(value_message(exc), 2, verbose=verbose, exiting=exiting)
+    storage = None if verbose else storage_message(exc, getattr(args, "storage", None))
     if storage is not None:
         return _fail(storage, 1, verbose=verbose, exiting=exiting)
     if verbose:

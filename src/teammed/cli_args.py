@@ -8,8 +8,6 @@ binary, non-JSON or mis-shaped files into a `ConfigError` naming the path and th
 from __future__ import annotations
 
 import argparse
-import errno
-import re
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -26,6 +24,7 @@ from teammed.inputs import (  # noqa: F401  (the layer's checks; the CLI's names
     read_json_object,
     validation_message,
 )
+from teammed.messages import describe_os_error, one_line, printable  # noqa: F401  (the CLI's names)
 
 if TYPE_CHECKING:  # pydantic and the config model load when a command needs them, not for --help
 
@@ -58,21 +57,6 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> Any:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
-
-
-# Control characters (C0 but newline and tab, DEL, C1) and bidirectional overrides: from a question, an
-# option or a model's answer they would move the cursor, recolour or retitle the terminal, or reorder text.
-_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: each control character shown as its escape (``\\x1b``)."""
-    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], text)
-
-
-def one_line(text: object) -> str:
-    """Any message as one line (pydantic and JSON errors span several)."""
-    return " ".join(str(text).split())
 
 
 def _number(kind: Callable[[str], Any], raw: str) -> Any:
@@ -138,28 +122,6 @@ def seed_list(raw: str) -> list[int]:
         bad = next(p for p in parts if not p.lstrip("-").isdigit())
         raise argparse.ArgumentTypeError(f"seed {bad!r} in {raw!r} is not a whole number; "
                                          f"give a list like 111,222,333") from None
-
-
-def describe_os_error(exc: OSError, *, where: object = None) -> tuple[str, int]:
-    """A one-line message naming the path and the fix, and the exit code (2: the user's path; 1: the machine).
-
-    ``where`` names what was being written when the error carries no file name (e.g. ``--out``).
-    """
-    path = exc.filename if exc.filename is not None else (where or "the output files")
-    reason = exc.strerror or str(exc)
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return f"no space left on the device writing {path}; free space or choose another --out", 1
-    if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-        return f"cannot write {path} ({reason}); choose a writable --out directory", 2
-    if exc.errno == errno.ENOTDIR:
-        return f"{path} is under a file, not a directory ({reason}); choose another --out", 2
-    if exc.errno == errno.EISDIR:
-        return f"{path} is a directory where a file was expected; give a file path", 2
-    if exc.errno == errno.ENOENT:
-        return f"{path} does not exist; check the path", 2
-    if isinstance(exc, FileExistsError):
-        return one_line(exc), 2
-    return f"{one_line(exc)}", 1
 
 
 def report_error(message: str) -> None:
