@@ -72,37 +72,60 @@ def load_program(
     system = system or saved_system or "teamwork"
     optional: frozenset[str] = frozenset()
     if system == "teamwork":
-        raw = envelope.get("config")
-        saved_cfg = TeamworkConfig.build(**raw) if isinstance(raw, dict) else None
-        base = saved_cfg or config or TeamworkConfig()
-        effective = _overridden(base, overrides)
-        if config is not None and config != effective:
-            compiled_for = describe_config(saved_cfg) if saved_cfg is not None else "no recorded config"
-            raise ProgramMismatchError(
-                f"{path} was compiled for {compiled_for}, but {describe_config(config)} was requested; omit the "
-                f"config flags (components, --n-agents, --n-turns, --early-consensus) to run the compiled "
-                f"configuration, or recompile the program for the requested one")
-        program: dspy.Module = TeamworkProgram(effective, vision=vision)
-        if vision:
-            optional = frozenset(n for n in _behaviours(program) if n not in _behaviours(TeamworkProgram(effective)))
-        try:
-            check_state(program, document, source=str(path), optional=optional)
-        except ProgramMismatchError as exc:
-            if saved_cfg is not None and effective != saved_cfg and overrides:
-                raise _mismatch_from_overrides(path, saved_cfg, effective, overrides, exc) from None
-            raise
+        program, optional = _teamwork(path, document, envelope, config=config, overrides=overrides, vision=vision)
     else:
-        if overrides:
-            raise ConfigError(f"{', '.join(_FLAG.get(k, k) for k in overrides)} applies to the teamwork program "
-                              f"only; drop it to run the saved {system} program")
-        if build is not None:
-            program = build()
-        else:
-            if system not in SYSTEMS:
-                raise ConfigError(f"loading a {system!r} program needs build=, a function returning a fresh "
-                                  f"{system} module")
-            program = build_system(system, **(envelope.get("settings") or {}))
-        check_state(program, document, source=str(path))
+        program = _other_system(path, document, envelope, system, overrides=overrides, build=build)
+    _load_state(path, program, document, optional)
+    return program, dict(envelope.get("meta") or {})
+
+
+def _teamwork(path: Path, document: Mapping[str, Any], envelope: Mapping[str, Any], *,
+              config: TeamworkConfig | None, overrides: Mapping[str, Any],
+              vision: bool) -> tuple[dspy.Module, frozenset[str]]:
+    """The teamwork program of the saved config with ``overrides``, checked against the file, and the
+    behaviours it may lack (the image one, with ``vision``)."""
+    raw = envelope.get("config")
+    saved_cfg = TeamworkConfig.build(**raw) if isinstance(raw, dict) else None
+    base = saved_cfg or config or TeamworkConfig()
+    effective = _overridden(base, overrides)
+    if config is not None and config != effective:
+        compiled_for = describe_config(saved_cfg) if saved_cfg is not None else "no recorded config"
+        raise ProgramMismatchError(
+            f"{path} was compiled for {compiled_for}, but {describe_config(config)} was requested; omit the "
+            f"config flags (components, --n-agents, --n-turns, --early-consensus) to run the compiled "
+            f"configuration, or recompile the program for the requested one")
+    program: dspy.Module = TeamworkProgram(effective, vision=vision)
+    optional: frozenset[str] = frozenset()
+    if vision:
+        optional = frozenset(n for n in _behaviours(program) if n not in _behaviours(TeamworkProgram(effective)))
+    try:
+        check_state(program, document, source=str(path), optional=optional)
+    except ProgramMismatchError as exc:
+        if saved_cfg is not None and effective != saved_cfg and overrides:
+            raise _mismatch_from_overrides(path, saved_cfg, effective, overrides, exc) from None
+        raise
+    return program, optional
+
+
+def _other_system(path: Path, document: Mapping[str, Any], envelope: Mapping[str, Any], system: str, *,
+                  overrides: Mapping[str, Any], build: Callable[[], dspy.Module] | None) -> dspy.Module:
+    """A peer system rebuilt by name from its saved settings (or by ``build``), checked against the file."""
+    if overrides:
+        raise ConfigError(f"{', '.join(_FLAG.get(k, k) for k in overrides)} applies to the teamwork program "
+                          f"only; drop it to run the saved {system} program")
+    if build is not None:
+        program = build()
+    else:
+        if system not in SYSTEMS:
+            raise ConfigError(f"loading a {system!r} program needs build=, a function returning a fresh "
+                              f"{system} module")
+        program = build_system(system, **(envelope.get("settings") or {}))
+    check_state(program, document, source=str(path))
+    return program
+
+
+def _load_state(path: Path, program: dspy.Module, document: Mapping[str, Any], optional: frozenset[str]) -> None:
+    """The saved state into ``program``, the ``optional`` behaviours the file lacks kept as built."""
     state = _state(document)
     if optional:
         own = program.dump_state()
@@ -114,4 +137,3 @@ def load_program(
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(f"{path}: the saved state cannot be loaded ({type(exc).__name__}: {exc}); recompile the "
                           f"program or save it again with program.save()") from None
-    return program, dict(envelope.get("meta") or {})
