@@ -170,3 +170,18 @@ def test_the_summary_has_the_escalation_rate_and_the_viewer_names_the_stage_that
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "transcripts.html").read_text()
     assert page.count("answered by") == len(rows) and ("the team (signal" in page) == (teams > 0)
+
+
+def test_on_the_simulated_team_a_signal_with_no_information_leaves_the_static_team_chosen():
+    """End to end on the simulated team (a pure function of the seed): the single agent's stated
+    confidence is random (calibration 0), so the tuner keeps the static team."""
+    questions = simulated_questions(240, seed=7, prefix="none")
+    lm = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single"], calibration=0.0)
+    targets = {"special": TeamworkConfig(shared_mental_model=True, leadership=True, team_orientation=True,
+                                         mutual_monitoring=True, n_agents=2, n_turns=2)}  # about 9 points over one
+    outcomes = measure(questions, lm, targets)
+    chosen = choose(outcomes, front(outcomes))
+    assert chosen.static and chosen.target == "special", chosen
+    informed = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single"], calibration=1.0)
+    outcomes = measure(questions, informed, targets)
+    assert not choose(outcomes, front(outcomes)).static  # the same world with a truthful signal escalates less
