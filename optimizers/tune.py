@@ -684,29 +684,14 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     """
     out_dir = Path(out_dir)
     tuned_on = _tuning_record(tuning, settings, tune_questions)
-    check_disjoint(tune_questions, eval_questions)
-    if len(tune_questions) < settings.batch_size * 2:
-        raise ConfigError(f"tune needs at least {2 * settings.batch_size} tuning questions (got "
-                          f"{len(tune_questions)}); use more questions or a smaller --batch-size")
-    if not eval_questions:
-        raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
+    _check_questions(tune_questions, eval_questions, settings)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # tune reports its own progress, not Optuna's
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
-    if max_tokens is None:
-        max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
-    model, api_base = tokenizer_model or (str(getattr(lm, "model", "") or "gpt-4o"), None)
-    rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
-                      eval_questions=eval_questions, model=model, api_base=api_base)
+    rate = _first_rate(settings, budget, tune_questions, eval_questions, lm=lm, max_tokens=max_tokens,
+                       prices=prices, tokenizer_model=tokenizer_model)
     plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
-    identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
-                "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
-    previous = study.user_attrs.get("tune")
-    if previous is None:
-        study.set_user_attr("tune", identity)
-    elif previous != json.loads(json.dumps(identity, default=str)):
-        raise ConfigError(f"study {study_name!r} tuned with {json.dumps(previous, sort_keys=True, default=str)}, "
-                          f"not this run's settings and questions; repeat them to resume or choose a new --study")
+    _check_identity(study, study_name, settings, tune_questions, eval_questions)
     queue = WorkQueue(study, budget=budget)
     compiled_on = _stage1_train(queue)
     if compiled_on is not None and compiled_on != plan.compile_train:  # resumed with another budget
@@ -727,40 +712,14 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                               "study": {"storage": reference, "study_name": study_name},
                               "tuning": tuned_on, "held_out_ids": [q.id for q in p.eval_q]}
     state_path = out_dir / "tune_state.json"
-    stage = "1-behaviours"
+    begun = ["1-behaviours"]
     try:
-        step("begin", "tune: stage 1 of 4, behaviours' influence")
-        influence = p.stage1()
-        report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
-                      plans=[x.text() for x in p.plans])
-        report["influence"] = influence
-        report["stage1_accuracy"] = p.stage1_accuracy
-        stage = "2-components"
-        step("begin", "tune: stage 2 of 4, racing component sets")
-        pool = p.pool(influence)
-        report["pool"] = [_label(c) for c in pool]
-        report["on_probabilities"] = on_probabilities(influence)
-        winner, by_label = p.stage2(pool, influence)
-        report["racing"] = {"winner": winner, "races": p.races,
-                            "rounds": sum(r["rounds"] for r in p.races),
-                            "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}
-        report["racing"]["stopped_by_budget"] = p.racing_stopped
-        winner_config = by_label[winner]
-        stage = "3-winner"
-        step("begin", f"tune: stage 3 of 4, compiling the winner ({winner})")
-        p.stage3(winner_config)
-        stage = "4-proof"
-        step("begin", "tune: stage 4 of 4, the held-out proof")
-        rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
+        winner, winner_config, rows = _run_stages(p, report, begun)
     except BudgetSpent as exc:
-        message = str(exc)
-        used = queue.spent()
-        if p.plan is not None and p.plan.rate is not None and used["calls"] and message.startswith("budget reached"):
-            message += (f" (planned at {p.plan.rate.tokens:,.0f} tokens a call, {p.plan.rate.source}; the calls so "
-                        f"far cost {used['tokens'] / used['calls']:,.0f} a call)")
-        report.update(status="budget", stage=stage, message=message, tried=_tried(queue), spent=_spent(queue))
+        message = _budget_message(exc, p, queue)
+        report.update(status="budget", stage=begun[-1], message=message, tried=_tried(queue), spent=_spent(queue))
         _finish(study, state_path, report, out_dir)
-        return TuneOutcome("budget", stage, report, None, out_dir / "tune_report.json", message)
+        return TuneOutcome("budget", begun[-1], report, None, out_dir / "tune_report.json", message)
     held_out, compare, components_only = _proof(rows)
     report.update(status="done", stage="done", winner=winner, winner_config=winner_config, held_out=held_out,
                   held_out_comparison=compare, held_out_components_only=components_only,
@@ -768,20 +727,102 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     report["pareto_front"] = pareto_front([r for r in report["tried"] if r["accuracy"] is not None])
     report["runner_up"] = _runner_up(queue, winner)
     program_path = _save_winner(p, winner_config, out_dir, settings, tuned_on)
-    special = {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
-               "config": winner_config, "program": str(program_path), "model": settings.model,
-               "tuning": tuned_on,
-               "held_out": ({"ids": [q.id for q in p.eval_q], **held_out["winner"], "vs": compare}
-                            if held_out is not None else {"ids": [], "proof": "not run: the budget did not cover it"}),
-               "plan": report["plan"], "stages_completed": report["stages_completed"],
-               "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
-               "study": report["study"]}
     special_path = out_dir / f"{settings.dataset}.json"
-    _atomic_json(special_path, special)
+    _atomic_json(special_path, _special_set(report, p, winner_config, program_path, settings, tuned_on))
     report["special_set"] = str(special_path)
     report["program"] = str(program_path)
     _finish(study, state_path, report, out_dir)
     return TuneOutcome("done", "done", report, special_path, out_dir / "tune_report.json")
+
+
+def _check_questions(tune_questions: Sequence[Question], eval_questions: Sequence[Question],
+                     settings: TuneSettings) -> None:
+    """Refuse overlapping questions, too few to tune on, or none held out for the proof."""
+    check_disjoint(tune_questions, eval_questions)
+    if len(tune_questions) < settings.batch_size * 2:
+        raise ConfigError(f"tune needs at least {2 * settings.batch_size} tuning questions (got "
+                          f"{len(tune_questions)}); use more questions or a smaller --batch-size")
+    if not eval_questions:
+        raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
+
+
+def _first_rate(settings: TuneSettings, budget: Budget | None, tune_questions: Sequence[Question],
+                eval_questions: Sequence[Question], *, lm: dspy.BaseLM, max_tokens: int | None,
+                prices: tuple[float, float] | None,
+                tokenizer_model: tuple[str, str | None] | None) -> CallRate | None:
+    """`first_rate` with the LM's own max_tokens and model where none were given."""
+    if max_tokens is None:
+        max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+    model, api_base = tokenizer_model or (str(getattr(lm, "model", "") or "gpt-4o"), None)
+    return first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
+                      eval_questions=eval_questions, model=model, api_base=api_base)
+
+
+def _check_identity(study: optuna.Study, study_name: str, settings: TuneSettings,
+                    tune_questions: Sequence[Question], eval_questions: Sequence[Question]) -> None:
+    """Record the settings and questions on a new study; refuse to resume one tuned with others."""
+    identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
+                "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
+    previous = study.user_attrs.get("tune")
+    if previous is None:
+        study.set_user_attr("tune", identity)
+    elif previous != json.loads(json.dumps(identity, default=str)):
+        raise ConfigError(f"study {study_name!r} tuned with {json.dumps(previous, sort_keys=True, default=str)}, "
+                          f"not this run's settings and questions; repeat them to resume or choose a new --study")
+
+
+def _run_stages(p: _Pipeline, report: dict[str, Any],
+                begun: list[str]) -> tuple[str, dict[str, Any], dict[str, list[dict[str, Any]]] | None]:
+    """The four stages, each one's findings into ``report`` and its name onto ``begun`` as it starts:
+    the winner's label and config, and the held-out rows (None: the plan left the proof out)."""
+    step("begin", "tune: stage 1 of 4, behaviours' influence")
+    influence = p.stage1()
+    report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
+                  plans=[x.text() for x in p.plans])
+    report["influence"] = influence
+    report["stage1_accuracy"] = p.stage1_accuracy
+    begun.append("2-components")
+    step("begin", "tune: stage 2 of 4, racing component sets")
+    pool = p.pool(influence)
+    report["pool"] = [_label(c) for c in pool]
+    report["on_probabilities"] = on_probabilities(influence)
+    winner, by_label = p.stage2(pool, influence)
+    report["racing"] = {"winner": winner, "races": p.races,
+                        "rounds": sum(r["rounds"] for r in p.races),
+                        "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}
+    report["racing"]["stopped_by_budget"] = p.racing_stopped
+    winner_config = by_label[winner]
+    begun.append("3-winner")
+    step("begin", f"tune: stage 3 of 4, compiling the winner ({winner})")
+    p.stage3(winner_config)
+    begun.append("4-proof")
+    step("begin", "tune: stage 4 of 4, the held-out proof")
+    rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
+    return winner, winner_config, rows
+
+
+def _budget_message(exc: BudgetSpent, p: _Pipeline, queue: WorkQueue) -> str:
+    """Why tune stopped, with the planned and the measured tokens a call when the budget ran out."""
+    message = str(exc)
+    used = queue.spent()
+    if p.plan is not None and p.plan.rate is not None and used["calls"] and message.startswith("budget reached"):
+        message += (f" (planned at {p.plan.rate.tokens:,.0f} tokens a call, {p.plan.rate.source}; the calls so "
+                    f"far cost {used['tokens'] / used['calls']:,.0f} a call)")
+    return message
+
+
+def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping[str, Any], program_path: Path,
+                 settings: TuneSettings, tuned_on: Mapping[str, Any]) -> dict[str, Any]:
+    """The Special Set file: the winner's components and config, its program and its held-out proof."""
+    held_out = report["held_out"]
+    return {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
+            "config": winner_config, "program": str(program_path), "model": settings.model,
+            "tuning": tuned_on,
+            "held_out": ({"ids": [q.id for q in p.eval_q], **held_out["winner"], "vs": report["held_out_comparison"]}
+                         if held_out is not None else {"ids": [], "proof": "not run: the budget did not cover it"}),
+            "plan": report["plan"], "stages_completed": report["stages_completed"],
+            "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
+            "study": report["study"]}
 
 
 def _stage1_train(queue: WorkQueue) -> int | None:
@@ -866,25 +907,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
               f"${spent.get('cost_usd')}; memo reuse rate {spent.get('reuse_rate')} "
               f"({spent.get('memo_hits')} of {spent.get('memo_requests')} requests)", ""]
     if report.get("influence"):
-        lines += ["## influence (preset accuracy minus the preset without the component)", "",
-                  "| component | influence | P(on) |", "|---|---|---|"]
-        probs = report.get("on_probabilities") or {}
-        lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
-        lines.append("")
+        lines += _influence_lines(report)
     if report.get("racing"):
-        r = report["racing"]
-        lines += [f"## racing: winner {r['winner']} after {len(r['races'])} races", ""]
-        lines += [f"- race {i + 1}: {len(x['entrants'])} entrants, {x['rounds']} rounds, winner {x['winner']}, "
-                  f"survivors {', '.join(x['survivors'])}" for i, x in enumerate(r["races"])]
-        lines += ["", "A configuration is dropped when its e-value (evidence it is worse, valid under every "
-                  "look) reaches the threshold 1/alpha; *fixed-n p* is the one-sided sign test's p for reference "
-                  "only.", "",
-                  "| race | round | dropped | incumbent | n | wins | losses | e-value | threshold | fixed-n p |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
-                  f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
-                  for h in r["history"]]
-        lines.append("")
+        lines += _racing_lines(report["racing"])
     if report.get("runner_up"):
         from teammed.optimizers.report import noise_text
 
@@ -898,20 +923,50 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"- {r['config']}: {r['accuracy']} at {r['tokens_per_question']} tokens/q (n={r['n']})"
                   for r in report["pareto_front"]]
     if report.get("held_out"):
-        lines += ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
-                  "|---|---|---|---|---|---|"]
-        for arm, s in report["held_out"].items():
-            c = (report.get("held_out_comparison") or {}).get(arm)
-            diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
-            pval = f"{c['p_mcnemar']:.4f}" if c else ""
-            lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
-        if "winner_uncompiled" in report["held_out"]:
-            lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
-                      "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
-                      "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
-                      "|---|---|---|"]
-            for arm, c in (report.get("held_out_components_only") or {}).items():
-                if c:
-                    lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
-                                 f"{c['p_mcnemar']:.4f} |")
+        lines += _held_out_lines(report)
     return "\n".join(lines) + "\n"
+
+
+def _influence_lines(report: Mapping[str, Any]) -> list[str]:
+    lines = ["## influence (preset accuracy minus the preset without the component)", "",
+             "| component | influence | P(on) |", "|---|---|---|"]
+    probs = report.get("on_probabilities") or {}
+    lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
+    lines.append("")
+    return lines
+
+
+def _racing_lines(r: Mapping[str, Any]) -> list[str]:
+    lines = [f"## racing: winner {r['winner']} after {len(r['races'])} races", ""]
+    lines += [f"- race {i + 1}: {len(x['entrants'])} entrants, {x['rounds']} rounds, winner {x['winner']}, "
+              f"survivors {', '.join(x['survivors'])}" for i, x in enumerate(r["races"])]
+    lines += ["", "A configuration is dropped when its e-value (evidence it is worse, valid under every "
+              "look) reaches the threshold 1/alpha; *fixed-n p* is the one-sided sign test's p for reference "
+              "only.", "",
+              "| race | round | dropped | incumbent | n | wins | losses | e-value | threshold | fixed-n p |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
+              f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
+              for h in r["history"]]
+    lines.append("")
+    return lines
+
+
+def _held_out_lines(report: Mapping[str, Any]) -> list[str]:
+    lines = ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
+             "|---|---|---|---|---|---|"]
+    for arm, s in report["held_out"].items():
+        c = (report.get("held_out_comparison") or {}).get(arm)
+        diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
+        pval = f"{c['p_mcnemar']:.4f}" if c else ""
+        lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
+    if "winner_uncompiled" in report["held_out"]:
+        lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
+                  "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
+                  "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
+                  "|---|---|---|"]
+        for arm, c in (report.get("held_out_components_only") or {}).items():
+            if c:
+                lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
+                             f"{c['p_mcnemar']:.4f} |")
+    return lines
