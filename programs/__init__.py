@@ -42,6 +42,7 @@ __all__ = [
     "ConsultationTeam",
     "MajorityVote",
     "ConsensusVote",
+    "AdaptiveTeam",
     # building blocks
     "Behaviour",
     "SchemaAdapter",
@@ -66,7 +67,7 @@ _WHERE = {
     "save_program": "teammed.programs.persist",
     "load_program": "teammed.programs.load",
     "Deliberation": "teammed.programs.record",
-    **{name: "teammed.programs.peers" for name in __all__[6:16]},
+    **{name: "teammed.programs.peers" for name in __all__[6:17]},
 }
 
 

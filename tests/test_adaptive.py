@@ -185,3 +185,11 @@ def test_on_the_simulated_team_a_signal_with_no_information_leaves_the_static_te
     informed = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single"], calibration=1.0)
     outcomes = measure(questions, informed, targets)
     assert not choose(outcomes, front(outcomes)).static  # the same world with a truthful signal escalates less
+
+
+def test_careless_adaptive_flags_are_refused_naming_the_fix(tmp_path, capsys):
+    base = ["run", "--dataset", "demo", "--n", "1", "--model", "scripted", "--out", str(tmp_path / "r")]
+    assert main([*base, "--system", "zero_shot", "--escalate-below", "0.5"]) == 2
+    assert "use --system adaptive" in capsys.readouterr().err
+    assert main([*base, "--system", "adaptive", "--escalate-below", "2"]) == 2
+    assert "escalate_below" in capsys.readouterr().err and not (tmp_path / "r").exists()
