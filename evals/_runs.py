@@ -323,40 +323,48 @@ def merge_shards(runs: Sequence[Run]) -> list[Run]:
         if key not in families:
             order.append(key)
         families.setdefault(key, []).append(run)
-    out: list[Run] = []
-    for item in order:
-        if isinstance(item, Run):
-            out.append(item)
-            continue
-        parts = sorted(families[item], key=lambda r: _shard_of(r) or (0, 0))
-        seen: dict[str, Run] = {}
-        for part in parts:
-            for row in part.rows:
-                if row.id in seen and seen[row.id] is not part:
-                    raise DataError(f"{seen[row.id].path} and {part.path} are shards of one run that both answered "
-                                    f"question {row.id!r}: shards must be disjoint. They were run with different "
-                                    f"samples or --shard counts; report one of them, or run the shards again")
-                seen.setdefault(row.id, part)
-        indexes = [(_shard_of(p) or (0, 0))[0] for p in parts]
-        repeated = sorted({i for i in indexes if indexes.count(i) > 1})
-        if repeated:
-            twice = [str(p.path) for p, i in zip(parts, indexes, strict=True) if i == repeated[0]]
-            raise DataError(f"shard {repeated[0]} of one run is passed twice ({', '.join(twice)}); pass each "
-                            f"shard once")
-        counts = sorted({(_shard_of(p) or (0, 0))[1] for p in parts})
-        if len(counts) > 1:
-            raise DataError(f"the shards of one run were split {' and '.join(f'{n} ways' for n in counts)} "
-                            f"({', '.join(str(p.path) for p in parts)}); report the shards of one split")
-        count = counts[0]
-        planned = [p.n_planned for p in parts]
-        merged = replace(parts[0], rows=tuple(row for p in parts for row in p.rows), shards=tuple(parts),
-                         shards_planned=count,
-                         n_planned=sum(n for n in planned if n is not None) if None not in planned else None)
-        if len(parts) < count:
-            logger.warning("%s: %d of %d shards (%s missing); its row is marked partial", parts[0].path.parent,
-                           len(parts), count, ", ".join(str(i) for i in range(1, count + 1) if i not in indexes))
-        out.append(merged)
-    return out
+    return [item if isinstance(item, Run) else _merge_family(families[item]) for item in order]
+
+
+def _merge_family(family: Sequence[Run]) -> Run:
+    """The shards of one run as one run, after checking they are disjoint and of one split."""
+    parts = sorted(family, key=lambda r: _shard_of(r) or (0, 0))
+    _check_disjoint_shards(parts)
+    indexes = [(_shard_of(p) or (0, 0))[0] for p in parts]
+    count = _shard_count(parts, indexes)
+    planned = [p.n_planned for p in parts]
+    merged = replace(parts[0], rows=tuple(row for p in parts for row in p.rows), shards=tuple(parts),
+                     shards_planned=count,
+                     n_planned=sum(n for n in planned if n is not None) if None not in planned else None)
+    if len(parts) < count:
+        logger.warning("%s: %d of %d shards (%s missing); its row is marked partial", parts[0].path.parent,
+                       len(parts), count, ", ".join(str(i) for i in range(1, count + 1) if i not in indexes))
+    return merged
+
+
+def _check_disjoint_shards(parts: Sequence[Run]) -> None:
+    seen: dict[str, Run] = {}
+    for part in parts:
+        for row in part.rows:
+            if row.id in seen and seen[row.id] is not part:
+                raise DataError(f"{seen[row.id].path} and {part.path} are shards of one run that both answered "
+                                f"question {row.id!r}: shards must be disjoint. They were run with different "
+                                f"samples or --shard counts; report one of them, or run the shards again")
+            seen.setdefault(row.id, part)
+
+
+def _shard_count(parts: Sequence[Run], indexes: Sequence[int]) -> int:
+    """The N of ``--shard I/N`` the shards share; a shard passed twice or two splits are refused."""
+    repeated = sorted({i for i in indexes if indexes.count(i) > 1})
+    if repeated:
+        twice = [str(p.path) for p, i in zip(parts, indexes, strict=True) if i == repeated[0]]
+        raise DataError(f"shard {repeated[0]} of one run is passed twice ({', '.join(twice)}); pass each "
+                        f"shard once")
+    counts = sorted({(_shard_of(p) or (0, 0))[1] for p in parts})
+    if len(counts) > 1:
+        raise DataError(f"the shards of one run were split {' and '.join(f'{n} ways' for n in counts)} "
+                        f"({', '.join(str(p.path) for p in parts)}); report the shards of one split")
+    return counts[0]
 
 
 def distinguish_datasets(runs: list[Run]) -> list[Run]:
