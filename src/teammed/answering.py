@@ -127,6 +127,66 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
     label, configuration, program hash; null without one) and ``deployment`` names the backend
     that answered. Never raises for a failing question, except a backend closed by a stopping run."""
     started = time.perf_counter()
+    prediction, failure, error, used = _predict(program, question, lm)
+    chosen = getattr(prediction, "answer", None)
+    if failure is None and chosen not in question.options:
+        error = f"the system returned no valid option (got {chosen!r})"
+    if error is not None:
+        chosen = None
+    try:
+        typed, custom = _typed(program, getattr(prediction, "record", None), identity)
+    except RecordMismatch as exc:  # the answer cannot be trusted with a record the system did not mean
+        logger.error("question %s: %s", question.id, exc)
+        failure, error, chosen, typed, custom = exc, f"RecordMismatch: {exc}", None, None, None
+    facts = _RecordFacts.of(typed, custom)
+    fatal = cause_of(failure, FatalBackendError)
+    spent: dict[str, Any] = dict(used.as_dict())  # billable tokens and cost, spent_* when reported
+    labeled = question.answer_idx is not None
+    counted = _counted(spent, facts)
+    spent.pop("latency_s", None)
+    run = _run_fields(identity)
+    fields: dict[str, Any] = dict(
+        id=question.id,
+        dataset=run["dataset"],
+        dataset_sha256=run["dataset_sha256"],
+        split=run["split"],
+        seed=run["seed"],
+        system=run["system"],
+        label=run["label"],
+        program_sha256=run["program_sha256"],
+        deployment=deployment,
+        gold=question.answer_idx,
+        prediction=chosen,
+        correct=(error is None and chosen == question.answer_idx) if labeled else None,
+        labeled=labeled,
+        failed=error is not None,
+        error=error,
+        error_type=_error_type(failure, error),
+        error_kind=getattr(fatal, "kind", None),
+        confidence=_confidence(getattr(prediction, "confidence", None)) if error is None else None,
+        question=question.question,  # the viewer shows the stem
+        context=question.context,
+        options=dict(question.options),
+        binary_positive=_binary_positive(question.options),
+        latency_s=round(time.perf_counter() - started, 4),
+        lm_latency_s=round(used.latency_s, 4),
+        n_agents=len(facts.roles) or None,
+        roles=facts.roles,
+        trust=facts.trust,
+        config=run["config"],
+        rationale=getattr(prediction, "rationale", None),
+        record=typed,
+        custom_record=custom,
+        transcript=list(getattr(prediction, "transcript", None) or []),
+        meta=question.meta,
+    )
+    return Answered(ResultRow.model_validate({**spent, **counted, **fields}), failure)
+
+
+def _predict(program: dspy.Module, question: Question,
+             lm: dspy.BaseLM) -> tuple[Any, Exception | None, str | None, usage_mod.Usage]:
+    """The program's prediction on ``question`` (None if it raised), the exception and its message,
+    and the calls it made."""
     prediction, error, failure = None, None, None
     # No DSPy history or shared trace: a long run would otherwise keep every call's messages and
     # response in memory (this question's trace lives only while it runs).
@@ -142,61 +202,28 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
             failure = exc
             error = f"{type(exc).__name__}: {exc}"
             logger.warning("question %s failed: %s", question.id, error)
-    chosen = getattr(prediction, "answer", None) if prediction is not None else None
-    if failure is None and chosen not in question.options:
-        error = f"the system returned no valid option (got {chosen!r})"
-    if error is not None:
-        chosen = None
-    raw = getattr(prediction, "record", None) if prediction is not None else None
-    try:
-        typed, custom = _typed(program, raw, identity)
-    except RecordMismatch as exc:  # the answer cannot be trusted with a record the system did not mean
-        logger.error("question %s: %s", question.id, exc)
-        failure, error, chosen, typed, custom = exc, f"RecordMismatch: {exc}", None, None, None
-    facts = _RecordFacts.of(typed, custom)
-    fatal = cause_of(failure, FatalBackendError)
-    spent: dict[str, Any] = dict(used.as_dict())  # billable tokens and cost, spent_* when reported
-    labeled = question.answer_idx is not None
-    counted = {  # the larger of what the backend/adapter counted and what the record counted
+    return prediction, failure, error, used
+
+
+def _counted(spent: dict[str, Any], facts: _RecordFacts) -> dict[str, Any]:
+    """The larger of what the backend/adapter counted (taken out of ``spent``) and what the record counted."""
+    return {
         "ranking_repairs": max(int(spent.pop("ranking_repairs", 0) or 0), facts.ranking_repairs),
         "fallbacks": max(int(spent.pop("fallbacks", 0) or 0), facts.fallbacks),
         # per behaviour: what was counted while the system ran (peers), else its record's (teamwork)
         "fallbacks_by_behaviour": spent.pop("fallbacks_by_behaviour", None) or facts.fallbacks_by_behaviour,
     }
-    spent.pop("latency_s", None)
-    fields: dict[str, Any] = dict(
-        id=question.id,
-        dataset=identity.dataset if identity else None,
-        dataset_sha256=identity.dataset_sha256 if identity else None,
-        split=identity.split if identity else None,
-        seed=identity.seed if identity else None,
-        system=identity.system if identity else None,
-        label=identity.label if identity else None,
-        program_sha256=identity.program_sha256 if identity else None,
-        deployment=deployment,
-        gold=question.answer_idx,
-        prediction=chosen,
-        correct=(error is None and chosen == question.answer_idx) if labeled else None,
-        labeled=labeled,
-        failed=error is not None,
-        error=error,
-        error_type=type(failure).__name__ if failure is not None else ("InvalidOption" if error else None),
-        error_kind=getattr(fatal, "kind", None),
-        confidence=_confidence(getattr(prediction, "confidence", None)) if error is None else None,
-        question=question.question,  # the viewer shows the stem
-        context=question.context,
-        options=dict(question.options),
-        binary_positive=_binary_positive(question.options),
-        latency_s=round(time.perf_counter() - started, 4),
-        lm_latency_s=round(used.latency_s, 4),
-        n_agents=len(facts.roles) or None,
-        roles=facts.roles,
-        trust=facts.trust,
-        config=identity.config if identity else None,
-        rationale=getattr(prediction, "rationale", None) if prediction is not None else None,
-        record=typed,
-        custom_record=custom,
-        transcript=list(getattr(prediction, "transcript", None) or []) if prediction is not None else [],
-        meta=question.meta,
-    )
-    return Answered(ResultRow.model_validate({**spent, **counted, **fields}), failure)
+
+
+_RUN_FIELDS = ("dataset", "dataset_sha256", "split", "seed", "system", "label", "program_sha256", "config")
+
+
+def _run_fields(identity: RunIdentity | None) -> dict[str, Any]:
+    """The row's run fields from ``identity`` (null without one)."""
+    return {name: getattr(identity, name) if identity else None for name in _RUN_FIELDS}
+
+
+def _error_type(failure: BaseException | None, error: str | None) -> str | None:
+    if failure is not None:
+        return type(failure).__name__
+    return "InvalidOption" if error else None
