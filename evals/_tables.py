@@ -54,18 +54,11 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
     partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
     by_cell = {(g["config"], g["dataset"]): g for g in groups}
-    majority: dict[str, float] = {}
-    for g in groups:
-        base = _get(g, "metrics", "majority_baseline", "accuracy")
-        if base is not None:
-            majority.setdefault(g["dataset"], base)
+    majority = _majority(groups)
     columns = list(datasets)
     averages: dict[str, float] = {}
     if len(datasets) > 1:
-        for config in configs:
-            means = [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells]
-            if len(means) == len(datasets):
-                averages[config] = sum(means) / len(means)
+        averages = _averages(cells, configs, datasets)
         columns.append("Average")
     best = {
         d: max((cells[(c, d)]["mean"] for c in configs if (c, d) in cells), default=None) for d in datasets
@@ -76,23 +69,56 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
         row = [config]
         for column in columns:
             if column == "Average":
-                mean = averages.get(config)
-                text = _DASH if mean is None else f"{100 * mean:.1f}"
-                if mean is not None:
-                    text += _failed_note([by_cell[(config, d)] for d in datasets])
+                mean, text = _average_cell(averages.get(config), config, datasets, by_cell)
             else:
-                acc = cells.get((config, column))
-                mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
-                if (config, column) in partial:
-                    text += " †"
-                if (config, column) in by_cell:
-                    text += _failed_note([by_cell[(config, column)]])
+                mean, text = _data_cell(cells.get((config, column)), (config, column) in partial,
+                                        by_cell.get((config, column)))
             row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
         body.append(row)
     if majority:
         body.append(["*majority class*", *(_fmt(majority.get(c), ".1f", scale=100) if c != "Average" else _DASH
                                           for c in columns)])
     return markdown_table(["Config", *columns], body)
+
+
+def _majority(groups: Sequence[Stats]) -> dict[str, float]:
+    """The majority-class baseline's accuracy of each data set (the first group's that has one)."""
+    majority: dict[str, float] = {}
+    for g in groups:
+        base = _get(g, "metrics", "majority_baseline", "accuracy")
+        if base is not None:
+            majority.setdefault(g["dataset"], base)
+    return majority
+
+
+def _averages(cells: Mapping[tuple[str, str], Mapping[str, Any]], configs: Sequence[str],
+              datasets: Sequence[str]) -> dict[str, float]:
+    """The mean of the per-data-set means of each configuration run on every data set."""
+    averages: dict[str, float] = {}
+    for config in configs:
+        means = [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells]
+        if len(means) == len(datasets):
+            averages[config] = sum(means) / len(means)
+    return averages
+
+
+def _average_cell(mean: float | None, config: str, datasets: Sequence[str],
+                  by_cell: Mapping[tuple[str, str], Stats]) -> tuple[float | None, str]:
+    """The Average cell: a dash for a configuration not run on every data set."""
+    if mean is None:
+        return None, _DASH
+    return mean, f"{100 * mean:.1f}" + _failed_note([by_cell[(config, d)] for d in datasets])
+
+
+def _data_cell(acc: Mapping[str, Any] | None, partial: bool, group: Stats | None) -> tuple[float | None, str]:
+    """One data set's cell: "mean ± SE" (a dash without labelled questions), a dagger when partial, and
+    the failed questions."""
+    mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
+    if partial:
+        text += " †"
+    if group is not None:
+        text += _failed_note([group])
+    return mean, text
 
 
 def cells_table(groups: Sequence[Stats]) -> str:

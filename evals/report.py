@@ -52,14 +52,6 @@ def _group_stats(group: Group) -> dict[str, Any]:
     per_seed = [a for run in group.runs if (a := accuracy(run.rows)) is not None]
     labeled = [row for run in group.runs for row in run.rows if row.labeled]
     n_correct = sum(bool(row.correct) and not row.failed for row in labeled)
-    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
-                for run in group.runs]
-    models = sorted({m for text in answered for m in text.split("+") if m})
-    if per_seed:
-        acc = mean_se(per_seed)
-        accuracy_stats = {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
-    else:  # no labeled question: there is no accuracy to report
-        accuracy_stats = {"mean": None, "se": None, "k": 0, "per_seed": []}
     partial = [f"{run.path} ({run.shard_note or f'{len(run.rows)}/{run.n_planned}'})"
                for run in group.runs if run.partial]
     return {
@@ -69,13 +61,28 @@ def _group_stats(group: Group) -> dict[str, Any]:
         "seeds": [run.seed for run in group.runs],
         "runs": [str(run.path) for run in group.runs],
         "partial": partial,
-        "accuracy": accuracy_stats,
+        "accuracy": _accuracy_stats(per_seed),
         # question level: every labelled answer of every seed, with its Wilson 95% interval
         "questions": {"n": len(labeled), "correct": n_correct,
                       "ci95": list(wilson_interval(n_correct, len(labeled))) if labeled else None},
-        "models": models,
+        "models": _models(group),
         "metrics": summarize(group.rows),
     }
+
+
+def _accuracy_stats(per_seed: list[float]) -> dict[str, Any]:
+    """Mean and SE over the seeds' accuracies (all null without a labelled question)."""
+    if not per_seed:  # no labeled question: there is no accuracy to report
+        return {"mean": None, "se": None, "k": 0, "per_seed": []}
+    acc = mean_se(per_seed)
+    return {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
+
+
+def _models(group: Group) -> list[str]:
+    """The models that answered the group's runs, each once."""
+    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
+                for run in group.runs]
+    return sorted({m for text in answered for m in text.split("+") if m})
 
 
 def _check_out_dir(out_dir: Path, run_dirs: Sequence[Path]) -> None:
@@ -298,11 +305,8 @@ def build_report(
     pair = pick_pair(groups) if compare else None
     if pair is not None and baseline is None:
         baseline = pair[0].config
-    configs = list(dict.fromkeys(g.config for g in groups))
+    configs = _configs(groups, baseline)
     datasets = list(dict.fromkeys(g.dataset for g in groups))
-    if baseline is not None:
-        _check_baseline(baseline, configs)
-        configs = [baseline, *(c for c in configs if c != baseline)]
     numbers: dict[str, Any] = {
         "runs": [str(run.path) for run in runs],
         "configs": configs,
@@ -316,18 +320,7 @@ def build_report(
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    compared: list[str] = []
-    if pair is not None:
-        view = paired_comparison_of(*pair)
-        numbers["compare"] = view.as_dict()
-        compared = compare_markdown(view)
-        by_label = {group.config: group for group in pair}
-
-        def rows_of(label: str, keys: set[tuple[str, str]]) -> list[ResultRow]:
-            ids = {i for _, i in keys}
-            return [row for run in by_label[label].runs for row in run.rows_of(ids) if (str(row.seed), row.id) in keys]
-
-        write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
+    compared = _write_compare(pair, out_dir, numbers) if pair is not None else []
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
     figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])
@@ -336,6 +329,39 @@ def build_report(
     write_atomic(out_dir / "summary.json", summary)
     write_atomic(out_dir / "table1.csv", _tables.cells_csv(numbers["groups"]))
     write_atomic(out_dir / "table1.tex", _tables.accuracy_latex(numbers["groups"], configs, datasets))
+    numbers["transcript_pages"] = _write_transcripts(groups, out_dir)
+    report = out_dir / "report.md"
+    write_atomic(report, _markdown(numbers, figures, compared))
+    logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
+    return report
+
+
+def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:
+    """The configurations in the order their runs were given, the ``baseline`` (checked) first."""
+    configs = list(dict.fromkeys(g.config for g in groups))
+    if baseline is not None:
+        _check_baseline(baseline, configs)
+        configs = [baseline, *(c for c in configs if c != baseline)]
+    return configs
+
+
+def _write_compare(pair: tuple[Group, Group], out_dir: Path, numbers: dict[str, Any]) -> list[str]:
+    """The question-by-question comparison of ``pair``: into ``numbers``, onto its page, and its markdown."""
+    view = paired_comparison_of(*pair)
+    numbers["compare"] = view.as_dict()
+    compared = compare_markdown(view)
+    by_label = {group.config: group for group in pair}
+
+    def rows_of(label: str, keys: set[tuple[str, str]]) -> list[ResultRow]:
+        ids = {i for _, i in keys}
+        return [row for run in by_label[label].runs for row in run.rows_of(ids) if (str(row.seed), row.id) in keys]
+
+    write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
+    return compared
+
+
+def _write_transcripts(groups: Sequence[Group], out_dir: Path) -> int:
+    """The transcript pages of every run, an earlier report's extra pages removed; how many there are."""
     shown = [run for group in groups for run in group.runs]
     titled = [(f"{run.config} · {run.dataset} · seed {run.seed}" + (" (partial)" if run.partial else ""), run.rows)
               for run in shown]  # names that tell same-named systems apart
@@ -346,8 +372,4 @@ def build_report(
         number = stale.stem.removeprefix("transcripts-")
         if number.isdigit() and int(number) > len(pages):
             stale.unlink()
-    numbers["transcript_pages"] = len(pages)
-    report = out_dir / "report.md"
-    write_atomic(report, _markdown(numbers, figures, compared))
-    logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
-    return report
+    return len(pages)
