@@ -117,6 +117,32 @@ def _names(exc: BaseException) -> set[str]:
     return {cls.__name__ for node in _chain(exc) for cls in type(node).__mro__}
 
 
+# a refusal the server answered with: its kind, by status or by the exception's class names
+_REFUSALS: tuple[tuple[str, frozenset[int], frozenset[str]], ...] = (
+    ("authentication", frozenset({401}), frozenset({"AuthenticationError", "AuthError"})),
+    ("permission", frozenset({403}), frozenset({"PermissionDeniedError"})),
+    ("not_found", frozenset({404}), frozenset({"NotFoundError", "UnsupportedModelError"})),
+    ("bad_request", frozenset({400, 413, 422}), frozenset({"BadRequestError", "UnprocessableEntityError",
+                                                           "InvalidRequestError", "ContextWindowExceededError",
+                                                           "ContextLengthError"})),
+)
+
+
+def _refusal(status: int | None, names: set[str]) -> str | None:
+    for kind, statuses, classes in _REFUSALS:
+        if status in statuses or classes & names:
+            return kind
+    return None
+
+
+def _unreached(text: str) -> str | None:
+    """Why no server answered: a certificate refused, the wrong scheme, or a name that did not resolve."""
+    for pattern, kind in ((_TLS_VERIFY, "tls"), (_WRONG_SCHEME, "scheme"), (_UNRESOLVED, "dns")):
+        if pattern.search(text):
+            return kind
+    return None
+
+
 def classify(exc: BaseException) -> Fault:
     """Decide what to do about one failed backend call."""
     status = status_of(exc)
@@ -125,31 +151,20 @@ def classify(exc: BaseException) -> Fault:
     names = _names(exc)
     if is_format_rejection(text, status) and not ({"Timeout", "TimeoutError", "APIConnectionError"} & names):
         return Fault("degrade", "response_format", status, message)
-    if status == 401 or {"AuthenticationError", "AuthError"} & names:
-        return Fault("fatal", "authentication", status, message)
-    if status == 403 or "PermissionDeniedError" in names:
-        return Fault("fatal", "permission", status, message)
-    if status == 404 or {"NotFoundError", "UnsupportedModelError"} & names:
-        return Fault("fatal", "not_found", status, message)
-    if status in (400, 413, 422) or {"BadRequestError", "UnprocessableEntityError", "InvalidRequestError",
-                                     "ContextWindowExceededError", "ContextLengthError"} & names:
-        return Fault("fatal", "bad_request", status, message)
+    refused = _refusal(status, names)
+    if refused is not None:
+        return Fault("fatal", refused, status, message)
     # a missing OpenAI/Azure key arrives as 500/APIError: only the message says so
     if _KEY_MISSING.search(text) and (status in (None, 500) or "APIError" in names):
         return Fault("fatal", "authentication", status, message)
     # No answer came back (litellm still labels a failed connection "500"): the cause decides.
     unanswered = status is None or _no_response(exc)
-    if unanswered and _TLS_VERIFY.search(text):
-        return Fault("fatal", "tls", None, message)
-    if unanswered and _WRONG_SCHEME.search(text):
-        return Fault("fatal", "scheme", None, message)
-    if unanswered and _UNRESOLVED.search(text):
-        return Fault("fatal", "dns", None, message)
+    unreached = _unreached(text) if unanswered else None
+    if unreached is not None:
+        return Fault("fatal", unreached, None, message)
     if _REFUSED.search(text):
         return Fault("fatal", "connection", status, message)
     retry_after = retry_after_seconds(exc)
-    if status is not None:
-        if status in TRANSIENT_STATUS or status >= 500:
-            return Fault("retry", None, status, message, retry_after)
+    if status is not None and status not in TRANSIENT_STATUS and status < 500:
         return Fault("fatal", "bad_request", status, message)
     return Fault("retry", None, status, message, retry_after)  # timeouts, dropped connections, garbage
