@@ -236,6 +236,7 @@ _EFFICIENCY: list[_Column] = [
     ("Latency (s)", _cell("efficiency", "latency_s", spec=".2f")),
     ("Cache hits", _cell("efficiency", "cache_hits", spec=".1f")),
     ("Parse fail %", _cell("efficiency", "parse_failure_rate", spec=".1f", scale=100)),
+    ("Escalated %", _cell("peers", "escalation_rate", spec=".1f", scale=100)),  # adaptive: the team answered
 ]
 
 _TEAMWORK: list[_Column] = [
@@ -265,8 +266,9 @@ def efficiency_table(groups: Sequence[Stats]) -> str | None:
 
     Tokens and cost are billable (independent of the cache); prompt tokens, the share of them the
     provider read from its prompt cache ("Cached %") and cost stand side by side; "Spent" is what
-    was actually paid. "Spent" and "Cached %" are shown when some run reports them."""
-    optional = ("Spent", "Cached")
+    was actually paid. "Spent", "Cached %" and "Escalated %" (the share of questions an adaptive
+    system's team answered) are shown when some run reports them."""
+    optional = ("Spent", "Cached", "Escalated")
     columns = [c for c in _EFFICIENCY
                if not c[0].startswith(optional) or any(c[1](g) != _DASH for g in groups)]
     return _metric_table(groups, columns)
