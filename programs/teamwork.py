@@ -14,7 +14,9 @@ The round-robin speakers stay sequential, as the spec requires.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future
+from typing import NoReturn
 
 import dspy
 
@@ -156,7 +158,10 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
         history = _trust_start(team, trust, on=c.trust)
         smm = SharedMentalModel(question_analysis=team.question_analysis, verified_facts=list(r2.verified_facts))
 
-        def first(me: str) -> str:
+        def context(me: str) -> str:
+            if said.spoken(me):
+                return later_context(mediation=mediations[-1] if mediations else "",
+                                     trust=format_trust(trust) if c.trust else "")
             # round-2 views of whoever has not spoken yet: a teammate's later words are in the history
             unspoken = [a for a in r2.assessments if a.agent == me or not said.spoken(a.agent)]
             return first_context(assessments=format_assessments(unspoken, team.agents, facts=False),
@@ -172,24 +177,8 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
         pending: Future[str] | None = None
         for turn in range(1, c.n_turns + 1):
             final = turn == c.n_turns
-            spoken: list[Turn] = []
-            loop_fs: list[Future[LoopExchange]] = []
-            for agent in team.agents:  # round-robin: each speaker sees everything said before it
-                if said.spoken(agent.id):
-                    context = later_context(mediation=mediations[-1] if mediations else "",
-                                            trust=format_trust(trust) if c.trust else "")
-                else:
-                    context = first(agent.id)
-                out = self.discussion.speak(agent=agent, turn=turn, final=final, question=question, options=options,
-                                            role=agent.brief() if c.team_orientation else agent.role,
-                                            team_context=context, history=said.since(agent.id),
-                                            default_choice=last_choice[agent.id])
-                spoken.append(out)
-                said.said(out)
-                last_choice[agent.id] = out.choice
-                if self.closed_loop is not None and not final:  # acknowledged while the next one speaks
-                    loop_fs.append(bg.start(self.closed_loop, said=out, receiver=receiver_of(agent.id, team.ids),
-                                            role_of=team.role_of, question=question, options=options))
+            spoken, loop_fs = self._speak(bg, turn, final=final, question=question, options=options, team=team,
+                                          said=said, last_choice=last_choice, context=context)
             turns.extend(spoken)
             mediation_f = None
             if self.leader is not None:
@@ -210,19 +199,8 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
             if mediation_f is not None:
                 mediations.append(bg.result(mediation_f))
             if challenge_f is not None:
-                ch = bg.result(challenge_f)
-                if c.trust:
-                    before = trust[ch.agent]
-                    trust[ch.agent] = verdict_update(before, ch.verdict)
-                    ch = ch.model_copy(update={"trust_before": before, "trust_after": trust[ch.agent]})
-                    history.append(TrustSnapshot(stage=f"mm_turn_{turn}", scores=dict(trust)))
-                if c.shared_mental_model:
-                    smm.debated_points.append({"turn": turn, "agent": ch.agent, "concern": ch.concern,
-                                               "response": ch.response, "outcome": ch.verdict})
-                challenges.append(ch)
-                last_choice[ch.agent] = ch.choice_after
-                said.note(f"[t{turn}] leader challenged {ch.agent}: {ch.concern} (reply judged {ch.verdict}; "
-                          f"{ch.agent} now favours {ch.choice_after})", reply=(ch.agent, ch.response))
+                challenges.append(_settle_challenge(bg.result(challenge_f), turn, c, trust=trust, history=history,
+                                                    smm=smm, said=said, last_choice=last_choice))
         final_turns = [t for t in turns if t.turn == c.n_turns]
         log = DiscussionLog(
             turns=turns, mediations=mediations, loops=loops, challenges=challenges,
@@ -230,6 +208,28 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
             final=[FinalVote(agent=t.agent, ranking=t.ranking or [t.choice], first=t.choice, confidence=t.confidence,
                              rationale=t.message, fell_back=t.fell_back) for t in final_turns])
         return log, trust, pending
+
+    def _speak(self, bg: Background, turn: int, *, final: bool, question: str, options: dict[str, str], team: Team,
+               said: History, last_choice: dict[str, str],
+               context: Callable[[str], str]) -> tuple[list[Turn], list[Future[LoopExchange]]]:
+        """One round-robin turn: each speaker sees everything said before it; what each said is
+        acknowledged (closed loop) while the next one speaks."""
+        c = self.config
+        spoken: list[Turn] = []
+        loop_fs: list[Future[LoopExchange]] = []
+        for agent in team.agents:
+            team_context = context(agent.id)
+            out = self.discussion.speak(agent=agent, turn=turn, final=final, question=question, options=options,
+                                        role=agent.brief() if c.team_orientation else agent.role,
+                                        team_context=team_context, history=said.since(agent.id),
+                                        default_choice=last_choice[agent.id])
+            spoken.append(out)
+            said.said(out)
+            last_choice[agent.id] = out.choice
+            if self.closed_loop is not None and not final:  # acknowledged while the next one speaks
+                loop_fs.append(bg.start(self.closed_loop, said=out, receiver=receiver_of(agent.id, team.ids),
+                                        role_of=team.role_of, question=question, options=options))
+        return spoken, loop_fs
 
     # ------------------------------------------------------------------ phase 4
     def _decide(self, question: str, options: dict[str, str], team: Team, r2: RoundTwo, talk: DiscussionLog,
@@ -239,18 +239,8 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
         counted = {v.agent: v.ranking for v in talk.final if not v.fell_back}
         abstained = [v.agent for v in talk.final if v.fell_back]
         if not counted:
-            usage.record_ranking_repair(sum(a.repaired + a.invalid_letters for a in r2.assessments)
-                                        + sum(t.repaired + t.invalid_letters for t in talk.turns))
-            raise NoAnswerError(
-                f"no agent produced a parseable final ranking ({len(abstained)} of {len(team.agents)} fell back to "
-                "a default); the team has no answer. Check that the model returns the requested JSON "
-                "(the row's parse_failures count the unparseable replies)")
-        if c.trust:
-            method, weights = "trust_borda", dict(trust)
-        elif c.team_orientation:
-            method, weights = "hierarchical_borda", {a.id: a.weight for a in team.agents}
-        else:
-            method, weights = "borda", None
+            _no_answer(team, r2, talk, abstained)
+        method, weights = _weighting(c, team, trust)
         scores = borda_scores(counted, letters, weights)
         top = winners(scores)
         answer, tie = top[0], None
@@ -258,15 +248,7 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
         votes = "\n".join(f"{v.agent} ({team.role_of.get(v.agent, '?')}): {'>'.join(v.ranking)}. {v.rationale}"
                           for v in talk.final if not v.fell_back)
         if len(top) > 1:
-            initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
-            rule = rule_tie_break(top, counted, initial, letters)
-            if self.leader is not None:
-                tie = self.leader.break_tie(question=question, options=options, tied=top, rankings=votes,
-                                            rule_answer=rule,
-                                            shared=_leader_context(team, r2, talk, trust if c.trust else None))
-            else:
-                tie = TieBreak(tied=top, resolved_by="rule", answer=rule,
-                               reason="first-place votes, then round-2 Borda, then letter")
+            tie = self._break_tie(question, options, team, r2, talk, trust, top=top, counted=counted, votes=votes)
             answer = tie.answer
         aggregated, override = answer, None
         if self.leader is not None and self.leader.correct is not None:
@@ -276,6 +258,18 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
         backers = [v.confidence for v in talk.final if v.first == answer and not v.fell_back]
         return Decision(answer=answer, aggregated=aggregated, method=method, scores=scores, tie=tie,
                         leader_override=override, abstained=abstained, confidence=_team_confidence(backers))
+
+    def _break_tie(self, question: str, options: dict[str, str], team: Team, r2: RoundTwo, talk: DiscussionLog,
+                   trust: dict[str, float], *, top: list[str], counted: dict[str, list[str]], votes: str) -> TieBreak:
+        """The leader's pick among the tied letters, or the rule's without a leader."""
+        initial = {a.agent: a.ranking for a in r2.assessments if not a.fell_back}
+        rule = rule_tie_break(top, counted, initial, list(options))
+        if self.leader is not None:
+            return self.leader.break_tie(question=question, options=options, tied=top, rankings=votes,
+                                         rule_answer=rule,
+                                         shared=_leader_context(team, r2, talk, trust if self.config.trust else None))
+        return TieBreak(tied=top, resolved_by="rule", answer=rule,
+                        reason="first-place votes, then round-2 Borda, then letter")
 
     def behaviours(self) -> list[str]:
         """The names of the behaviours this configuration runs (each one named predictor)."""
@@ -288,6 +282,44 @@ def _trust_start(team: Team, trust: dict[str, float], *, on: bool) -> list[Trust
     if on:
         history.append(TrustSnapshot(stage="post_r2", scores=dict(trust)))
     return history
+
+
+def _settle_challenge(ch: Challenge, turn: int, c: TeamworkConfig, *, trust: dict[str, float],
+                      history: list[TrustSnapshot], smm: SharedMentalModel, said: History,
+                      last_choice: dict[str, str]) -> Challenge:
+    """A challenge's verdict applied: the challenged agent's trust (trust on), the debated point (shared
+    mental model on), its choice now, and a note in the history."""
+    if c.trust:
+        before = trust[ch.agent]
+        trust[ch.agent] = verdict_update(before, ch.verdict)
+        ch = ch.model_copy(update={"trust_before": before, "trust_after": trust[ch.agent]})
+        history.append(TrustSnapshot(stage=f"mm_turn_{turn}", scores=dict(trust)))
+    if c.shared_mental_model:
+        smm.debated_points.append({"turn": turn, "agent": ch.agent, "concern": ch.concern,
+                                   "response": ch.response, "outcome": ch.verdict})
+    last_choice[ch.agent] = ch.choice_after
+    said.note(f"[t{turn}] leader challenged {ch.agent}: {ch.concern} (reply judged {ch.verdict}; "
+              f"{ch.agent} now favours {ch.choice_after})", reply=(ch.agent, ch.response))
+    return ch
+
+
+def _no_answer(team: Team, r2: RoundTwo, talk: DiscussionLog, abstained: list[str]) -> NoReturn:
+    """No agent's final ranking counts: the repairs are counted and the team has no answer."""
+    usage.record_ranking_repair(sum(a.repaired + a.invalid_letters for a in r2.assessments)
+                                + sum(t.repaired + t.invalid_letters for t in talk.turns))
+    raise NoAnswerError(
+        f"no agent produced a parseable final ranking ({len(abstained)} of {len(team.agents)} fell back to "
+        "a default); the team has no answer. Check that the model returns the requested JSON "
+        "(the row's parse_failures count the unparseable replies)")
+
+
+def _weighting(c: TeamworkConfig, team: Team, trust: dict[str, float]) -> tuple[str, dict[str, float] | None]:
+    """The Borda variant and its weights: trust, then the team's hierarchy, else equal."""
+    if c.trust:
+        return "trust_borda", dict(trust)
+    if c.team_orientation:
+        return "hierarchical_borda", {a.id: a.weight for a in team.agents}
+    return "borda", None
 
 
 def _early_consensus(r2: RoundTwo, history: list[TrustSnapshot]) -> DiscussionLog:
