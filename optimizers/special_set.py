@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
@@ -72,21 +73,8 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
     rows = evaluated_rows(all_trials)
     best = best_row(rows)
     if best is None:
-        failed = [t for t in all_trials if t.state == TrialState.FAIL]
-        why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
-        raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
-                               f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
-                               f"search again to resume it")
-    from teammed.optimizers._storage import worker_gone
-
-    duplicates = [t for t in all_trials if t.user_attrs.get("duplicate_of") is not None]
-    counts = {state.name.lower(): sum(t.state == state and t.user_attrs.get("duplicate_of") is None
-                                      for t in all_trials)
-              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
-    # trials live workers are still evaluating: the worker that finishes last writes the Special Set
-    counts["running"] = sum(t.state == TrialState.RUNNING and t.user_attrs.get("duplicate_of") is None
-                            and not worker_gone(t) for t in all_trials)
-    counts["duplicates"] = len(duplicates)
+        _no_trial_succeeded(study, all_trials)
+    counts = _trial_counts(all_trials)
     if len(rows) >= space_size:
         logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
     elif len(rows) < trials and not counts["running"]:
@@ -112,6 +100,29 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         tuning=tuning,
         runner_up=runner_up_test(rows, best),
     )
+
+
+def _no_trial_succeeded(study: optuna.Study, all_trials: Sequence[FrozenTrial]) -> NoReturn:
+    failed = [t for t in all_trials if t.state == TrialState.FAIL]
+    why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
+    raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
+                           f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
+                           f"search again to resume it")
+
+
+def _trial_counts(all_trials: Sequence[FrozenTrial]) -> dict[str, int]:
+    """Trials by state (duplicates of an earlier configuration apart), running ones and duplicates."""
+    from teammed.optimizers._storage import worker_gone
+
+    duplicates = [t for t in all_trials if t.user_attrs.get("duplicate_of") is not None]
+    counts = {state.name.lower(): sum(t.state == state and t.user_attrs.get("duplicate_of") is None
+                                      for t in all_trials)
+              for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+    # trials live workers are still evaluating: the worker that finishes last writes the Special Set
+    counts["running"] = sum(t.state == TrialState.RUNNING and t.user_attrs.get("duplicate_of") is None
+                            and not worker_gone(t) for t in all_trials)
+    counts["duplicates"] = len(duplicates)
+    return counts
 
 
 def write_special_set(result: SpecialSet | dict[str, Any], path: Path | str) -> Path:
