@@ -66,10 +66,8 @@ def _names_letter(text: str, match: re.Match[str]) -> bool:
 
 def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
     """The option letter ``raw`` unambiguously names, or None (the module docstring gives the rules)."""
-    if raw is None or isinstance(raw, bool):
-        return None
-    text = " ".join(str(raw).split())
-    if not text or not text.isascii() and not any(ch.isascii() and ch.isalpha() for ch in text):
+    text = _text(raw)
+    if text is None:
         return None
     by_upper = {str(letter).upper(): letter for letter in options}
     bare = text.strip(_DECORATION)
@@ -81,6 +79,23 @@ def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
         return exact[0] if len(exact) == 1 else None
     if _NEGATION.search(text) or any(len(_norm(option).strip(_DECORATION)) <= 1 for option in options.values()):
         return None  # a negated or hedged reply, or options that are themselves letters: nothing is read
+    named = _named_in_prose(text, options, by_upper)
+    return named.pop() if len(named) == 1 else None
+
+
+def _text(raw: object) -> str | None:
+    """The reply with its spacing normalized, or None when it holds no ASCII letter to read."""
+    if raw is None or isinstance(raw, bool):
+        return None
+    text = " ".join(str(raw).split())
+    if not text or not text.isascii() and not any(ch.isascii() and ch.isalpha() for ch in text):
+        return None
+    return text
+
+
+def _named_in_prose(text: str, options: Mapping[str, str], by_upper: Mapping[str, str]) -> set[str]:
+    """The options prose names: each whose whole text it quotes (longest first, taken out of the
+    reply), then each letter that names an option in what is left."""
     named: set[str] = set()
     rest = text
     for letter, option in sorted(options.items(), key=lambda item: -len(_norm(item[1]))):
@@ -91,4 +106,4 @@ def letter_of(raw: object, options: Mapping[str, str]) -> str | None:
             named.add(letter)
     named.update(by_upper[m.group(1).upper()] for m in _TOKEN.finditer(rest)
                  if m.group(1).upper() in by_upper and _names_letter(rest, m))
-    return named.pop() if len(named) == 1 else None
+    return named
