@@ -93,22 +93,28 @@ def race(labels: Sequence[str], rounds: Sequence[Sequence[str]],
                 evidence[c] *= _round_factor(batch, scores[leader], scores[c], tally[c])
         seen.extend(batch)
         state.rounds = r + 1
-        if r + 1 < min_rounds:
-            continue
-        best = incumbent(state.alive, scores, tokens, list(labels))
-        for c in list(state.alive):
-            if c == best or evidence[c] < threshold:
-                continue
-            both = [q for q in seen if q in scores[c] and q in scores[best]]
-            b = sum(scores[c][q] and not scores[best][q] for q in both)
-            lost = sum(scores[best][q] and not scores[c][q] for q in both)
-            state.alive.remove(c)
-            state.history.append({"round": r + 1, "dropped": c, "incumbent": best, "n": len(both),
-                                  "wins": b, "losses": lost, "e_value": round(evidence[c], 3),
-                                  "threshold": round(threshold, 3), "p_fixed_n": round(one_sided_sign_p(b, lost), 6),
-                                  "accuracy": round(_accuracy(scores[c], both), 4),
-                                  "incumbent_accuracy": round(_accuracy(scores[best], both), 4)})
+        if r + 1 >= min_rounds:
+            _drop_beaten(state, incumbent(state.alive, scores, tokens, list(labels)), scores, seen=seen,
+                         evidence=evidence, threshold=threshold)
     return state
+
+
+def _drop_beaten(state: RaceState, best: str, scores: Mapping[str, Mapping[str, bool]], *, seen: Sequence[str],
+                 evidence: Mapping[str, float], threshold: float) -> None:
+    """Drop from the race each configuration whose evidence against it reached ``threshold``, with a
+    line of history comparing it with ``best`` on the questions both answered."""
+    for c in list(state.alive):
+        if c == best or evidence[c] < threshold:
+            continue
+        both = [q for q in seen if q in scores[c] and q in scores[best]]
+        b = sum(scores[c][q] and not scores[best][q] for q in both)
+        lost = sum(scores[best][q] and not scores[c][q] for q in both)
+        state.alive.remove(c)
+        state.history.append({"round": state.rounds, "dropped": c, "incumbent": best, "n": len(both),
+                              "wins": b, "losses": lost, "e_value": round(evidence[c], 3),
+                              "threshold": round(threshold, 3), "p_fixed_n": round(one_sided_sign_p(b, lost), 6),
+                              "accuracy": round(_accuracy(scores[c], both), 4),
+                              "incumbent_accuracy": round(_accuracy(scores[best], both), 4)})
 
 
 def _round_factor(batch: Sequence[str], leader: Mapping[str, bool], challenger: Mapping[str, bool],
