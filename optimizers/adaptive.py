@@ -173,15 +173,22 @@ def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01
     return min(good, key=lambda p: (p.tokens, -p.accuracy)) if good else best
 
 
-def measure(questions: Sequence[Any], lm: Any, targets: Mapping[str, TeamworkConfig], *, samples: int = 1,
-            on_question: Callable[[int, int], None] | None = None) -> list[Outcome]:
-    """Stage 1 and every target on each question (tuning questions only: the caller's split)."""
-    from teammed.answering import answer
-    from teammed.programs.peers.adaptive import AdaptiveTeam
+def _program(target: Any) -> Any:
+    """A target as a program: a configuration's `TeamworkProgram`, or the (compiled) program given."""
     from teammed.programs.teamwork import TeamworkProgram
 
+    return TeamworkProgram(target) if isinstance(target, TeamworkConfig) else target
+
+
+def measure(questions: Sequence[Any], lm: Any, targets: Mapping[str, Any], *, samples: int = 1,
+            on_question: Callable[[int, int], None] | None = None) -> list[Outcome]:
+    """Stage 1 and every target (a `TeamworkConfig` or a teamwork program) on each question
+    (tuning questions only: the caller's split)."""
+    from teammed.answering import answer
+    from teammed.programs.peers.adaptive import AdaptiveTeam
+
     single = AdaptiveTeam(threshold=0.0, samples=samples)
-    teams = {label: TeamworkProgram(config) for label, config in targets.items()}
+    teams = {label: _program(target) for label, target in targets.items()}
     outcomes = []
     for i, question in enumerate(questions):
         row = answer(single, question, lm).row
@@ -213,13 +220,11 @@ class Proof(_Frozen):
     p_vs_single: float
 
 
-def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str, TeamworkConfig],
-          static_target: str) -> Proof:
+def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str, Any], static_target: str) -> Proof:
     """Run the chosen policy, the best static team and the single agent on held-out questions."""
     from teammed.answering import answer
     from teammed.evals.stats import mcnemar
     from teammed.programs.peers.adaptive import AdaptiveTeam
-    from teammed.programs.teamwork import TeamworkProgram
 
     def run(program: Any) -> list[tuple[bool, int, bool]]:
         out = []
@@ -230,13 +235,13 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
         return out
 
     if chosen.static or chosen.target is None:
-        mine_program: Any = (TeamworkProgram(targets[chosen.target]) if chosen.target is not None
+        mine_program: Any = (_program(targets[chosen.target]) if chosen.target is not None
                              else AdaptiveTeam(threshold=0.0))
     else:
         assert chosen.threshold is not None
-        mine_program = AdaptiveTeam(targets[chosen.target], threshold=chosen.threshold)
+        mine_program = AdaptiveTeam(_program(targets[chosen.target]), threshold=chosen.threshold)
     mine = run(mine_program)
-    static = run(TeamworkProgram(targets[static_target]))
+    static = run(_program(targets[static_target]))
     single = run(AdaptiveTeam(threshold=0.0))
     n = len(questions)
 

@@ -86,7 +86,11 @@ ROWS_001: dict[str, tuple[str, str, str]] = {
     "Closed Loop": ("", "preset", "closed_loop"),
     "MDAgents": ("MDAgents", "system", "mdagents"),
     "TeamMed (tuned)": ("TeamMed", "special", ""),
+    # beyond the paper (issue 37): the single agent, escalating to the tuned row's Special Set below the
+    # threshold `teammed.optimizers.adaptive` chose on the tuning questions; asked for by name (--rows)
+    "TeamMed (adaptive)": ("", "adaptive", ""),
 }
+DEFAULT_ROWS_001 = tuple(row for row in ROWS_001 if ROWS_001[row][1] != "adaptive")
 # The paper's protocol: every published cell is the mean ± SE of 3 seeds x 50 questions.
 PAPER_SEEDS, PAPER_N = 3, 50
 _POOLED = {"few_shot": "trainset", "mdagents": "examples"}  # systems that draw worked examples from a pool
@@ -101,7 +105,7 @@ class ReproduceSettings:
     model: str
     seeds: tuple[int, ...] = (111, 222, 333)
     n: int = 50
-    rows: tuple[str, ...] = tuple(ROWS_001)
+    rows: tuple[str, ...] = DEFAULT_ROWS_001
     tune_budget: str = "calls=20000"
 
 
@@ -163,6 +167,9 @@ def reproduce_table1(
     unknown = [r for r in settings.rows if r not in ROWS_001]
     if unknown:
         raise ConfigError(f"unknown Table 1 rows {unknown}; choose from {', '.join(ROWS_001)}")
+    if "TeamMed (adaptive)" in settings.rows and "TeamMed (tuned)" not in settings.rows:
+        raise ConfigError("the adaptive row escalates to the tuned row's Special Set; keep the row "
+                          "'TeamMed (tuned)' in --rows")
     study, _ = open_tune_study(storage, study_name, out_dir)
     previous = study.user_attrs.get("reproduce")
     identity = {"protocol": "001-table1", "model": settings.model, "seeds": list(settings.seeds), "n": settings.n}
@@ -188,18 +195,21 @@ def reproduce_table1(
             tuning = partition(questions, part="tune")
             used = {q.id for qs in (cell_questions[(code, s)] for s in settings.seeds) for q in qs}
             special[code] = dict(tune_special(code, tuning, [q for q in held_out if q.id not in used] or held_out))
+        if "TeamMed (adaptive)" in settings.rows:
+            special[code]["adaptive"] = _adaptive_policy(study, code, special[code], pools[code], lm, settings)
     by_id = {(code, seed): {q.id: q for q in qs} for (code, seed), qs in cell_questions.items()}
 
     def program_for(row: str, code: str, seed: int) -> dspy.Module:
+        if ROWS_001[row][1] == "adaptive":
+            from teammed.programs.peers.adaptive import AdaptiveTeam
+
+            return AdaptiveTeam(_tuned(special[code]), threshold=special[code]["adaptive"]["threshold"])
         if ROWS_001[row][1] != "special":
             if ROWS_001[row][2] in _POOLED and not pools[code]:
                 raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
                                   f"question; leave the row out or give a larger data set")
             return row_program(row, pools[code], seed)
-        from teammed.programs.load import load_program
-
-        program, _ = load_program(special[code]["program"], system="teamwork")
-        return program
+        return _tuned(special[code])
 
     def execute(cell: dict[str, Any]) -> dict[str, Any]:
         questions = list(by_id[(cell["dataset"], cell["seed"])].values())
@@ -207,12 +217,15 @@ def reproduce_table1(
         correct = [bool(r.correct) for r in rows]
         return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
                 "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
-                "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
+                "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows),
+                **({"escalated": sum(getattr(r.record, "stage", None) == "team" for r in rows)}
+                   if ROWS_001[cell["row"]][1] == "adaptive" else {})}
 
     # the MDAgents cells name their variant: a study resumed from before variants never passes its old
     # (lighter) cells off as the paper variant
     cells = [{"kind": "table1", "dataset": code, "row": row, "seed": seed,
-              "special": special.get(code, {}).get("config") if ROWS_001[row][1] == "special" else None,
+              "special": special.get(code, {}).get("config") if ROWS_001[row][1] in ("special", "adaptive") else None,
+              **({"threshold": special[code]["adaptive"]["threshold"]} if ROWS_001[row][1] == "adaptive" else {}),
               **({"variant": _mdagents_variant()[0]} if row == "MDAgents" else {})}
              for code in available for row in settings.rows for seed in settings.seeds]
     done = queue.run(cells, execute)
@@ -225,6 +238,35 @@ def reproduce_table1(
                                                      indent=2, default=str) + "\n")
     write_atomic(out_dir / "table1.md", result.markdown)
     return result
+
+
+def _tuned(found: Mapping[str, Any]) -> dspy.Module:
+    """The tuned row's program (its compiled prompts and configuration)."""
+    from teammed.programs.load import load_program
+
+    program, _ = load_program(found["program"], system="teamwork")
+    return program
+
+
+def _adaptive_policy(study: Any, code: str, found: Mapping[str, Any], pool: Sequence[Question], lm: dspy.BaseLM,
+                     settings: ReproduceSettings) -> dict[str, Any]:
+    """The adaptive row's threshold, chosen on up to ``settings.n`` tuning questions (the tune part: the
+    cells' questions are never among them); kept in the study, so a resumed table reuses it."""
+    from teammed.data.sampling import sample_questions
+    from teammed.optimizers.adaptive import ALWAYS, choose, front, measure
+
+    key = f"adaptive:{code}"
+    if key in study.user_attrs:
+        return dict(study.user_attrs[key])
+    tuning = sample_questions(list(pool), n=settings.n, seed=0)
+    if not tuning:
+        raise ConfigError(f"the adaptive row needs labeled tuning questions, and the tune part of {code} has none")
+    outcomes = measure(tuning, lm, {"special": _tuned(found)})
+    chosen = choose(outcomes, front(outcomes))
+    policy = {"threshold": ALWAYS if chosen.static else chosen.threshold, "static": chosen.static,
+              "tuning_accuracy": chosen.accuracy, "tuning_tokens": chosen.tokens, "n": len(tuning)}
+    study.set_user_attr(key, policy)
+    return policy
 
 
 def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]],
@@ -248,7 +290,10 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                     **_tuned_fields(row, code, special),
                     "n_per_seed": sizes,
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
-                    "calls": sum(r["calls"] for r in by_seed.values())})
+                    "calls": sum(r["calls"] for r in by_seed.values()),
+                    "tokens_per_question": round(sum(r["tokens"] for r in by_seed.values()) / max(1, sum(sizes)), 1),
+                    **({"escalation_rate": round(sum(r["escalated"] for r in by_seed.values()) / max(1, sum(sizes)),
+                                                 4)} if ROWS_001[row][1] == "adaptive" else {})})
     # Holm within each family of tests the table makes
     for cell_row, adjusted in zip(out, holm([r["p_vs_published"] for r in out]), strict=True):
         cell_row["p_vs_published_holm"] = adjusted
@@ -362,6 +407,16 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
                   "cover it): that Special Set is unproven; raise --tune-budget to prove it."]
     if unavailable:
         lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
+    adaptive = [r for r in table if "escalation_rate" in r]
+    if adaptive:
+        tuned = {r["dataset"]: r for r in table if r["row"] == "TeamMed (tuned)"}
+        lines += ["", "TeamMed (adaptive): the single agent, escalating to the tuned Special Set below the threshold "
+                  "chosen on tuning questions (within 1 point of it at 90% confidence, else always):"]
+        for r in adaptive:
+            beside = tuned.get(r["dataset"])
+            lines.append(f"- {r['dataset']}: {r['tokens_per_question']:,.0f} tokens/question, "
+                         f"{100 * r['escalation_rate']:.0f}% escalated"
+                         + (f"; the Special Set {beside['tokens_per_question']:,.0f}" if beside else ""))
     if any(r["row"] == "MDAgents" for r in table):
         variant, summary = _mdagents_variant()
         lines += ["", f"MDAgents: our MDAgents-style system (`mdagents`), {variant} variant: {summary}."]

@@ -195,3 +195,44 @@ def test_careless_adaptive_flags_are_refused_naming_the_fix(tmp_path, capsys):
     assert "use --system adaptive" in capsys.readouterr().err
     assert main([*base, "--system", "adaptive", "--escalate-below", "2"]) == 2
     assert "escalate_below" in capsys.readouterr().err and not (tmp_path / "r").exists()
+
+
+def test_reproduce_puts_an_adaptive_row_beside_the_special_set_with_its_tokens_and_escalation_rate(tmp_path):
+    from teammed.optimizers.reproduce import ReproduceSettings, reproduce_table1
+    from teammed.optimizers.tune import TuneSettings, tune
+
+    questions = simulated_questions(80, seed=8, prefix="mqa")
+    lm = SimulatedTeamLM(answer_key(questions), seed=8, table=PLANTED_TABLES["strong_single"], calibration=0.95)
+
+    def tune_special(code, tuning, held_out):  # type: ignore[no-untyped-def]
+        out = tune(tune_questions=tuning, eval_questions=held_out, lm=lm,
+                   settings=TuneSettings(dataset=code, model="sim", optimizer="none", batch_size=5, stage1_batches=1,
+                                         pool_size=3),
+                   budget=None, storage=f"sqlite:///{tmp_path / 'tune.db'}", study_name="t", out_dir=tmp_path / "t")
+        return {"config": out.report["winner_config"], "program": out.report["program"], "proven": True}
+
+    settings = ReproduceSettings(model="sim", seeds=(111,), n=12, rows=("TeamMed (tuned)", "TeamMed (adaptive)"))
+    kwargs = {"datasets": {"MQA": questions}, "lm": lm, "settings": settings, "storage": f"sqlite:///{tmp_path}/g.db",
+              "study_name": "g", "out_dir": tmp_path / "r", "tune_special": tune_special}
+    result = reproduce_table1(**kwargs)
+    rows = {r["row"]: r for r in result.rows}
+    adaptive, static = rows["TeamMed (adaptive)"], rows["TeamMed (tuned)"]
+    assert 0.0 <= adaptive["escalation_rate"] <= 1.0 and adaptive["published"] is None
+    assert adaptive["tokens_per_question"] > 0 and static["tokens_per_question"] > 0
+    assert "TeamMed (adaptive): the single agent" in result.markdown and "escalated" in result.markdown
+    policy = result.special_sets["MQA"]["adaptive"]
+    assert policy["n"] <= 12 and "threshold" in policy
+    again = reproduce_table1(**kwargs)  # resumed: the same policy and cells, no new calls
+    assert again.special_sets["MQA"]["adaptive"] == policy and again.rows == result.rows
+
+
+def test_the_adaptive_row_without_the_tuned_row_is_refused(tmp_path):
+    from teammed.errors import ConfigError
+    from teammed.optimizers.reproduce import ReproduceSettings, reproduce_table1
+
+    questions = simulated_questions(20, seed=1)
+    with pytest.raises(ConfigError, match="keep the row 'TeamMed \\(tuned\\)'"):
+        reproduce_table1(datasets={"MQA": questions}, lm=ScriptedLM(), storage=None, study_name="x",
+                         settings=ReproduceSettings(model="s", seeds=(1,), n=4, rows=("TeamMed (adaptive)",)),
+                         out_dir=tmp_path / "r", tune_special=None)
+    assert not (tmp_path / "r").exists()

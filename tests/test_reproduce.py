@@ -92,9 +92,9 @@ def test_files_are_named_by_their_stem_and_never_collide(tmp_path):
 
 def test_the_cli_lists_the_rows_reproduce_runs():
     from teammed.cli_tune import ROWS
-    from teammed.optimizers.reproduce import ROWS_001
+    from teammed.optimizers.reproduce import DEFAULT_ROWS_001, ROWS_001
 
-    assert ROWS == tuple(ROWS_001)
+    assert ROWS == DEFAULT_ROWS_001 and set(ROWS_001) - set(ROWS) == {"TeamMed (adaptive)"}
     assert ROWS_001["All Compon."] == ("AllCompon.", "preset", "all5")  # 001's five, not closed loop
 
 

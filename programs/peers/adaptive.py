@@ -75,15 +75,19 @@ class AdaptiveTeam(PeerSystem):
 
     system_name = "adaptive"
 
-    def __init__(self, team: TeamworkConfig | str | None = None, threshold: float = 1.0, samples: int = 1):
+    def __init__(self, team: TeamworkConfig | str | dspy.Module | None = None, threshold: float = 1.0,
+                 samples: int = 1):
+        """``team``: a configuration, a preset's name, or a teamwork program (a compiled one keeps its prompts)."""
         super().__init__()
         from teammed.programs.teamwork import TeamworkProgram
 
         settings = AdaptiveSettings.build("adaptive", threshold=threshold, samples=samples)
         self.threshold, self.samples = settings.threshold, settings.samples
-        config = preset(team) if isinstance(team, str) else team or preset("all")
         self.answer = Behaviour(DirectAnswer)
-        self.team = TeamworkProgram(config)
+        if isinstance(team, TeamworkProgram):
+            self.team = team
+        else:
+            self.team = TeamworkProgram(preset(team) if isinstance(team, str) else team or preset("all"))
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         options = dict(options)

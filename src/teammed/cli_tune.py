@@ -66,7 +66,8 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
                    "default: all eight")
     r.add_argument("--split", help="the split every data set is read from (default: each one's default; test in a "
                    "MedAgentsBench folder, e.g. --split test_hard); cells sample its held-out part")
-    r.add_argument("--rows", help="semicolon-separated rows (default: all rows: " + "; ".join(ROWS) + ")")
+    r.add_argument("--rows", help="semicolon-separated rows (default: all rows: " + "; ".join(ROWS) + "; and, asked "
+                   "for by name, TeamMed (adaptive))")
     r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
                    help="comma-separated sampling seeds (default and paper: 111,222,333)")
     r.add_argument("--n", type=positive_int, default=50, help="questions per cell (default: 50)")

@@ -247,7 +247,7 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
     from teammed.config import preset
     from teammed.data.sampling import sample_questions
     from teammed.data.splits import partition
-    from teammed.optimizers.reproduce import DATASETS_001, ROWS_001, load_paper_datasets, row_program
+    from teammed.optimizers.reproduce import DATASETS_001, DEFAULT_ROWS_001, ROWS_001, load_paper_datasets, row_program
     from teammed.programs.teamwork import TeamworkProgram
 
     datasets = load_paper_datasets(list(spec.datasets or DATASETS_001), data_dir=spec.data_dir, split=spec.split)
@@ -258,10 +258,11 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
             continue
         held_out = partition(list(questions), part="eval")
         pool = [q for q in partition(list(questions), part="tune") if q.answer_idx]
-        for row in spec.rows or ROWS_001:
+        for row in spec.rows or DEFAULT_ROWS_001:
             for seed in spec.seeds:
                 cell = sample_questions(held_out, n=spec.n, seed=seed)
-                if ROWS_001[row][1] == "special":  # tuned later: priced as the preset all, plus its tune
+                # tuned later: priced as the preset all (the adaptive row: at most that, and one call more)
+                if ROWS_001[row][1] in ("special", "adaptive"):
                     found = estimate(lambda: TeamworkProgram(preset("all")), cell)
                 else:
                     found = estimate(lambda row=row, seed=seed, pool=pool: row_program(row, pool, seed), cell)
@@ -270,7 +271,7 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     notes = []
-    if "TeamMed (tuned)" in (spec.rows or ROWS_001):
+    if "TeamMed (tuned)" in (spec.rows or DEFAULT_ROWS_001):
         notes.append(f"each data set's special set is tuned first, within --tune-budget {spec.tune_budget} (not "
                      f"included above; `teammed tune --dry-run` prices one)")
     return _finish("reproduce", parts, estimates, notes=notes)

@@ -255,8 +255,8 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
     from teammed.experiments._backend import open_backends
     from teammed.optimizers.reproduce import (
         DATASETS_001,
+        DEFAULT_ROWS_001,
         PROTOCOLS,
-        ROWS_001,
         ReproduceSettings,
         load_paper_datasets,
         reproduce_table1,
@@ -269,7 +269,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         raise ConfigError(f"unknown protocol {spec.protocol!r}; available: {', '.join(PROTOCOLS)}")
     check_usd_budget(spec.backend, spec.tune_budget, flag="--tune-budget")
     codes = list(spec.datasets or DATASETS_001)
-    rows = tuple(spec.rows or ROWS_001)
+    rows = tuple(spec.rows or DEFAULT_ROWS_001)
     datasets = load_paper_datasets(codes, data_dir=spec.data_dir, split=spec.split)
     for code, why in datasets.items():
         if isinstance(why, str) and say is not None:
