@@ -154,6 +154,7 @@ def test_registry_names() -> None:
         "consultation",
         "majority_vote",
         "consensus",
+        "adaptive",
     }
 
 

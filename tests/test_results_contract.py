@@ -17,6 +17,7 @@ from teammed.errors import DataError
 from teammed.results import (
     RECORDS,
     SCHEMA_VERSION,
+    AdaptiveRecord,
     ConsensusRecord,
     ConsultationRecord,
     CotRecord,
@@ -44,6 +45,7 @@ MODELS: dict[str, type] = {
     "zero_shot": ZeroShotRecord,
     "cot": CotRecord,
     "few_shot": FewShotRecord,
+    "adaptive": AdaptiveRecord,
 }
 
 
