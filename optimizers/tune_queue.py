@@ -138,30 +138,14 @@ class WorkQueue:
         told = -1
         while True:
             trials = self.study.get_trials(deepcopy=False)
-            done: dict[str, dict[str, Any]] = {}
-            pending: set[str] = set()
-            running = []
-            for t in trials:
-                key = t.user_attrs.get("cell_key")
-                if key is None:
-                    continue
-                if t.state == TrialState.COMPLETE and "result" in t.user_attrs:
-                    done.setdefault(key, t.user_attrs["result"])
-                elif t.state in (TrialState.WAITING, TrialState.RUNNING):
-                    pending.add(key)
-                    if t.state == TrialState.RUNNING:
-                        running.append(t)
+            done, pending, running = _by_state(trials)
             missing = [k for k in wanted if k not in done]
             if len(wanted) - len(missing) != told:  # progress: cells done (by any worker) of this batch
                 told = len(wanted) - len(missing)
                 step("cell", done=told, total=len(wanted))
             if not missing:
                 return {k: done[k] for k in wanted}
-            if self.budget is not None:
-                reached = self.budget.spent(self.spent(done))
-                if reached:
-                    raise BudgetSpent(f"budget reached ({reached}) with {len(missing)} cells left; "
-                                      f"run again with a larger --budget to continue")
+            self._check_budget(done, left=len(missing))
             for key in missing:
                 if key not in pending:
                     self.study.enqueue_trial({}, user_attrs={"cell_key": key, "cell": wanted[key]})
@@ -171,6 +155,13 @@ class WorkQueue:
                 time.sleep(self.poll_s)  # other workers are running the rest
                 continue
             self._pull(execute)
+
+    def _check_budget(self, done: Mapping[str, Mapping[str, Any]], *, left: int) -> None:
+        if self.budget is not None:
+            reached = self.budget.spent(self.spent(done))
+            if reached:
+                raise BudgetSpent(f"budget reached ({reached}) with {left} cells left; "
+                                  f"run again with a larger --budget to continue")
 
     def _twin(self, number: int, key: str | None) -> int | None:
         """A finished trial of the same cell, or a running one with a smaller number."""
@@ -206,3 +197,23 @@ class WorkQueue:
             self.study.tell(trial, float(result.get("value", 0.0)), skip_if_finished=True)
         except (RuntimeError, ValueError) as exc:  # failed as stale by another worker meanwhile
             logger.warning("trial %d finished after being failed as stale (%s)", trial.number, exc)
+
+
+def _by_state(trials: Sequence[optuna.trial.FrozenTrial]
+              ) -> tuple[dict[str, dict[str, Any]], set[str], list[optuna.trial.FrozenTrial]]:
+    """The cells' trials: each finished cell's result by key, the keys waiting or running, and the
+    running trials."""
+    done: dict[str, dict[str, Any]] = {}
+    pending: set[str] = set()
+    running = []
+    for t in trials:
+        key = t.user_attrs.get("cell_key")
+        if key is None:
+            continue
+        if t.state == TrialState.COMPLETE and "result" in t.user_attrs:
+            done.setdefault(key, t.user_attrs["result"])
+        elif t.state in (TrialState.WAITING, TrialState.RUNNING):
+            pending.add(key)
+            if t.state == TrialState.RUNNING:
+                running.append(t)
+    return done, pending, running
