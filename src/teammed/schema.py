@@ -250,33 +250,43 @@ def _readers(signature: Any) -> tuple[tuple[str, str, str], ...]:
 
 
 def _build_output_schema(signature: Any, inputs: dict[str, Any], *, title: str | None) -> dict[str, Any]:
-    properties: dict[str, Any] = {}
-    for name, field in signature.output_fields.items():
-        marker = _choice_marker(field)
-        allowed = _allowed(inputs.get(marker[0].source)) if marker else None
-        if marker and allowed:
-            item = {"type": "string", "enum": allowed}
-            prop: dict[str, Any] = {"type": "array", "items": item} if marker[1] else item
-        else:
-            prop = _annotation_schema(field.annotation)
-        for key in ("min_length", "max_length"):
-            bound = next((getattr(m, key) for m in field.metadata if getattr(m, key, None) is not None), None)
-            if bound is not None and prop.get("type") == "array":
-                prop["minItems" if key == "min_length" else "maxItems"] = bound
-        if marker and allowed and marker[1]:  # a ranking: every allowed letter, once each (uniqueness is repaired)
-            prop["minItems"] = prop["maxItems"] = len(allowed)
-        for meta in field.metadata:
-            if isinstance(meta, SameLengthAs) and isinstance(inputs.get(meta.source), list | tuple | dict):
-                prop["minItems"] = prop["maxItems"] = len(inputs[meta.source])
-        desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
-        if desc and not str(desc).startswith("${"):
-            prop["description"] = desc
-        properties[name] = prop
+    properties = {name: _field_schema(field, inputs) for name, field in signature.output_fields.items()}
     schema: dict[str, Any] = {"title": signature.__name__, "type": "object", "properties": properties}
     schema = _inline_refs({**schema, "$defs": _collect_defs(properties)})
     _tighten(schema)
     schema["title"] = title or signature.__name__
     return schema
+
+
+def _field_schema(field: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """One output field's schema: a choice among the allowed letters (or a ranking of them), else its
+    annotation's; its length bounds and its description."""
+    marker = _choice_marker(field)
+    allowed = _allowed(inputs.get(marker[0].source)) if marker else None
+    if marker and allowed:
+        item = {"type": "string", "enum": allowed}
+        prop: dict[str, Any] = {"type": "array", "items": item} if marker[1] else item
+    else:
+        prop = _annotation_schema(field.annotation)
+    _bound_length(prop, field, inputs, ranked=len(allowed) if marker and allowed and marker[1] else None)
+    desc = (field.json_schema_extra or {}).get("desc") if isinstance(field.json_schema_extra, dict) else None
+    if desc and not str(desc).startswith("${"):
+        prop["description"] = desc
+    return prop
+
+
+def _bound_length(prop: dict[str, Any], field: Any, inputs: dict[str, Any], *, ranked: int | None) -> None:
+    """An array's minItems and maxItems: the field's own bounds, then every letter of a ranking once
+    (``ranked``: how many), then the length of the input it must match."""
+    for key in ("min_length", "max_length"):
+        bound = next((getattr(m, key) for m in field.metadata if getattr(m, key, None) is not None), None)
+        if bound is not None and prop.get("type") == "array":
+            prop["minItems" if key == "min_length" else "maxItems"] = bound
+    if ranked is not None:  # a ranking: every allowed letter, once each (uniqueness is repaired)
+        prop["minItems"] = prop["maxItems"] = ranked
+    for meta in field.metadata:
+        if isinstance(meta, SameLengthAs) and isinstance(inputs.get(meta.source), list | tuple | dict):
+            prop["minItems"] = prop["maxItems"] = len(inputs[meta.source])
 
 
 def _annotation_schema(annotation: Any) -> dict[str, Any]:
