@@ -295,19 +295,24 @@ class EventDisplay:
             parts.append(f"[{'#' * filled}{'-' * (self.width - filled)}] {e.done or 0}/{e.total}")
         if e.accuracy is not None:
             parts.append(f"accuracy {e.accuracy:.1%}")
-        limits = e.budget
-        spent = e.spent
-        parts.append(f"{spent.calls} calls" + (f" of {format_count(limits.calls)}" if limits and limits.calls else ""))
-        parts.append(f"{format_count(spent.tokens)} tokens"
-                     + (f" of {format_count(limits.tokens)}" if limits and limits.tokens else ""))
-        if spent.usd is not None and (spent.usd or (limits and limits.usd)):
-            parts.append(f"${spent.usd:.4f}" + (f" of ${limits.usd:g}" if limits and limits.usd else ""))
+        parts += _spending(e.spent, e.budget)
         if e.failed or e.accuracy is not None:  # questions: how many failed, 0 included
             parts.append(f"{e.failed} failed")
         parts.append(f"ETA {format_duration(e.eta_s)}")
         if e.phase and e.kind == "call" and (e.total is None or (e.done or 0) < e.total):
             parts.append(f"in: {_words(e.phase)}")
         return " | ".join(parts)
+
+
+def _spending(spent: Any, limits: Any) -> list[str]:
+    """Calls, tokens and dollars spent, each with its limit when the budget has one (dollars only when
+    some were spent or limited)."""
+    parts = [f"{spent.calls} calls" + (f" of {format_count(limits.calls)}" if limits and limits.calls else ""),
+             f"{format_count(spent.tokens)} tokens"
+             + (f" of {format_count(limits.tokens)}" if limits and limits.tokens else "")]
+    if spent.usd is not None and (spent.usd or (limits and limits.usd)):
+        parts.append(f"${spent.usd:.4f}" + (f" of ${limits.usd:g}" if limits and limits.usd else ""))
+    return parts
 
 
 @contextlib.contextmanager
