@@ -747,32 +747,10 @@ def _upgrade_legacy(data: dict[str, Any], version: int, where: str) -> dict[str,
     row marked ``legacy_record_unread``). A confidence other than High/Medium/Low reads as None, a
     transcript entry that is not an event is left out.
     """
-    row = dict(data)
-    if version < 2:
-        row = {k: v for k, v in data.items() if v is not None or k in ("gold", "prediction", "error")}
-        labeled = "gold" not in data or data["gold"] is not None
-        row["labeled"] = labeled
-        row["correct"] = bool(data.get("correct")) if labeled else None
-        for key in ("seed", "n_agents"):
-            if key in row and not isinstance(row[key], int):
-                row[key] = None
+    row = _version_one(data) if version < 2 else dict(data)
     row["schema_version"] = SCHEMA_VERSION
     row["legacy_schema_version"] = version
-    raw = row.get("record")
-    system = row.get("system") if isinstance(row.get("system"), str) else None
-    prediction = row.get("prediction") if isinstance(row.get("prediction"), str) else None
-    found = read_record(raw, answer=prediction, system=system)
-    if isinstance(found, _TYPED):
-        row["record"] = found
-    else:
-        row["record"] = None
-        if isinstance(raw, Mapping) and raw:
-            if found is not None:  # the shared keys of a system without a model: kept as it wrote them
-                row["custom_record"] = dict(raw)
-            else:
-                logger.warning("%s: its %s record does not validate; read without a record", where,
-                               system or "unknown system's")
-                row["legacy_record_unread"] = True
+    _upgrade_record(row, where)
     confidence = row.get("confidence")
     if isinstance(confidence, str) and confidence.strip().capitalize() in _CONFIDENCES:
         row["confidence"] = confidence.strip().capitalize()
@@ -781,3 +759,35 @@ def _upgrade_legacy(data: dict[str, Any], version: int, where: str) -> dict[str,
     transcript = row.get("transcript")
     row["transcript"] = [e for e in transcript if isinstance(e, Mapping)] if isinstance(transcript, list) else []
     return row
+
+
+def _version_one(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 row with its nulls dropped, ``labeled`` set and an unlabeled question no longer wrong."""
+    row = {k: v for k, v in data.items() if v is not None or k in ("gold", "prediction", "error")}
+    labeled = "gold" not in data or data["gold"] is not None
+    row["labeled"] = labeled
+    row["correct"] = bool(data.get("correct")) if labeled else None
+    for key in ("seed", "n_agents"):
+        if key in row and not isinstance(row[key], int):
+            row[key] = None
+    return row
+
+
+def _upgrade_record(row: dict[str, Any], where: str) -> None:
+    """A legacy row's dict record typed by its system, kept as ``custom_record`` (a system without a
+    model) or dropped (it does not validate: logged, and the row marked ``legacy_record_unread``)."""
+    raw = row.get("record")
+    system = row.get("system") if isinstance(row.get("system"), str) else None
+    prediction = row.get("prediction") if isinstance(row.get("prediction"), str) else None
+    found = read_record(raw, answer=prediction, system=system)
+    if isinstance(found, _TYPED):
+        row["record"] = found
+        return
+    row["record"] = None
+    if isinstance(raw, Mapping) and raw:
+        if found is not None:  # the shared keys of a system without a model: kept as it wrote them
+            row["custom_record"] = dict(raw)
+        else:
+            logger.warning("%s: its %s record does not validate; read without a record", where,
+                           system or "unknown system's")
+            row["legacy_record_unread"] = True
