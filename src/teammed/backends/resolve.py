@@ -158,6 +158,11 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
     ``fallbacks`` (e.g. ``[{team: [backup]}]``), ``cooldown_time`` and ``allowed_fails``.
     """
     path = Path(path)
+    return [_deployment(path, i, entry) for i, entry in enumerate(_model_list(path))]
+
+
+def _model_list(path: Path) -> list[Any]:
+    """The deployments file's ``model_list`` entries, unchecked (the file's own fields are)."""
     try:
         text = path.read_text()
     except OSError as exc:
@@ -174,32 +179,34 @@ def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path} has no model_list entries; write `model_list: [{{model_name: ..., "
                           f"litellm_params: {{model: ..., api_base: ...}}}}]`")
-    out = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("litellm_params"), dict) \
-                or not entry["litellm_params"].get("model"):
-            raise ConfigError(f"{path}: model_list entry {i} needs litellm_params.model")
-        _known_fields(path, entry, _ENTRY_KEYS, f"model_list entry {i}")
-        _known_fields(path, entry["litellm_params"], _PARAM_KEYS, f"model_list entry {i} litellm_params")
-        params = dict(entry["litellm_params"])
-        if "api_key" in params and not str(params["api_key"]).startswith("os.environ/"):
-            raise ConfigError(f"{path}: entry {i} holds a literal api_key; name its environment variable with "
-                              f"api_key_env instead (secrets stay out of files)")
-        env = params.pop("api_key_env", None)
-        if env:
-            if not os.environ.get(env):
-                raise ConfigError(f"{path}: entry {i} ({params['model']}) needs {env}; set {env} in the "
-                                  f"environment")
-            params["api_key"] = f"os.environ/{env}"
-            register_secret(os.environ.get(env), min_length=8)
-        register_url_credentials(params.get("api_base"))
-        if not env and params.get("api_base") and "api_key" not in params:
-            params["api_key"] = "sk-no-key-required"
-        dialect = params.pop("structured_output", None) or entry.get("structured_output")
-        out.append({"model_name": str(entry.get("model_name") or params["model"]), "litellm_params": params,
-                    "structured_output": dialect,
-                    "max_parallel_requests": params.get("max_parallel_requests") or entry.get("max_parallel_requests")})
-    return out
+    return entries
+
+
+def _deployment(path: Path, i: int, entry: Any) -> dict[str, Any]:
+    """Entry ``i`` of the model_list checked, its key named by its environment variable."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("litellm_params"), dict) \
+            or not entry["litellm_params"].get("model"):
+        raise ConfigError(f"{path}: model_list entry {i} needs litellm_params.model")
+    _known_fields(path, entry, _ENTRY_KEYS, f"model_list entry {i}")
+    _known_fields(path, entry["litellm_params"], _PARAM_KEYS, f"model_list entry {i} litellm_params")
+    params = dict(entry["litellm_params"])
+    if "api_key" in params and not str(params["api_key"]).startswith("os.environ/"):
+        raise ConfigError(f"{path}: entry {i} holds a literal api_key; name its environment variable with "
+                          f"api_key_env instead (secrets stay out of files)")
+    env = params.pop("api_key_env", None)
+    if env:
+        if not os.environ.get(env):
+            raise ConfigError(f"{path}: entry {i} ({params['model']}) needs {env}; set {env} in the "
+                              f"environment")
+        params["api_key"] = f"os.environ/{env}"
+        register_secret(os.environ.get(env), min_length=8)
+    register_url_credentials(params.get("api_base"))
+    if not env and params.get("api_base") and "api_key" not in params:
+        params["api_key"] = "sk-no-key-required"
+    dialect = params.pop("structured_output", None) or entry.get("structured_output")
+    return {"model_name": str(entry.get("model_name") or params["model"]), "litellm_params": params,
+            "structured_output": dialect,
+            "max_parallel_requests": params.get("max_parallel_requests") or entry.get("max_parallel_requests")}
 
 
 _ROUTER_KEYS = ("routing_strategy", "fallbacks", "context_window_fallbacks", "cooldown_time", "allowed_fails")
@@ -338,8 +345,21 @@ def check_routable(model: str, *, api_base: str | None = None, custom_llm_provid
         return
     except Exception:  # litellm.BadRequestError: "LLM Provider NOT provided"
         pass
+    guesses = _routing_guesses(litellm, model, api_base=api_base)
+    hint = f"did you mean {', '.join(guesses[:4])}? Give" if guesses else "give"
+    what = (f"the provider {prefix!r} is not one litellm knows" if slash and rest
+            else "it has no provider prefix and is not a model litellm knows")
+    raise ConfigError(f"{where} {model!r}: litellm cannot route this model string ({what}); {hint} a known "
+                      f"model (e.g. gpt-4o-mini), provider/model (e.g. anthropic/claude-3-5-haiku-latest, "
+                      f"ollama/llama3), or openai/<alias> with --api-base for an OpenAI-compatible server")
+
+
+def _routing_guesses(litellm: Any, model: str, *, api_base: str | None) -> list[str]:
+    """The model strings ``model`` may have meant: a server's own alias, the nearest providers with the
+    model kept, and the nearest names litellm knows (with their provider where they need one)."""
     import difflib
 
+    prefix, slash, rest = model.partition("/")
     providers = [str(getattr(p, "value", p)) for p in litellm.provider_list]
     known = sorted((set(litellm.model_list) | set(litellm.model_cost)) - {"sample_spec"})
     guesses: list[str] = [f"openai/{model}"] if api_base and not slash else []  # a server's own alias
@@ -351,12 +371,7 @@ def check_routable(model: str, *, api_base: str | None = None, custom_llm_provid
             name = f"{provider}/{name}"
         if name not in guesses:
             guesses.append(name)
-    hint = f"did you mean {', '.join(guesses[:4])}? Give" if guesses else "give"
-    what = (f"the provider {prefix!r} is not one litellm knows" if slash and rest
-            else "it has no provider prefix and is not a model litellm knows")
-    raise ConfigError(f"{where} {model!r}: litellm cannot route this model string ({what}); {hint} a known "
-                      f"model (e.g. gpt-4o-mini), provider/model (e.g. anthropic/claude-3-5-haiku-latest, "
-                      f"ollama/llama3), or openai/<alias> with --api-base for an OpenAI-compatible server")
+    return guesses
 
 
 def _resolves(litellm: Any, model: str) -> bool:
