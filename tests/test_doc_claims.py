@@ -617,11 +617,11 @@ def test_the_tune_defaults_are_the_documented_ones():
 
 
 def test_reproduce_runs_50_questions_by_3_seeds_of_the_papers_rows_and_takes_no_revision(capsys):
-    from teammed.optimizers.reproduce import ROWS_001
+    from teammed.optimizers.reproduce import DEFAULT_ROWS_001
 
     args = build_parser().parse_args(["reproduce", "001-table1"])
     assert (args.n, list(args.seeds)) == (50, [111, 222, 333])
-    assert list(ROWS_001) == ["Zero-Shot", "Few-Shot", "CoT", "Leadership", "Mut. Monitor.", "Shared Model",
+    assert list(DEFAULT_ROWS_001) == ["Zero-Shot", "Few-Shot", "CoT", "Leadership", "Mut. Monitor.", "Shared Model",
                               "Team Orient.", "Mut. Trust", "All Compon.", "Closed Loop", "MDAgents",
                               "TeamMed (tuned)"]
     with pytest.raises(SystemExit) as refused:
