@@ -46,6 +46,7 @@ Consensus in round 1 costs ``2 + N`` (7 by default); the most is
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import dspy
@@ -353,30 +354,9 @@ class ConsultationTeam(PeerSystem):
         pick = read_letter(out.answer, s.options, behaviour=self.aggregate.name)
         manager = {"answer": pick, "rationale": str(out.rationale or "")}
         confidence = as_confidence(out.confidence)
-        scores = anchored_scores(first, final, s.letters) if self.config.dissent == "anchor_first_votes" else {}
-        top = leaders(scores, s.letters) if scores else []
-        if top:  # anchored leaders exist only with valid votes
-            answer, method = (pick if pick in top else top[0]), "anchored_vote"
-            if pick is None:
-                confidence = confidence_from_share(scores[answer])
-        elif pick is not None:
-            answer, method = pick, "manager"
-        else:
-            voted, share = plurality(final, s.letters)
-            if voted is None:
-                raise NoAnswerError(
-                    f"consultation: neither the manager nor any specialist's last vote named an option "
-                    f"({dropped(final)} last votes and the manager's pick dropped), so the team has no answer; "
-                    "check that the model returns the requested JSON"
-                )
-            answer, method, confidence = voted, "final_vote", confidence_from_share(share)
-        rationale = manager["rationale"] if pick is not None else ""
-        rationale = rationale or f"Answer {answer} ({s.options[answer]}) by the {method.replace('_', ' ')}."
-        if answer != pick:
-            preferred = f"the manager preferred {pick}" if pick is not None else "the manager named no valid option"
-            how = ("the anchored vote over independent and final votes" if method == "anchored_vote"
-                   else "the plurality of the teams' valid last-round votes")
-            rationale = f"Answer {answer} ({s.options[answer]}) by {how}; {preferred}. {rationale}"
+        answer, method, confidence = _manager_or_votes(pick, confidence, first, final, s.letters,
+                                                       anchored=self.config.dissent == "anchor_first_votes")
+        rationale = _fallback_rationale(answer, pick, method, manager["rationale"], s.options)
         return self._finish(s, answer, rationale, confidence, method, manager)
 
     def _finish(
@@ -428,3 +408,37 @@ def _tally(votes: list[str | None], letters: list[str]) -> str:
     if dropped(votes):
         counts.append(f"no valid option×{dropped(votes)}")
     return ", ".join(counts)
+
+
+def _manager_or_votes(pick: str | None, confidence: str, first: Sequence[str | None], final: Sequence[str | None],
+                      letters: Sequence[str], *, anchored: bool) -> tuple[str, str, str]:
+    """The answer, how it was reached and its confidence: the anchored vote's leaders (the manager's pick
+    among them), else the manager's pick, else the plurality of the last votes."""
+    scores = anchored_scores(first, final, letters) if anchored else {}
+    top = leaders(scores, letters) if scores else []
+    if top:  # anchored leaders exist only with valid votes
+        answer = pick if pick is not None and pick in top else top[0]
+        return answer, "anchored_vote", confidence if pick is not None else confidence_from_share(scores[answer])
+    if pick is not None:
+        return pick, "manager", confidence
+    voted, share = plurality(final, letters)
+    if voted is None:
+        raise NoAnswerError(
+            f"consultation: neither the manager nor any specialist's last vote named an option "
+            f"({dropped(final)} last votes and the manager's pick dropped), so the team has no answer; "
+            "check that the model returns the requested JSON"
+        )
+    return voted, "final_vote", confidence_from_share(share)
+
+
+def _fallback_rationale(answer: str, pick: str | None, method: str, manager: str | None,
+                        options: Mapping[str, str]) -> str:
+    """The manager's rationale (or a line naming the method), and why the answer is not the manager's pick."""
+    rationale = manager if pick is not None else ""
+    rationale = rationale or f"Answer {answer} ({options[answer]}) by the {method.replace('_', ' ')}."
+    if answer != pick:
+        preferred = f"the manager preferred {pick}" if pick is not None else "the manager named no valid option"
+        how = ("the anchored vote over independent and final votes" if method == "anchored_vote"
+               else "the plurality of the teams' valid last-round votes")
+        rationale = f"Answer {answer} ({options[answer]}) by {how}; {preferred}. {rationale}"
+    return rationale
