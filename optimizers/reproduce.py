@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dspy
 
@@ -36,6 +36,9 @@ from teammed.optimizers._scoring import score_questions, tokens_of
 from teammed.optimizers.tune_queue import Budget, WorkQueue, cell_key
 from teammed.records import write_atomic
 from teammed.types import Question
+
+if TYPE_CHECKING:
+    from teammed.results import ResultRow
 
 __all__ = ["PROTOCOLS", "TABLE1_001", "DATASETS_001", "ROWS_001", "reproduce_table1", "ReproduceSettings"]
 
@@ -160,75 +163,26 @@ def reproduce_table1(
     ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config`` and ``program``, and
     ``proven``: whether its held-out proof ran (a row without it is marked unproven in the table).
     """
-    from teammed.data.sampling import sample_questions
-    from teammed.data.splits import partition
-    from teammed.optimizers.tune import open_tune_study
-
-    unknown = [r for r in settings.rows if r not in ROWS_001]
-    if unknown:
-        raise ConfigError(f"unknown Table 1 rows {unknown}; choose from {', '.join(ROWS_001)}")
-    if "TeamMed (adaptive)" in settings.rows and "TeamMed (tuned)" not in settings.rows:
-        raise ConfigError("the adaptive row escalates to the tuned row's Special Set; keep the row "
-                          "'TeamMed (tuned)' in --rows")
-    study, _ = open_tune_study(storage, study_name, out_dir)
-    previous = study.user_attrs.get("reproduce")
-    identity = {"protocol": "001-table1", "model": settings.model, "seeds": list(settings.seeds), "n": settings.n}
-    if previous is None:
-        study.set_user_attr("reproduce", identity)
-    elif previous != identity:
-        raise ConfigError(f"study {study_name!r} reproduces {previous}, not {identity}; repeat its flags or choose "
-                          f"another --study")
-    queue = WorkQueue(study)
+    _check_rows(settings.rows)
+    study = _open_study(storage, study_name, out_dir, settings)
     unavailable = {code: q for code, q in datasets.items() if isinstance(q, str)}
     available = {code: list(q) for code, q in datasets.items() if not isinstance(q, str)}
     cell_questions: dict[tuple[str, int], list[Question]] = {}
     pools: dict[str, list[Question]] = {}  # worked examples of Few-Shot and MDAgents: the tune part only
     special: dict[str, Any] = {}
     for code, questions in available.items():
-        held_out = partition(questions, part="eval")
-        pools[code] = [q for q in partition(questions, part="tune") if q.answer_idx]
-        for seed in settings.seeds:
-            cell_questions[(code, seed)] = sample_questions(held_out, n=settings.n, seed=seed)
-        if "TeamMed (tuned)" in settings.rows:
-            if tune_special is None:
-                raise ConfigError("the tuned row needs a tuner; pass tune_special= or leave the row out")
-            tuning = partition(questions, part="tune")
-            used = {q.id for qs in (cell_questions[(code, s)] for s in settings.seeds) for q in qs}
-            special[code] = dict(tune_special(code, tuning, [q for q in held_out if q.id not in used] or held_out))
+        pools[code] = _prepare(code, questions, settings, cell_questions, special, tune_special)
         if "TeamMed (adaptive)" in settings.rows:
             special[code]["adaptive"] = _adaptive_policy(study, code, special[code], pools[code], lm, settings)
     by_id = {(code, seed): {q.id: q for q in qs} for (code, seed), qs in cell_questions.items()}
 
-    def program_for(row: str, code: str, seed: int) -> dspy.Module:
-        if ROWS_001[row][1] == "adaptive":
-            from teammed.programs.peers.adaptive import AdaptiveTeam
-
-            return AdaptiveTeam(_tuned(special[code]), threshold=special[code]["adaptive"]["threshold"])
-        if ROWS_001[row][1] != "special":
-            if ROWS_001[row][2] in _POOLED and not pools[code]:
-                raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
-                                  f"question; leave the row out or give a larger data set")
-            return row_program(row, pools[code], seed)
-        return _tuned(special[code])
-
     def execute(cell: dict[str, Any]) -> dict[str, Any]:
-        questions = list(by_id[(cell["dataset"], cell["seed"])].values())
-        rows = score_questions(program_for(cell["row"], cell["dataset"], cell["seed"]), questions, lm)
-        correct = [bool(r.correct) for r in rows]
-        return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
-                "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
-                "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows),
-                **({"escalated": sum(getattr(r.record, "stage", None) == "team" for r in rows)}
-                   if ROWS_001[cell["row"]][1] == "adaptive" else {})}
+        program = _program_for(cell["row"], cell["dataset"], cell["seed"], pools, special)
+        return _scored(cell["row"], score_questions(program, list(by_id[(cell["dataset"], cell["seed"])].values()), lm))
 
-    # the MDAgents cells name their variant: a study resumed from before variants never passes its old
-    # (lighter) cells off as the paper variant
-    cells = [{"kind": "table1", "dataset": code, "row": row, "seed": seed,
-              "special": special.get(code, {}).get("config") if ROWS_001[row][1] in ("special", "adaptive") else None,
-              **({"threshold": special[code]["adaptive"]["threshold"]} if ROWS_001[row][1] == "adaptive" else {}),
-              **({"variant": _mdagents_variant()[0]} if row == "MDAgents" else {})}
+    cells = [_cell_of(code, row, seed, special)
              for code in available for row in settings.rows for seed in settings.seeds]
-    done = queue.run(cells, execute)
+    done = WorkQueue(study).run(cells, execute)
     table = _table(cells, done, settings, special)
     result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
     result.markdown = _markdown(table, unavailable, settings)
@@ -238,6 +192,90 @@ def reproduce_table1(
                                                      indent=2, default=str) + "\n")
     write_atomic(out_dir / "table1.md", result.markdown)
     return result
+
+
+def _check_rows(rows: Sequence[str]) -> None:
+    unknown = [r for r in rows if r not in ROWS_001]
+    if unknown:
+        raise ConfigError(f"unknown Table 1 rows {unknown}; choose from {', '.join(ROWS_001)}")
+    if "TeamMed (adaptive)" in rows and "TeamMed (tuned)" not in rows:
+        raise ConfigError("the adaptive row escalates to the tuned row's Special Set; keep the row "
+                          "'TeamMed (tuned)' in --rows")
+
+
+def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: ReproduceSettings) -> Any:
+    """The grid's study; one that reproduces another model, seeds or n is refused."""
+    from teammed.optimizers.tune import open_tune_study
+
+    study, _ = open_tune_study(storage, study_name, out_dir)
+    previous = study.user_attrs.get("reproduce")
+    identity = {"protocol": "001-table1", "model": settings.model, "seeds": list(settings.seeds), "n": settings.n}
+    if previous is None:
+        study.set_user_attr("reproduce", identity)
+    elif previous != identity:
+        raise ConfigError(f"study {study_name!r} reproduces {previous}, not {identity}; repeat its flags or choose "
+                          f"another --study")
+    return study
+
+
+def _prepare(code: str, questions: list[Question], settings: ReproduceSettings,
+             cell_questions: dict[tuple[str, int], list[Question]], special: dict[str, Any],
+             tune_special: Callable[[str, Sequence[Question], Sequence[Question]], Mapping[str, Any]] | None,
+             ) -> list[Question]:
+    """One data set's cell questions (its held-out part) and tuned row (its tune part); returns the
+    labeled tuning pool (worked examples, the adaptive row's tuning questions)."""
+    from teammed.data.sampling import sample_questions
+    from teammed.data.splits import partition
+
+    held_out = partition(questions, part="eval")
+    for seed in settings.seeds:
+        cell_questions[(code, seed)] = sample_questions(held_out, n=settings.n, seed=seed)
+    if "TeamMed (tuned)" in settings.rows:
+        if tune_special is None:
+            raise ConfigError("the tuned row needs a tuner; pass tune_special= or leave the row out")
+        used = {q.id for qs in (cell_questions[(code, s)] for s in settings.seeds) for q in qs}
+        special[code] = dict(tune_special(code, partition(questions, part="tune"),
+                                          [q for q in held_out if q.id not in used] or held_out))
+    return [q for q in partition(questions, part="tune") if q.answer_idx]
+
+
+def _program_for(row: str, code: str, seed: int, pools: Mapping[str, list[Question]],
+                 special: Mapping[str, Any]) -> dspy.Module:
+    kind = ROWS_001[row][1]
+    if kind == "adaptive":
+        from teammed.programs.peers.adaptive import AdaptiveTeam
+
+        return AdaptiveTeam(_tuned(special[code]), threshold=special[code]["adaptive"]["threshold"])
+    if kind == "special":
+        return _tuned(special[code])
+    if ROWS_001[row][2] in _POOLED and not pools[code]:
+        raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
+                          f"question; leave the row out or give a larger data set")
+    return row_program(row, pools[code], seed)
+
+
+def _scored(row: str, rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """A finished cell as the queue keeps it (the adaptive row: how many questions its team answered)."""
+    correct = [bool(r.correct) for r in rows]
+    done = {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
+            "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
+            "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
+    if ROWS_001[row][1] == "adaptive":
+        done["escalated"] = sum(getattr(r.record, "stage", None) == "team" for r in rows)
+    return done
+
+
+def _cell_of(code: str, row: str, seed: int, special: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's key: the tuned configuration (and the adaptive threshold) it ran with; the MDAgents cells
+    name their variant, so a study resumed from before variants never passes old lighter cells off."""
+    kind = ROWS_001[row][1]
+    cell: dict[str, Any] = {"kind": "table1", "dataset": code, "row": row, "seed": seed,
+                            "special": special.get(code, {}).get("config") if kind in ("special", "adaptive") else None}
+    if kind == "adaptive":
+        cell["threshold"] = special[code]["adaptive"]["threshold"]
+    if row == "MDAgents":
+        cell["variant"] = _mdagents_variant()[0]
+    return cell
 
 
 def _tuned(found: Mapping[str, Any]) -> dspy.Module:
@@ -291,9 +329,7 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                     "n_per_seed": sizes,
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values()),
-                    "tokens_per_question": round(sum(r["tokens"] for r in by_seed.values()) / max(1, sum(sizes)), 1),
-                    **({"escalation_rate": round(sum(r["escalated"] for r in by_seed.values()) / max(1, sum(sizes)),
-                                                 4)} if ROWS_001[row][1] == "adaptive" else {})})
+                    **_spend(row, by_seed, sum(sizes))})
     # Holm within each family of tests the table makes
     for cell_row, adjusted in zip(out, holm([r["p_vs_published"] for r in out]), strict=True):
         cell_row["p_vs_published_holm"] = adjusted
@@ -301,6 +337,14 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
     for comparison, value in zip(zero, holm([z["p"] for z in zero]), strict=True):
         comparison["p_holm"] = value
     return out
+
+
+def _spend(row: str, by_seed: Mapping[int, Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """A cell's billable tokens per question (the adaptive row: and the share its team answered)."""
+    spend: dict[str, Any] = {"tokens_per_question": round(sum(r["tokens"] for r in by_seed.values()) / max(1, n), 1)}
+    if ROWS_001[row][1] == "adaptive":
+        spend["escalation_rate"] = round(sum(r["escalated"] for r in by_seed.values()) / max(1, n), 4)
+    return spend
 
 
 def _vs_published(row: str, code: str, mean: float, se: float, est: Any) -> dict[str, Any]:
@@ -361,6 +405,40 @@ def _tuned_fields(row: str, code: str, special: Mapping[str, Mapping[str, Any]] 
     return {"proof": "run" if found.get("proven") else "not run", "dataset_sha256": found.get("dataset_sha256")}
 
 
+def _notes(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str], inconsistent: int) -> list[str]:
+    """What the table's reader needs under it: untested cells, impossible published cells, an unproven
+    tuned row, missing data sets, the adaptive row's spend, the MDAgents variant."""
+    lines: list[str] = []
+    refused = [f"- {r['row']} on {r['dataset']}: {r['test_refused']}" for r in table if r.get("test_refused")]
+    if refused:
+        lines += ["", "Not tested against the paper (p n/a):", *refused]
+    if inconsistent:
+        lines += ["", f"{inconsistent} published cell(s) cannot come from {PAPER_SEEDS} seeds x {PAPER_N} questions "
+                  "(mean not a multiple of 100/150, or no three accuracies with that mean give the SE); they are "
+                  "shown but never tested (p n/a). 'SD' marks an SE that fits only when read as a standard "
+                  "deviation."]
+    unproven = [r["dataset"] for r in table if r.get("proof") == "not run"]
+    if unproven:
+        lines += ["", f"The tuned row's held-out proof did not run for {', '.join(unproven)} (the tune budget did not "
+                  "cover it): that Special Set is unproven; raise --tune-budget to prove it."]
+    if unavailable:
+        lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
+    adaptive = [r for r in table if "escalation_rate" in r]
+    if adaptive:
+        tuned = {r["dataset"]: r for r in table if r["row"] == "TeamMed (tuned)"}
+        lines += ["", "TeamMed (adaptive): the single agent, escalating to the tuned Special Set below the threshold "
+                  "chosen on tuning questions (within 1 point of it at 90% confidence, else always):"]
+        for r in adaptive:
+            beside = tuned.get(r["dataset"])
+            lines.append(f"- {r['dataset']}: {r['tokens_per_question']:,.0f} tokens/question, "
+                         f"{100 * r['escalation_rate']:.0f}% escalated"
+                         + (f"; the Special Set {beside['tokens_per_question']:,.0f}" if beside else ""))
+    if any(r["row"] == "MDAgents" for r in table):
+        variant, summary = _mdagents_variant()
+        lines += ["", f"MDAgents: our MDAgents-style system (`mdagents`), {variant} variant: {summary}."]
+    return lines
+
+
 def _fmt_p(p: float | None) -> str:
     return "n/a" if p is None else f"{p:.3f}"
 
@@ -393,33 +471,7 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
         lines.append(f"| {name} | {r['dataset']} | {r['measured']:.1f} ± {r['measured_se']:.1f}{floor} | {pub} | "
                      f"{possible} | {diff} | {_fmt_p(r['p_vs_published'])} | {_fmt_p(r.get('p_vs_published_holm'))} | "
                      f"{mde} | {vs} | {r['failed']} |")
-    refused = [f"- {r['row']} on {r['dataset']}: {r['test_refused']}" for r in table if r.get("test_refused")]
-    if refused:
-        lines += ["", "Not tested against the paper (p n/a):", *refused]
-    if inconsistent:
-        lines += ["", f"{inconsistent} published cell(s) cannot come from {PAPER_SEEDS} seeds x {PAPER_N} questions "
-                  "(mean not a multiple of 100/150, or no three accuracies with that mean give the SE); they are "
-                  "shown but never tested (p n/a). 'SD' marks an SE that fits only when read as a standard "
-                  "deviation."]
-    unproven = [r["dataset"] for r in table if r.get("proof") == "not run"]
-    if unproven:
-        lines += ["", f"The tuned row's held-out proof did not run for {', '.join(unproven)} (the tune budget did not "
-                  "cover it): that Special Set is unproven; raise --tune-budget to prove it."]
-    if unavailable:
-        lines += ["", "not run (not available locally):"] + [f"- {c}: {why}" for c, why in unavailable.items()]
-    adaptive = [r for r in table if "escalation_rate" in r]
-    if adaptive:
-        tuned = {r["dataset"]: r for r in table if r["row"] == "TeamMed (tuned)"}
-        lines += ["", "TeamMed (adaptive): the single agent, escalating to the tuned Special Set below the threshold "
-                  "chosen on tuning questions (within 1 point of it at 90% confidence, else always):"]
-        for r in adaptive:
-            beside = tuned.get(r["dataset"])
-            lines.append(f"- {r['dataset']}: {r['tokens_per_question']:,.0f} tokens/question, "
-                         f"{100 * r['escalation_rate']:.0f}% escalated"
-                         + (f"; the Special Set {beside['tokens_per_question']:,.0f}" if beside else ""))
-    if any(r["row"] == "MDAgents" for r in table):
-        variant, summary = _mdagents_variant()
-        lines += ["", f"MDAgents: our MDAgents-style system (`mdagents`), {variant} variant: {summary}."]
+    lines += _notes(table, unavailable, inconsistent)
     return "\n".join(lines) + "\n"
 
 
