@@ -146,37 +146,21 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     ``budget`` and ``rate`` are carried for `TunePlan.fits` (without ``budget``: calls=``budget_calls``).
     ``train`` fixes the compile's training questions (stage 1 already compiled on that many: a plan
     made again, or a resume with another budget, must keep them, or every compile cell would change)."""
-    if budget is None and budget_calls is not None:
-        budget = Budget(calls=budget_calls)
+    if budget_calls is not None:
+        budget = Budget(calls=budget_calls) if budget is None else budget
+        _check_planned(optimizer)
     compiles = optimizer == "bootstrap"
-    if budget_calls is not None and optimizer not in PLANNED_OPTIMIZERS:
-        raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
-                          f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or usd= "
-                          f"(which stop the run when reached, without a plan)")
     widest = max(upper_calls(c) for c in [*stage1_configs, all_config])  # any configuration's bound
-
-    def compile_cost(config: Mapping[str, Any], train: int) -> int:
-        return train * upper_calls(config) if compiles else 0
-
-    def stage1(batches: int, train: int) -> int:
-        evaluated = sum(batches * batch_size * upper_calls(c) for c in stage1_configs)
-        return evaluated + sum(compile_cost(c, train) for c in compile_configs)
-
-    def race(pool: int) -> int:
-        return pool * min(min_rounds, rounds) * batch_size * widest
-
+    costs = _Costs(compiles=compiles, batch_size=batch_size, rounds=rounds, min_rounds=min_rounds, widest=widest,
+                   stage1_configs=stage1_configs, compile_configs=compile_configs)
     proof_calls = n_eval * (widest + upper_calls(base_config) + upper_calls(all_config) + 1
                             + (widest if optimizer != "none" else 0))
-
-    def stage3(train: int) -> int:
-        return train * widest if compiles else 0
-
     max_train = max(_MIN_TRAIN, compile_train) if train is None else train
     least_train = min(_MIN_TRAIN, max_train) if train is None else train
-    minimum = stage1(1, least_train) + race(2) + stage3(least_train)
+    minimum = costs.total(1, 2, least_train)
     if budget_calls is None:
         return TunePlan(None, stage1_batches, pool_size, compile_train, True, minimum, proof_calls,
-                        stage3(compile_train) + proof_calls, budget, rate)
+                        costs.stage3(compile_train) + proof_calls, budget, rate)
     if budget_calls < minimum:
         raise BelowMinimum(f"the budget calls={budget_calls:,} is below the {minimum:,} calls the smallest tune "
                            f"can take (stage 1 on one batch of {batch_size}, a race of two for {min_rounds} rounds, "
@@ -184,17 +168,63 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
                            f"budget, or use a smaller batch size or fewer held-out questions", minimum=minimum,
                            proof_calls=proof_calls)
     proof = budget_calls >= minimum + proof_calls
-    left = budget_calls - (proof_calls if proof else 0)
+    batches, pool, train = _sized(costs, budget_calls - (proof_calls if proof else 0), train=train,
+                                  compile_train=compile_train, max_train=max_train, stage1_batches=stage1_batches,
+                                  pool_size=pool_size)
+    return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,
+                    costs.stage3(train) + (proof_calls if proof else 0), budget, rate)
 
+
+def _check_planned(optimizer: str) -> None:
+    if optimizer not in PLANNED_OPTIMIZERS:
+        raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
+                          f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or usd= "
+                          f"(which stop the run when reached, without a plan)")
+
+
+def _sized(costs: _Costs, left: int, *, train: int | None, compile_train: int, max_train: int, stage1_batches: int,
+           pool_size: int) -> tuple[int, int, int]:
+    """Stage 1's batches, the pool raced and the compile's training questions: the most that fit in
+    ``left`` calls, the training questions first (fixed when ``train`` is given), then the batches, then
+    the pool."""
     def fits(batches: int, pool: int, train: int) -> bool:
-        return stage1(batches, train) + race(pool) + stage3(train) <= left
+        return costs.total(batches, pool, train) <= left
 
-    if not compiles:
+    if not costs.compiles:
         train = compile_train
     elif train is None:
         train = max(t for t in range(_MIN_TRAIN, max_train + 1) if fits(1, 2, t))
-    batches = max(b for b in range(1, max(1, min(stage1_batches, rounds)) + 1) if fits(b, 2, train))
+    batches = max(b for b in range(1, max(1, min(stage1_batches, costs.rounds)) + 1) if fits(b, 2, train))
     pool = max(p for p in range(2, max(2, pool_size) + 1) if fits(batches, p, train))
-    return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,
-                    stage3(train) + (proof_calls if proof else 0), budget, rate)
+    return batches, pool, train
+
+
+@dataclass(frozen=True)
+class _Costs:
+    """The most calls each tuning stage can take: stage 1 on ``batches`` batches (with its compiles on
+    ``train`` questions), a race of ``pool`` configurations, and the winner's compile."""
+
+    compiles: bool
+    batch_size: int
+    rounds: int
+    min_rounds: int
+    widest: int  # the most calls one question can take under any configuration
+    stage1_configs: Sequence[Mapping[str, Any]]
+    compile_configs: Sequence[Mapping[str, Any]]
+
+    def compile_cost(self, config: Mapping[str, Any], train: int) -> int:
+        return train * upper_calls(config) if self.compiles else 0
+
+    def stage1(self, batches: int, train: int) -> int:
+        evaluated = sum(batches * self.batch_size * upper_calls(c) for c in self.stage1_configs)
+        return evaluated + sum(self.compile_cost(c, train) for c in self.compile_configs)
+
+    def race(self, pool: int) -> int:
+        return pool * min(self.min_rounds, self.rounds) * self.batch_size * self.widest
+
+    def stage3(self, train: int) -> int:
+        return train * self.widest if self.compiles else 0
+
+    def total(self, batches: int, pool: int, train: int) -> int:
+        return self.stage1(batches, train) + self.race(pool) + self.stage3(train)
 
