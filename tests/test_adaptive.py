@@ -236,3 +236,17 @@ def test_the_adaptive_row_without_the_tuned_row_is_refused(tmp_path):
                          settings=ReproduceSettings(model="s", seeds=(1,), n=4, rows=("TeamMed (adaptive)",)),
                          out_dir=tmp_path / "r", tune_special=None)
     assert not (tmp_path / "r").exists()
+
+
+def test_k_samples_are_k_calls_whose_agreement_is_the_signal():
+    def responder(call):  # type: ignore[no-untyped-def]
+        if call.signature == "DirectAnswer":  # two of three rollouts say A
+            return {"answer": "B" if len([c for c in lm.calls if c.signature == "DirectAnswer"]) == 3 else "A",
+                    "confidence": "High"}
+        return None
+
+    lm = ScriptedLM(responder)
+    with dspy.context(lm=lm, adapter=SchemaAdapter()):
+        prediction = AdaptiveTeam("base", threshold=0.9, samples=3)(question=QUESTION, options=OPTIONS)
+    assert prediction.record.samples == 3 and prediction.record.stages[0].calls == 3
+    assert prediction.record.signal == pytest.approx(2 / 3) and prediction.record.stage == "team"
