@@ -380,6 +380,8 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
     short = stem if len(stem) <= 140 else stem[:137] + "…"
     confidence = f", confidence {fmt(row.confidence)}" if row.confidence not in (None, "") else ""
     pick = f"predicted {fmt(row.prediction) or '—'} · gold {fmt(row.gold) or '—'}{confidence}"
+    if isinstance(row.record, AdaptiveRecord):  # which stage answered, at a glance
+        pick += " · by the team" if row.record.stage == "team" else " · by the single agent"
     if state == "failed":
         error = str(row.error or "no answer")
         pick = f"gold {fmt(row.gold) or '—'} · {error if len(error) <= 60 else error[:57] + '…'}"

@@ -170,6 +170,7 @@ def test_the_summary_has_the_escalation_rate_and_the_viewer_names_the_stage_that
     assert main(["report", str(tmp_path / "run"), "--out", str(tmp_path / "report")]) == 0
     page = (tmp_path / "report" / "transcripts.html").read_text()
     assert page.count("answered by") == len(rows) and ("the team (signal" in page) == (teams > 0)
+    assert page.count(" · by the team") == teams and page.count(" · by the single agent") == len(rows) - teams
     table = (tmp_path / "report" / "report.md").read_text().split("## Efficiency", 1)[1].split("##", 1)[0]
     assert "Escalated %" in table and f"| {100 * teams / len(rows):.1f} |" in table
 
