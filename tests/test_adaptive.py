@@ -251,3 +251,18 @@ def test_k_samples_are_k_calls_whose_agreement_is_the_signal():
         prediction = AdaptiveTeam("base", threshold=0.9, samples=3)(question=QUESTION, options=OPTIONS)
     assert prediction.record.samples == 3 and prediction.record.stages[0].calls == 3
     assert prediction.record.signal == pytest.approx(2 / 3) and prediction.record.stage == "team"
+
+
+def test_search_adaptive_dry_run_prices_the_front_and_the_proof_and_sends_nothing(tmp_path, capsys):
+    from teammed.experiments import SearchSpec, plan
+
+    flags = ["search", "--dataset", "demo", "--n", "5", "--trials", "2", "--model", "scripted", "--dry-run", "--json",
+             "--out", str(tmp_path)]
+    assert main(flags) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert main([*flags, "--adaptive", "--n-eval", "4"]) == 0
+    adaptive = json.loads(capsys.readouterr().out)
+    assert not any(tmp_path.iterdir())  # nothing written, no request (the scripted backend was never opened)
+    found = plan(SearchSpec(data="demo", n=5, trials=2, backend={"model": "scripted"}, adaptive=True, n_eval=4))
+    extra = sum(p.calls for p in found.parts if p.what.startswith("adaptive"))
+    assert adaptive["calls"] == alone["calls"] + extra and extra > 4 * 2  # the proof alone runs three programs on 4

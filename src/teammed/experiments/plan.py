@@ -203,16 +203,44 @@ def _plan_search(spec: SearchSpec) -> Plan:
     estimate = _estimator(spec.backend)
     cheapest = estimate(lambda: TeamworkProgram(preset("base")), questions)
     dearest = estimate(lambda: TeamworkProgram(preset("all")), questions)
-    parts = [_part(f"{spec.trials} trials on {len(questions)} questions, at the mean of base and all", cheapest,
-                   times=spec.trials / 2),
-             _part("", dearest, times=spec.trials / 2)]
-    merged = PlanPart(what=parts[0].what, calls=parts[0].calls + parts[1].calls,
-                      prompt_tokens=parts[0].prompt_tokens + parts[1].prompt_tokens,
-                      completion_tokens=parts[0].completion_tokens + parts[1].completion_tokens,
-                      usd=None if parts[0].usd is None or parts[1].usd is None else parts[0].usd + parts[1].usd)
-    return _finish("search", [merged], [cheapest], notes=(
-        f"a trial costs between base ({cheapest.calls / max(1, len(questions)):.1f} calls a question) and all "
-        f"({dearest.calls / max(1, len(questions)):.1f}); pruned trials cost less",))
+    merged = _merged(f"{spec.trials} trials on {len(questions)} questions, at the mean of base and all",
+                     _part("", cheapest, times=spec.trials / 2), _part("", dearest, times=spec.trials / 2))
+    notes = [f"a trial costs between base ({cheapest.calls / max(1, len(questions)):.1f} calls a question) and all "
+             f"({dearest.calls / max(1, len(questions)):.1f}); pruned trials cost less"]
+    if not spec.adaptive:
+        return _finish("search", [merged], [cheapest], notes=notes)
+    adaptive = _plan_adaptive(spec, questions, estimate, dearest)
+    notes.append("--adaptive: the Special Set priced as the preset all; the chosen policy at most the Special Set "
+                 "and one call more")
+    return _finish("search", [merged, *adaptive], [cheapest], notes=notes)
+
+
+def _plan_adaptive(spec: SearchSpec, tuning: list[Any], estimate: Callable[..., Any], team: Any) -> list[PlanPart]:
+    """``search --adaptive``: stage 1 and the Special Set on the tuning questions, then the choice, the
+    Special Set and the single agent on ``n_eval`` held-out questions."""
+    from teammed.config import preset
+    from teammed.data import sample_questions
+    from teammed.experiments._data import load_for
+    from teammed.experiments.optimize import labeled
+    from teammed.programs.peers.adaptive import AdaptiveTeam
+    from teammed.programs.teamwork import TeamworkProgram
+
+    held_out = sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
+                                n=spec.n_eval, seed=spec.seed)
+    single = estimate(lambda: AdaptiveTeam(threshold=0.0), tuning)
+    single_eval = estimate(lambda: AdaptiveTeam(threshold=0.0), held_out)
+    team_eval = estimate(lambda: TeamworkProgram(preset("all")), held_out)
+    return [_merged(f"adaptive front: the single agent and the Special Set on {len(tuning)} tuning questions",
+                    _part("", single), _part("", team)),
+            _merged(f"adaptive proof on {len(held_out)} held-out questions: the choice, the Special Set, the single "
+                    "agent", _part("", team_eval, times=2), _part("", single_eval, times=2))]
+
+
+def _merged(what: str, *parts: PlanPart) -> PlanPart:
+    """One line of the plan for several parts priced together."""
+    usd = None if any(p.usd is None for p in parts) else sum(p.usd or 0.0 for p in parts)
+    return PlanPart(what=what, calls=sum(p.calls for p in parts), prompt_tokens=sum(p.prompt_tokens for p in parts),
+                    completion_tokens=sum(p.completion_tokens for p in parts), usd=usd)
 
 
 # ---------------------------------------------------------------- tune
