@@ -42,10 +42,11 @@ class _Frozen(BaseModel):
 
 
 class Outcome(_Frozen):
-    """One tuning question: the single agent's signal, whether each stage was right, and its tokens."""
+    """One tuning question: the single agent's signal (None: stage 1 failed, so the question fails
+    whatever the threshold, as the adaptive system fails it), whether each stage was right, and its tokens."""
 
     id: str
-    signal: float
+    signal: float | None
     single_correct: bool
     single_tokens: int
     team_correct: dict[str, bool]
@@ -85,7 +86,9 @@ def _cells(outcomes: Sequence[Outcome], threshold: float, target: str) -> list[t
     """Each question's (right, tokens, escalated) under (threshold, target)."""
     cells = []
     for o in outcomes:
-        if o.signal >= threshold:
+        if o.signal is None:  # stage 1 failed: the question fails, the team is never asked
+            cells.append((False, o.single_tokens, False))
+        elif o.signal >= threshold:
             cells.append((o.single_correct, o.single_tokens, False))
         else:
             cells.append((o.team_correct[target], o.single_tokens + o.team_tokens[target], True))
@@ -107,7 +110,7 @@ def _static(outcomes: Sequence[Outcome], target: str) -> Point:
 
 def _thresholds(outcomes: Sequence[Outcome]) -> list[float]:
     """Every threshold that splits the questions differently: each signal seen, and always."""
-    return sorted({o.signal for o in outcomes} | {ALWAYS})
+    return sorted({o.signal for o in outcomes if o.signal is not None} | {ALWAYS})
 
 
 def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
@@ -184,25 +187,19 @@ def measure(questions: Sequence[Any], lm: Any, targets: Mapping[str, Any], *, sa
             on_question: Callable[[int, int], None] | None = None) -> list[Outcome]:
     """Stage 1 and every target (a `TeamworkConfig` or a teamwork program) on each question
     (tuning questions only: the caller's split)."""
-    from teammed.answering import answer
+    from teammed.optimizers._scoring import score_questions, tokens_of
     from teammed.programs.peers.adaptive import AdaptiveTeam
 
     single = AdaptiveTeam(threshold=0.0, samples=samples)
     teams = {label: _program(target) for label, target in targets.items()}
     outcomes = []
     for i, question in enumerate(questions):
-        row = answer(single, question, lm).row
-        record = row.record
-        signal = getattr(record, "signal", None) if not row.failed else None
-        correct, tokens = {}, {}
-        for label, program in teams.items():
-            team_row = answer(program, question, lm).row
-            correct[label] = bool(team_row.correct)
-            tokens[label] = team_row.prompt_tokens + team_row.completion_tokens
-        outcomes.append(Outcome(id=question.id, signal=-1.0 if signal is None else float(signal),
-                                single_correct=bool(row.correct) and not row.failed,
-                                single_tokens=row.prompt_tokens + row.completion_tokens,
-                                team_correct=correct, team_tokens=tokens))
+        [row] = score_questions(single, [question], lm)
+        scored = {label: score_questions(program, [question], lm)[0] for label, program in teams.items()}
+        outcomes.append(Outcome(id=question.id, signal=None if row.failed else float(row.record.signal),
+                                single_correct=bool(row.correct) and not row.failed, single_tokens=tokens_of(row),
+                                team_correct={label: bool(r.correct) for label, r in scored.items()},
+                                team_tokens={label: tokens_of(r) for label, r in scored.items()}))
         if on_question is not None:
             on_question(i + 1, len(questions))
     return outcomes
@@ -222,17 +219,14 @@ class Proof(_Frozen):
 
 def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str, Any], static_target: str) -> Proof:
     """Run the chosen policy, the best static team and the single agent on held-out questions."""
-    from teammed.answering import answer
     from teammed.evals.stats import mcnemar
+    from teammed.optimizers._scoring import score_questions, tokens_of
     from teammed.programs.peers.adaptive import AdaptiveTeam
 
     def run(program: Any) -> list[tuple[bool, int, bool]]:
-        out = []
-        for q in questions:
-            row = answer(program, q, lm).row
-            escalated = bool(getattr(row.record, "stage", "team") == "team") if not row.failed else False
-            out.append((bool(row.correct) and not row.failed, row.prompt_tokens + row.completion_tokens, escalated))
-        return out
+        return [(bool(row.correct) and not row.failed, tokens_of(row),
+                 not row.failed and getattr(row.record, "stage", "team") == "team")
+                for row in score_questions(program, questions, lm)]
 
     if chosen.static or chosen.target is None:
         mine_program: Any = (_program(targets[chosen.target]) if chosen.target is not None

@@ -266,3 +266,12 @@ def test_search_adaptive_dry_run_prices_the_front_and_the_proof_and_sends_nothin
     found = plan(SearchSpec(data="demo", n=5, trials=2, backend={"model": "scripted"}, adaptive=True, n_eval=4))
     extra = sum(p.calls for p in found.parts if p.what.startswith("adaptive"))
     assert adaptive["calls"] == alone["calls"] + extra and extra > 4 * 2  # the proof alone runs three programs on 4
+
+
+def test_a_question_whose_first_stage_failed_counts_wrong_at_every_threshold_as_the_system_fails_it():
+    outcomes = [Outcome(id="failed", signal=None, single_correct=False, single_tokens=100,
+                        team_correct={"team": True}, team_tokens={"team": 3000}),
+                Outcome(id="kept", signal=1.0, single_correct=True, single_tokens=100,
+                        team_correct={"team": True}, team_tokens={"team": 3000})]
+    for point in front(outcomes).points:  # never the team's answer: the adaptive system fails that question
+        assert point.accuracy == 0.5 and point.escalation_rate <= 0.5, point

@@ -213,25 +213,24 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
             search_early_consensus=spec.search_early_consensus, num_threads=spec.backend.concurrency,
             tuning=tuning_record(choice, questions), on_trial=on_trial,
         )
-    dev = result.dev
-    common = {"components": tuple(result.components), "dev_accuracy": dev.get("accuracy"), "se": dev.get("se"),
-              "runner_up": result.runner_up, "trials": dict(result.trials), "study": study_name}
-    if result.trials["running"]:  # the worker that finishes last writes the Special Set, once
-        return SearchResult(**common, path=None, report=None)
-    path = write_special_set(result, spec.out / f"{choice.key}.json")
-    report = search_report(open_study(storage=spec.storage, study_name=study_name, out_dir=work_dir), work_dir)
-    if not spec.adaptive:
-        return SearchResult(**common, path=path, report=report)
-    adaptive, text = adaptive_front(spec, questions, path, spec.out / f"{choice.key}-adaptive", progress=progress)
+        dev = result.dev
+        common = {"components": tuple(result.components), "dev_accuracy": dev.get("accuracy"), "se": dev.get("se"),
+                  "runner_up": result.runner_up, "trials": dict(result.trials), "study": study_name}
+        if result.trials["running"]:  # the worker that finishes last writes the Special Set, once
+            return SearchResult(**common, path=None, report=None)
+        path = write_special_set(result, spec.out / f"{choice.key}.json")
+        report = search_report(open_study(storage=spec.storage, study_name=study_name, out_dir=work_dir), work_dir)
+        if not spec.adaptive:
+            return SearchResult(**common, path=path, report=report)
+        # on the same backend: a local model's server is not started a second time
+        adaptive, text = adaptive_front(spec, questions, path, spec.out / f"{choice.key}-adaptive", lm=opened[0].lm)
     return SearchResult(**common, path=path, report=report, adaptive=adaptive, adaptive_text=text)
 
 
-def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Path, *,
-                   progress: ProgressCallback = None) -> tuple[Path, str]:
+def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Path, *, lm: Any) -> tuple[Path, str]:
     """The adaptive system's front over the Special Set on the search's own tuning questions, its
     operating point, and the proof on ``spec.n_eval`` held-out questions (the eval part, disjoint)."""
     from teammed.data import sample_questions
-    from teammed.experiments._backend import open_backends
     from teammed.experiments._data import load_for
     from teammed.optimizers.adaptive import choose, front, front_markdown, measure, prove
     from teammed.optimizers.special_set import load_special_set
@@ -240,14 +239,12 @@ def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Pat
     held_out = sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
                                 n=spec.n_eval, seed=spec.seed)
     targets = {"special": load_special_set(special)}
-    with open_backends(spec.backend, command="search") as opened, tracking("search", progress):
-        lm = opened[0].lm
-        outcomes = measure(tuning, lm, targets, on_question=lambda k, n: step(
-            "question", f"adaptive: stage 1 and the Special Set on tuning question {k}/{n}", done=k, total=n))
-        found = front(outcomes, seed=spec.seed)
-        chosen = choose(outcomes, found, max_cost_ratio=spec.max_cost_ratio)
-        step("stage", f"adaptive: proving {chosen.label()} on {len(held_out)} held-out questions", done=0, total=1)
-        proof = prove(held_out, lm, chosen, targets, "special")
+    outcomes = measure(tuning, lm, targets, on_question=lambda k, n: step(
+        "question", f"adaptive: stage 1 and the Special Set on tuning question {k}/{n}", done=k, total=n))
+    found = front(outcomes, seed=spec.seed)
+    chosen = choose(outcomes, found, max_cost_ratio=spec.max_cost_ratio)
+    step("stage", f"adaptive: proving {chosen.label()} on {len(held_out)} held-out questions", done=0, total=1)
+    proof = prove(held_out, lm, chosen, targets, "special")
     table = front_markdown(found, chosen)
     held = (f"held out ({proof.n} questions): {chosen.label()} {proof.chosen.accuracy:.1%} at "
             f"{proof.chosen.tokens:,.0f} tokens/question ({proof.chosen.escalation_rate:.0%} escalated); static "
