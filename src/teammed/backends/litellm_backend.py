@@ -489,27 +489,25 @@ class LiteLLMBackend(MeteredLM):
                                      "HTTPS_PROXY, or add the server's host to NO_PROXY.")
         host = urllib.parse.urlsplit(self.api_base).hostname if self.api_base else None
         said_fix = {
-            "authentication": (f"refused the credentials{status}: {said}.", f"Set {env} in the environment to a "
+            "authentication": (f" refused the credentials{status}: {said}.", f"Set {env} in the environment to a "
                                "valid key."),
-            "permission": (f"denied access{status}: {said}.", f"Use a key ({env}) with access to this model."),
-            "not_found": (f"does not know this model{status}: {said}.", "Check the model string (provider/model) "
+            "permission": (f" denied access{status}: {said}.", f"Use a key ({env}) with access to this model."),
+            "not_found": (f" does not know this model{status}: {said}.", "Check the model string (provider/model) "
                           "and, for a server, --api-base and its model alias."),
-            "connection": (f"is unreachable: {said}.", "Start the server or correct --api-base."),
-            "tls": (f"- the server's TLS certificate is not trusted: {said}.", "Point SSL_CERT_FILE (a PEM bundle) or "
+            "connection": (f" is unreachable: {said}.", "Start the server or correct --api-base."),
+            "tls": (f": the server's TLS certificate is not trusted: {said}.", "Point SSL_CERT_FILE (a PEM bundle) or "
                     "SSL_CERT_DIR at the CA that signed it, e.g. SSL_CERT_FILE=/path/to/ca.pem teammed ... (a "
                     "proxy's CA too, behind a corporate proxy)."),
-            "scheme": (f"- the server does not speak TLS on that port: {said}.", "Use http:// instead of https:// in "
+            "scheme": (f": the server does not speak TLS on that port: {said}.", "Use http:// instead of https:// in "
                        f"--api-base ({base}), or the server's TLS port."),
-            "dns": (f"- the host {host + ' ' if host else ''}cannot be resolved: {said}.", "Check the host name in "
+            "dns": (f": the host {host + ' ' if host else ''}cannot be resolved: {said}.", "Check the host name in "
                     "--api-base (or the provider's URL) and the DNS/proxy settings (HTTPS_PROXY, NO_PROXY)."),
         }
         if kind not in said_fix:
             kind = "bad_request"
-        text, fix = said_fix.get(kind, (f"rejected the request{status}: {said}.",
+        text, fix = said_fix.get(kind, (f" rejected the request{status}: {said}.",
                                         "Check --max-tokens against the model's context and the server's log."))
-        # the server's own faults read "<model> at <base>: the ...", the others "<model> at <base> <verb>s ..."
-        text = f"{head}: {text[2:]}" if text.startswith("- ") else f"{head} {text}"
-        return FatalBackendError(text, kind=kind, fix=fix)
+        return FatalBackendError(head + text, kind=kind, fix=fix)  # each text begins with its own separator
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,
