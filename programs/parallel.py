@@ -1,13 +1,9 @@
-"""Run calls in parallel on the process's long-lived workers, in the caller's context (DSPy settings, usage).
+"""Run calls in parallel on the process's workers (`teammed.interrupts.Workers`), in the caller's context.
 
-teammed has one concurrency model: threads, all from one executor (`teammed.interrupts.Workers`).
-A question runs on a worker; the calls of its deliberation that do not depend on each other run on
-workers beside it; a system's ``acall`` runs the same ``forward`` on a worker and awaits it
-(`AsyncForward`). Every request then waits for one of its deployment's request slots.
-
-Inside `calls_in_turn()` (or under the DSPy setting `IN_TURN_SETTING`, which ``compile`` sets) the
-same functions run each call on the caller's thread, in order: the calls, their inputs and their
-results are the same, and they come in the same order on every run (a compiled program's traces).
+A deliberation's independent calls run on workers beside it; a system's ``acall`` runs the same
+``forward`` on a worker (`AsyncForward`). Inside `calls_in_turn()` (or under the DSPy setting
+`IN_TURN_SETTING`, which ``compile`` sets) each call runs on the caller's thread, in order, so a
+compiled program's traces come in the same order on every run.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from teammed.adapter import SchemaAdapter
 from teammed.backends.cache import ResponseCache
 from teammed.backends.faults import classify
 from teammed.backends.litellm_backend import KEYLESS, LiteLLMBackend
-from teammed.backends.resolve import load_deployments_file, open_deployments
+from teammed.backends.resolve import BackendOptions, load_deployments_file, open_deployments
 from teammed.backends.retry import RetryPolicy
 from teammed.errors import BackendError, ConfigError, FatalBackendError, TransientBackendError
 from teammed.redact import redact
@@ -505,7 +505,7 @@ def test_deployments_file_spreads_requests_over_two_servers(tmp_path):
             f"  - model_name: team\n    litellm_params: {{model: openai/b, api_base: '{two.api_base}', "
             f"rpm: 600, max_parallel_requests: 2}}\n"
         )
-        with open_deployments([], deployments_file=path, retry=FAST) as deployments:
+        with open_deployments([], deployments_file=path, options=BackendOptions(retry=FAST)) as deployments:
             assert len(deployments) == 1
             lm = deployments[0].lm
             for i in range(12):
@@ -672,7 +672,8 @@ def test_router_fallbacks_from_the_deployments_file(tmp_path):
             f"  - model_name: backup\n    litellm_params: {{model: openai/b, api_base: '{backup.api_base}'}}\n"
             "router_settings:\n  fallbacks: [{main: [backup]}]\n"
         )
-        with open_deployments([], deployments_file=path, retry=RetryPolicy(attempts=1)) as deployments:
+        options = BackendOptions(retry=RetryPolicy(attempts=1))
+        with open_deployments([], deployments_file=path, options=options) as deployments:
             main = next(d for d in deployments if d.spec.startswith("main"))
             assert _ask(main.lm).ranking == ["B", "A"]
         assert down.requests and backup.requests
@@ -725,7 +726,8 @@ def test_router_cools_down_a_failing_deployment_and_results_stay_exact(tmp_path)
             f"  - model_name: team\n    litellm_params: {{model: openai/b, api_base: '{good.api_base}'}}\n"
             "router_settings:\n  allowed_fails: 1\n  cooldown_time: 120\n  routing_strategy: simple-shuffle\n"
         )
-        with open_deployments([], deployments_file=path, retry=RetryPolicy(attempts=4, base_s=0.01, cap_s=0.02)) \
+        with open_deployments([], deployments_file=path,
+                              options=BackendOptions(retry=RetryPolicy(attempts=4, base_s=0.01, cap_s=0.02))) \
                 as deployments, usage.track() as used:
             answers = [_ask(deployments[0].lm).ranking for _ in range(16)]
     assert answers == [["B", "A"]] * 16

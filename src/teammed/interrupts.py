@@ -1,19 +1,9 @@
-"""Waiting on threads without going deaf to Ctrl-C and SIGTERM.
+"""teammed's one executor (`Workers`), and waiting on it without going deaf to Ctrl-C and SIGTERM.
 
-Python runs signal handlers on the main thread only, between bytecodes. The kernel delivers a
-signal sent to the process to *any* thread that does not block it; when that is a worker, the
-C-level handler merely marks the signal pending for the main thread. A main thread asleep in a
-wait without a timeout (``Future.result()``, ``as_completed``, ``Thread.join``) is not woken by
-that, so the handler, which closes the backends, never runs: a run waiting on a hung server
-ignored SIGTERM until the server answered.
-
-Two defences, both cheap:
-
-- the threads teammed starts (`Workers`: questions, their calls, requests) block SIGINT/SIGTERM
-  (`block_stop_signals`), so the kernel picks the main thread;
-- where the main thread waits on them it waits in slices of `SLICE_S` (`result`, `wait_all`,
-  `submitted_as_completed`), so a signal that landed on some other thread (a library's) is
-  handled within a slice. Other threads wait without slicing: they never run handlers.
+Python runs signal handlers on the main thread only, and a main thread asleep in a wait without
+a timeout is not woken by a signal the kernel gave another thread. So the threads teammed starts
+block SIGINT/SIGTERM (`block_stop_signals`), and the main thread waits in slices of `SLICE_S`
+(`result`, `wait_all`, `submitted_as_completed`). Why threads: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -118,13 +108,10 @@ class _Job:
 class Workers:
     """Long-lived daemon threads shared by the whole process; ``submit(fn, ...)`` returns a future.
 
-    A deliberation's parallel calls, the requests carried for interruptible callers and the
-    scoring threads all run here, so no deliberation starts threads of its own (a pool per
-    deliberation cost thread starts and, at 256 questions in flight, left a sixth of all threads
-    blocked on `concurrent.futures`' global lock). The pool grows when no thread is idle, so a
-    call never waits for a thread, nested calls cannot deadlock, and the number of threads
-    follows the peak of calls in flight; idle threads sleep on a queue. Each call runs in a copy
-    of the submitter's `contextvars` context; the threads keep SIGINT/SIGTERM for the main thread.
+    Questions, a deliberation's parallel calls, interruptible requests and scoring all run here.
+    The pool grows when no thread is idle (a call never waits for a thread; nested calls cannot
+    deadlock), so it follows the peak of work in flight. Each call runs in a copy of the
+    submitter's `contextvars` context.
     """
 
     def __init__(self, name: str = "teammed-worker") -> None:

@@ -1,10 +1,8 @@
-"""`MeteredLM`: the base of every teammed LM; it records each call in the current `Teammed Usage`.
+"""`MeteredLM`: the base of every teammed LM; it records each call in the current `teammed.usage.Usage`.
 
-It implements DSPy's public call interface (``lm(prompt)`` / ``lm(messages=...)`` returning a
-list of completions) directly, not the deprecated ``BaseLM.forward`` plugin hook, so nothing
-here depends on the legacy path DSPy 3.5 removes. DSPy's call options are honoured:
-``cache=False`` bypasses the cache for one call, and ``rollout_id`` is part of the cache key
-(distinct rollouts reach the server as distinct requests) but is never sent to the server.
+It implements DSPy's public call interface (``lm(prompt)`` / ``lm(messages=...)``), not the
+deprecated ``BaseLM.forward`` hook. ``cache=False`` bypasses the cache for one call; ``rollout_id``
+is part of the cache key but is never sent to the server.
 """
 
 from __future__ import annotations

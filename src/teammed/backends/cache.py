@@ -1,13 +1,10 @@
 """One response cache (a size-bounded diskcache store) keyed by the backend as well as the request.
 
-DSPy's own cache key ignores ``api_base``, so two servers behind one model string would
-share answers. This cache keys on model, the backend's identity (its ``api_base``, or the
-GGUF path of the embedded model), the full request and DSPy's ``rollout_id``. Entries keep
-the original call's usage and cost, so a cached run reports the same billable tokens.
-
-A corrupt or foreign entry is a miss; an unwritable or damaged cache warns once (naming the
-fix) and the run goes on uncached; `ResponseCache.clear` empties even a damaged one. The store is
-safe for concurrent threads and processes (SQLite underneath).
+DSPy's own cache key ignores ``api_base``; this one keys on the model, the backend's identity (its
+``api_base``, or the embedded model's GGUF path), the full request and DSPy's ``rollout_id``.
+Entries keep the original call's usage and cost, so a cached run reports the same billable tokens.
+A corrupt entry is a miss; an unusable store warns once, naming the fix, and the run goes on
+uncached. Safe for concurrent threads and processes (SQLite underneath).
 """
 
 from __future__ import annotations

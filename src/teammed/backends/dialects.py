@@ -1,19 +1,10 @@
 """Structured output per provider: which ``response_format`` a backend takes, and what to do when it refuses.
 
-| provider (litellm prefix)            | first dialect        | schema keywords left out            |
-|--------------------------------------|----------------------|-------------------------------------|
-| openai/, azure/ (no --api-base)      | json_schema_strict   | minLength, maxLength                |
-| anthropic/                           | json_schema          | string lengths, min/max, min/maxItems|
-| gemini/, vertex_ai/                  | json_schema          | string lengths, additionalProperties|
-| hosted_vllm/                         | json_schema          | (none: full JSON Schema)            |
-| ollama/, ollama_chat/                | json_schema          | minLength, maxLength                |
-| local (embedded llama.cpp)           | json_object_schema   | minLength, maxLength                |
-| openai/<alias> + --api-base (generic)| json_schema          | minLength, maxLength                |
-
-A request rejected because of its ``response_format`` (any status: llama.cpp answers 500
-"Input should be 'text' or 'json_object'") is not retried as transient: the deployment
-moves one step down `teammed.schema.DIALECTS` (json_schema_strict -> json_schema ->
-json_object_schema -> json_object -> none), remembers it for the run, warns once and counts it.
+Each provider's first dialect and the schema keywords it is not sent: the table in
+docs/backends.md ("Structured output"). A request rejected because of its ``response_format``
+(any status: llama.cpp answers 500 "Input should be 'text' or 'json_object'") is not retried: the
+deployment moves one step down `teammed.schema.DIALECTS` for the rest of the run, warns once
+and counts it.
 """
 
 from __future__ import annotations

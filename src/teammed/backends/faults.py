@@ -11,13 +11,16 @@ from __future__ import annotations
 import email.utils
 import re
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 from teammed.backends.dialects import is_format_rejection
+from teammed.errors import FatalBackendError
 from teammed.redact import redact
 
-__all__ = ["Fault", "classify", "retry_after_seconds", "status_of"]
+__all__ = ["Fault", "classify", "retry_after_seconds", "status_of", "fatal_error", "proxy_for"]
 
 TRANSIENT_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 
@@ -168,3 +171,48 @@ def classify(exc: BaseException) -> Fault:
     if status is not None and status not in TRANSIENT_STATUS and status < 500:
         return Fault("fatal", "bad_request", status, message)
     return Fault("retry", None, status, message, retry_after)  # timeouts, dropped connections, garbage
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, any case)
+    sends a request to ``url`` through, as httpx's ``trust_env`` does; None for a direct request."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies_environment()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return proxy
+
+
+def fatal_error(fault: Fault, *, head: str, api_base: str | None, key_env: str | None) -> FatalBackendError:
+    """The error that stops a run for ``fault`` (a fatal one), said after ``head`` (the model and where
+    it is), with its fix; a refused connection to the environment's proxy names the proxy."""
+    env = key_env or "the provider's API key variable"
+    status = f" (HTTP {fault.status})" if fault.status else ""
+    said, kind = fault.message[:300], fault.kind
+    base = redact(api_base) if api_base else "the provider's URL"
+    proxy = proxy_for(api_base or "https://api.openai.com") if kind == "connection" else None
+    if proxy is not None:
+        scheme = "HTTPS" if (api_base or "https:").startswith("https") else "HTTP"
+        return FatalBackendError(f"{head}: the proxy {redact(proxy)} (from the environment's {scheme}_PROXY) is "
+                                 f"unreachable: {said}.", kind="proxy", fix="Start the proxy, correct HTTP_PROXY/"
+                                 "HTTPS_PROXY, or add the server's host to NO_PROXY.")
+    host = urllib.parse.urlsplit(api_base).hostname if api_base else None
+    said_fix = {
+        "authentication": (f" refused the credentials{status}: {said}.", f"Set {env} in the environment to a "
+                           "valid key."),
+        "permission": (f" denied access{status}: {said}.", f"Use a key ({env}) with access to this model."),
+        "not_found": (f" does not know this model{status}: {said}.", "Check the model string (provider/model) "
+                      "and, for a server, --api-base and its model alias."),
+        "connection": (f" is unreachable: {said}.", "Start the server or correct --api-base."),
+        "tls": (f": the server's TLS certificate is not trusted: {said}.", "Point SSL_CERT_FILE (a PEM bundle) or "
+                "SSL_CERT_DIR at the CA that signed it, e.g. SSL_CERT_FILE=/path/to/ca.pem teammed ... (a "
+                "proxy's CA too, behind a corporate proxy)."),
+        "scheme": (f": the server does not speak TLS on that port: {said}.", "Use http:// instead of https:// in "
+                   f"--api-base ({base}), or the server's TLS port."),
+        "dns": (f": the host {host + ' ' if host else ''}cannot be resolved: {said}.", "Check the host name in "
+                "--api-base (or the provider's URL) and the DNS/proxy settings (HTTPS_PROXY, NO_PROXY)."),
+    }
+    text, fix = said_fix.get(kind or "", (f" rejected the request{status}: {said}.",
+                                          "Check --max-tokens against the model's context and the server's log."))
+    return FatalBackendError(head + text, kind=kind if kind in said_fix else "bad_request", fix=fix)

@@ -1,24 +1,11 @@
 """`LiteLLMBackend`: any litellm model string (or a litellm Router), with retries, dialects, a cache and usage.
 
-Every call goes through ``litellm.completion`` (or ``Router.completion`` for a deployments
-file), except calls to an OpenAI-compatible server (``openai/<alias>`` with ``api_base``, the
-embedded model), which `teammed.backends.openai_http` sends directly: the same request without
-litellm's import and per-call cost (``transport="litellm"`` keeps litellm for those too).
-What a failure means is decided by `teammed.backends.faults.classify`:
-
-* transient (429, 5xx, timeouts, dropped connections, garbage): retried by `RetryPolicy`,
-  honouring ``Retry-After`` up to ``--retry-cap``;
-* a refused ``response_format`` (whatever the status): the deployment degrades one dialect
-  and the call is sent again at once; the new dialect is kept for the rest of the run;
-* authentication, permission, not-found, bad-request, connection refused: never retried;
-  `FatalBackendError` with the fix (the key's environment variable, the URL, the model).
-
-`close()` (Ctrl-C, SIGTERM) releases every caller at once, even while a server hangs: a direct
-request runs on its caller's thread and `close()` shuts its socket down; a litellm request (and
-one from the main thread) runs on a worker thread the caller waits on, and is abandoned there.
-Requests in flight are bounded per deployment (``max_parallel_requests``), independently of how
-many questions run.
-API keys are read from the environment and never stored in results or printed.
+Calls go through ``litellm.completion`` (``Router.completion`` for a deployments file), except
+calls to an OpenAI-compatible server (``openai/<alias>`` with ``api_base``), which
+`teammed.backends.openai_http` sends directly (``transport="litellm"`` keeps litellm). What a
+failure means (retry, degrade the response format, or stop with a fix) is decided by
+`teammed.backends.faults.classify`; `close()` releases every caller at once. The design and its
+measured reasons: docs/architecture.md. API keys are read from the environment, never stored.
 """
 
 from __future__ import annotations
@@ -29,8 +16,6 @@ import os
 import random
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -40,18 +25,17 @@ from teammed import interrupts, usage
 from teammed._litellm_env import litellm as _litellm
 from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
-from teammed.backends.dialects import default_dialect, next_dialect, provider_profile, response_format_for
-from teammed.backends.faults import Fault, classify
+from teammed.backends.dialects import next_dialect, provider_profile, response_format_for
+from teammed.backends.faults import Fault, classify, fatal_error
 from teammed.backends.openai_http import ChatResponse, OpenAICompatibleClient, RequestDeadlineExceeded
 from teammed.backends.retry import RetryPolicy
-from teammed.backends.slots import RequestSlots
 from teammed.errors import BackendError, FatalBackendError, TransientBackendError
 from teammed.interrupts import run_interruptible
 from teammed.prompt_cache import mark_shared_prefix
 from teammed.redact import redact, register_secret, register_url_credentials
 from teammed.schema import DIALECTS
 
-__all__ = ["LiteLLMBackend", "BackendClosedError", "expected_key_env", "structured_output_for", "KEYLESS"]
+__all__ = ["LiteLLMBackend", "BackendClosedError", "expected_key_env", "KEYLESS"]
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +69,6 @@ def expected_key_env(model: str) -> str | None:
     return _KEY_ENV.get(model.split("/", 1)[0]) if "/" in model else "OPENAI_API_KEY"
 
 
-def structured_output_for(model: str, api_base: str | None = None) -> str:
-    """The first dialect tried for ``model`` (see `teammed.backends.dialects`)."""
-    return default_dialect(model, api_base=api_base)
-
-
 def _parseable(text: str, *, json_expected: bool) -> bool:
     if not text or not text.strip():
         return False
@@ -107,17 +86,6 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
 # the longest a streak of failed calls must last before a backend gives up on its server (or the request
 # timeout, when shorter): concurrent calls failing together within a moment are a blip, not a dead server
 GIVE_UP_AFTER_S = 30.0
-
-
-def proxy_for(url: str) -> str | None:
-    """The proxy the environment (``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, ``NO_PROXY``, any case)
-    sends a request to ``url`` through, as httpx's ``trust_env`` does; None for a direct request."""
-    parts = urllib.parse.urlsplit(url)
-    proxies = urllib.request.getproxies_environment()
-    proxy = proxies.get(parts.scheme) or proxies.get("all")
-    if not proxy or not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
-        return None
-    return proxy
 
 
 def _redacted_base(api_base: Any) -> str | None:
@@ -190,7 +158,7 @@ class LiteLLMBackend(MeteredLM):
                                      key=lambda m: (m[0], m[1] or "")) if router is not None else []
         limit = max_parallel_requests or max_concurrency
         self.max_parallel_requests = limit
-        self._slots = RequestSlots(limit) if limit else None
+        self._slots = threading.BoundedSemaphore(limit) if limit else None
         self._rng = random.Random()
         self._closed = threading.Event()
         self._dialect_lock = threading.Lock()
@@ -430,18 +398,18 @@ class LiteLLMBackend(MeteredLM):
     def _send_bounded(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._slots is None:
             return self._send_interruptible(messages, params)
-        self._slots.acquire(check=self._check_open)  # its place in the queue is kept while it checks
+        while not self._slots.acquire(timeout=interrupts.SLICE_S):  # a closing backend frees its waiters
+            self._check_open()
         try:
             return self._send_interruptible(messages, params)
         finally:
             self._slots.release()
 
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        """Send, and give up at once when the backend closes. The direct client sends on the calling
-        thread (`close` cuts its requests off); the main thread, which must wake up for signals, and
-        litellm, which cannot be cut off, send on a pooled daemon thread the caller waits on. Either way
-        the whole request ends by its deadline, ``timeout_s`` from now (`RequestDeadlineExceeded`): a
-        litellm request past it is abandoned on its thread."""
+        """Send, and give up at once when the backend closes; the whole request ends by its deadline,
+        ``timeout_s`` from now (`RequestDeadlineExceeded`). The direct client sends on the calling thread;
+        the main thread (which must wake for signals) and litellm (which cannot be cut off) send on a
+        worker the caller waits on and leaves."""
         deadline = time.monotonic() + self.timeout_s
         if self._direct is not None and not interrupts.on_main_thread():
             def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
@@ -457,7 +425,7 @@ class LiteLLMBackend(MeteredLM):
         def in_time() -> None:
             self._check_open()
             if time.monotonic() > deadline:
-                raise self._late()
+                raise RequestDeadlineExceeded.after(self.timeout_s)
 
         return run_interruptible(lambda: self._send(messages, params, deadline), check=in_time)
 
@@ -471,43 +439,10 @@ class LiteLLMBackend(MeteredLM):
         return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
 
-    def _late(self) -> RequestDeadlineExceeded:
-        return RequestDeadlineExceeded(f"no complete answer within the request's deadline ({self.timeout_s:g} s, "
-                                       f"--timeout: it bounds the whole request, not each read)")
-
     def _fatal(self, fault: Fault) -> FatalBackendError:
         """The error that stops the run for a fault that retrying cannot mend, with its fix."""
-        env = self.api_key_env or expected_key_env(self.model) or "the provider's API key variable"
-        status = f" (HTTP {fault.status})" if fault.status else ""
-        said, head, kind = fault.message[:300], f"{self.model}{self.where()}", fault.kind
-        base = redact(self.api_base) if self.api_base else "the provider's URL"
-        proxy = proxy_for(self.api_base or "https://api.openai.com") if kind == "connection" else None
-        if proxy is not None:  # the refused connection is the proxy's: name it, not the server
-            scheme = "HTTPS" if (self.api_base or "https:").startswith("https") else "HTTP"
-            return FatalBackendError(f"{head}: the proxy {redact(proxy)} (from the environment's {scheme}_PROXY) is "
-                                     f"unreachable: {said}.", kind="proxy", fix="Start the proxy, correct HTTP_PROXY/"
-                                     "HTTPS_PROXY, or add the server's host to NO_PROXY.")
-        host = urllib.parse.urlsplit(self.api_base).hostname if self.api_base else None
-        said_fix = {
-            "authentication": (f" refused the credentials{status}: {said}.", f"Set {env} in the environment to a "
-                               "valid key."),
-            "permission": (f" denied access{status}: {said}.", f"Use a key ({env}) with access to this model."),
-            "not_found": (f" does not know this model{status}: {said}.", "Check the model string (provider/model) "
-                          "and, for a server, --api-base and its model alias."),
-            "connection": (f" is unreachable: {said}.", "Start the server or correct --api-base."),
-            "tls": (f": the server's TLS certificate is not trusted: {said}.", "Point SSL_CERT_FILE (a PEM bundle) or "
-                    "SSL_CERT_DIR at the CA that signed it, e.g. SSL_CERT_FILE=/path/to/ca.pem teammed ... (a "
-                    "proxy's CA too, behind a corporate proxy)."),
-            "scheme": (f": the server does not speak TLS on that port: {said}.", "Use http:// instead of https:// in "
-                       f"--api-base ({base}), or the server's TLS port."),
-            "dns": (f": the host {host + ' ' if host else ''}cannot be resolved: {said}.", "Check the host name in "
-                    "--api-base (or the provider's URL) and the DNS/proxy settings (HTTPS_PROXY, NO_PROXY)."),
-        }
-        if kind not in said_fix:
-            kind = "bad_request"
-        text, fix = said_fix.get(kind, (f" rejected the request{status}: {said}.",
-                                        "Check --max-tokens against the model's context and the server's log."))
-        return FatalBackendError(head + text, kind=kind, fix=fix)  # each text begins with its own separator
+        return fatal_error(fault, head=f"{self.model}{self.where()}", api_base=self.api_base,
+                           key_env=self.api_key_env or expected_key_env(self.model))
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,

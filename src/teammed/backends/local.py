@@ -61,11 +61,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# What every request to the embedded llama.cpp server carries: ``cache_prompt`` lets the server
-# reuse the KV cache of the longest prefix it has already seen (teammed's prompts are laid out so
-# that every request of a deliberation starts with the same preamble and case; see
-# `teammed.adapter`). llama.cpp's own server reads it; llama-cpp-python's ignores unknown fields
-# and reuses the previous prompt's prefix by itself.
+# ``cache_prompt``: llama.cpp's server reuses the KV cache of the longest prefix it has seen (every request
+# of a deliberation starts with the same preamble and case, `teammed.adapter`); llama-cpp-python ignores it.
 REQUEST_DEFAULTS: dict[str, Any] = {"extra_body": {"cache_prompt": True}}
 
 

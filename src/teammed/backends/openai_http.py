@@ -1,38 +1,15 @@
 """A direct client for OpenAI-compatible servers (``openai/<alias> --api-base URL``, the embedded model).
 
-litellm is the way to every provider, but for a server that already speaks OpenAI's
-chat-completions protocol it adds ~3 s of import and several milliseconds of CPU per call
-(request transformation, logging objects, cost lookup) to a request it sends unchanged. This
-client sends the body litellm would send (`request_body`) over httpx, and returns a small typed
-response.
-
-httpx brings what a corporate network needs, with ``trust_env`` semantics as in litellm and
-openai-python: ``HTTP_PROXY``/``HTTPS_PROXY``/``ALL_PROXY``/``NO_PROXY``, the CA bundle of
-``SSL_CERT_FILE``/``SSL_CERT_DIR`` (else certifi's), redirects (a 307/308 keeps the POST and its
-body), gzip/deflate/brotli decoding and HTTP/1.1 keep-alive.
-
-httpcore's pool looks at every connection and every waiting request whenever a request starts
-or ends, which at 64 requests in flight cost over half of a call's CPU. So a deployment keeps a
-stack of small `httpx.Client`s of one keep-alive connection each: a request takes an idle one
-(or makes one when all are busy) and gives it back, and each pool scans one connection. There
-are never more clients than requests were in flight at once, which the deployment's request
-slots bound (a client per request thread made one connection per thread that ever sent a
-request: over a thousand at 256 questions in flight).
-
-A request on a kept-alive connection runs on its caller's thread (no hand-over to another thread
-and back, two GIL hand-offs per call), and `close` still frees a caller waiting on a hung server
-at once: each client learns its connection's socket from httpcore's ``trace`` extension when it
-connects, and `close` shuts down the sockets of the requests in flight, so their reads end with
-an error at once. A connect or a TLS handshake cannot be cut off that way, so a request that must
-open its connection goes through ``connect_with`` (the backend sends it from a thread the caller
-can leave): a first request, and one whose kept-alive connection the server has closed (seen
-before sending, as httpcore sees it). A connection the server closes in the instant between
-that look and the request is reopened on the caller's thread.
-
-Errors keep litellm's semantics for `teammed.backends.faults.classify`: an HTTP error carries
-``status_code``, the response ``headers`` (``Retry-After``) and the server's body in its
-message; timeouts, refused and dropped connections, TLS failures are httpx's own exceptions;
-a 200 whose body is not a chat completion is `GarbageResponse` (retried as transient).
+It sends the body litellm would send (`request_body`) over httpx, used as shipped (``trust_env``:
+proxies, ``SSL_CERT_FILE``/``SSL_CERT_DIR``, redirects, keep-alive), without litellm's import and
+per-call CPU, and returns a small typed response. A deployment keeps a stack of one-connection
+`httpx.Client`s (httpcore's pool scans every connection per request); a request on a kept-alive
+connection runs on its caller's thread, and `close` or the request's deadline shuts its socket
+down (learnt from httpcore's public ``trace`` extension), so the caller leaves at once. A request
+that must open its connection goes through ``connect_with`` (a connect cannot be cut off that way).
+Errors keep litellm's semantics for `teammed.backends.faults.classify`: `HTTPStatusError` carries
+``status_code`` and ``headers``; a 200 that is not a chat completion is `GarbageResponse`.
+The measured reasons for each choice: docs/architecture.md ("Framework CPU per call").
 """
 
 from __future__ import annotations
@@ -235,10 +212,13 @@ _DEADLINES = _Deadlines()
 
 
 class RequestDeadlineExceeded(httpx.TimeoutException):
-    """The server did not send its whole answer within the request's deadline (``--timeout``): the
-    deadline bounds the complete request (connect, send and all of the body), not each read, so a
-    server that trickles its answer a byte at a time ends here. Transient: retried, then counted as
-    a failed question like a 500."""
+    """The server did not send its whole answer within the request's deadline (``--timeout``), which
+    bounds the complete request, not each read. Transient: retried, then a failed question like a 500."""
+
+    @classmethod
+    def after(cls, timeout_s: float) -> RequestDeadlineExceeded:
+        return cls(f"no complete answer within the request's deadline ({timeout_s:g} s, --timeout: it bounds "
+                   f"the whole request, not each read)")
 
 
 class _Lane:
@@ -309,22 +289,17 @@ class OpenAICompatibleClient:
         self._closed = False
 
     # ------------------------------------------------------------------ clients
-    def _verify(self) -> ssl.SSLContext:
-        """The TLS context of all of this deployment's clients: ``SSL_CERT_FILE``/``SSL_CERT_DIR``
-        as they are when the deployment first connects, else certifi's bundle (httpx's ``trust_env``).
-        Takes no lock (callers may hold ``_lock``); `tls_context` is cached per CA configuration."""
+    def _new_client(self) -> httpx.Client:
+        """A one-connection client. Its TLS context is the deployment's, from ``SSL_CERT_FILE``/``SSL_CERT_DIR``
+        as they are at its first connect, else certifi's (httpx's ``trust_env``), built once per CA
+        configuration (`tls_context`: httpx builds a new one per client for ``verify=True``, ~30 ms of CPU)."""
         if self._tls is None:
             self._tls = tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-        return self._tls
-
-    def _options(self, connections: int) -> dict[str, Any]:
-        return {"trust_env": True, "follow_redirects": True, "timeout": httpx.Timeout(self.timeout_s),
-                # always the shared context: httpx builds a new one for verify=True (~30 ms of CPU per
-                # client, and there is one client per request thread), even for http (a proxy may be https)
-                "verify": self._verify(),
-                "limits": httpx.Limits(max_connections=connections, max_keepalive_connections=connections,
-                                       keepalive_expiry=KEEPALIVE_S),
-                "headers": {"User-Agent": _USER_AGENT, "Accept": "application/json"}, "auth": self._auth}
+        return httpx.Client(trust_env=True, follow_redirects=True, timeout=httpx.Timeout(self.timeout_s),
+                            verify=self._tls, auth=self._auth,
+                            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1,
+                                                keepalive_expiry=KEEPALIVE_S),
+                            headers={"User-Agent": _USER_AGENT, "Accept": "application/json"})
 
     def _client(self) -> _Lane:
         """An idle one-connection client, or a new one when every client is busy (so there are never
@@ -334,8 +309,7 @@ class OpenAICompatibleClient:
                 raise RuntimeError("the client was closed")
             if self._idle:
                 return self._idle.pop()
-        client = httpx.Client(**self._options(1))
-        lane = _Lane(client, self)
+        lane = _Lane(self._new_client(), self)
         with self._lock:
             self._clients.add(lane)
         return lane
@@ -398,7 +372,7 @@ class OpenAICompatibleClient:
             response = post() if connect_with is None or lane.warm() else connect_with(post)
         except httpx.HTTPError as exc:
             if lane.expired:
-                raise self._late() from exc
+                raise RequestDeadlineExceeded.after(self.timeout_s) from exc
             raise
         finally:  # after an error httpcore has dropped the connection: the client stays usable
             _DEADLINES.cancel(timer)
@@ -406,11 +380,6 @@ class OpenAICompatibleClient:
                 lane.request += 1  # a deadline firing late finds another request number and leaves it alone
             self._release(lane)
         return self._read(response)
-
-    def _late(self) -> RequestDeadlineExceeded:
-        return RequestDeadlineExceeded(f"the server did not send its whole answer within the request's deadline "
-                                       f"({self.timeout_s:g} s, --timeout: it bounds the whole request, not each "
-                                       f"read)")
 
     def close(self) -> None:
         """Refuse further requests, close the connections and cut off the synchronous requests in

@@ -26,6 +26,7 @@ from typing import Any
 from teammed import interrupts
 from teammed.backends.base import MeteredLM
 from teammed.backends.cache import ResponseCache
+from teammed.backends.dialects import provider_profile
 from teammed.backends.litellm_backend import LiteLLMBackend
 from teammed.backends.local import REQUEST_DEFAULTS as LOCAL_REQUEST_DEFAULTS
 from teammed.backends.local import LocalServer
@@ -94,12 +95,15 @@ _open_lock = threading.Lock()
 _stopping = threading.Event()
 
 
-def _register(lm: Any) -> None:
+def _track(lm: Any, stack: contextlib.ExitStack) -> None:
+    """Close ``lm`` on Ctrl-C/SIGTERM while it is open, and when ``stack`` unwinds."""
     with _open_lock:
         _open_lms.append(lm)
+    stack.callback(_untrack, lm)
+    stack.callback(lm.close)
 
 
-def _unregister(lm: Any) -> None:
+def _untrack(lm: Any) -> None:
     with _open_lock:
         if lm in _open_lms:
             _open_lms.remove(lm)
@@ -291,7 +295,7 @@ def _router_deployments(path: Path | str, options: BackendOptions,
                             backend_id="router:" + ",".join(sorted(f"{m['litellm_params']['model']}@"
                                                                    f"{m['litellm_params'].get('api_base') or ''}"
                                                                    for m in members)),
-                            profile=_profile_of(first["model"], first.get("api_base") if keyed else None))
+                            profile=provider_profile(first["model"], api_base=first.get("api_base") if keyed else None))
         made.append((f"{name} ({len(members)} deployments)", lm))
     return made
 
@@ -312,12 +316,6 @@ def _group_setting(path: Path | str, name: str, members: list[dict[str, Any]], k
         raise ConfigError(f"{path}: {name!r} sets {key}: {value} but {flag_name} {flag} was given; drop one of "
                           f"them")
     return float(value)
-
-
-def _profile_of(model: str, api_base: str | None) -> str:
-    from teammed.backends.dialects import provider_profile
-
-    return provider_profile(model, api_base=api_base)
 
 
 # ---------------------------------------------------------------- routable model strings
@@ -403,9 +401,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
                             transport=options.transport,
                             backend_id=f"local:{server.model_path}", profile="llamacpp",
                             **copy.deepcopy(LOCAL_REQUEST_DEFAULTS))
-        _register(lm)
-        stack.callback(_unregister, lm)
-        stack.callback(lm.close)  # runs before the server stops: waiting retries give up
+        _track(lm, stack)  # closed before the server stops: waiting retries give up
         return lm, 1
     check_routable(spec, api_base=options.api_base)
     parallel, timeout_s = _sized_for_server(options)
@@ -418,9 +414,7 @@ def open_lm(spec: str, options: BackendOptions, *, stack: contextlib.ExitStack, 
     except FatalBackendError as exc:  # refused before any call: careless input (exit 2), not a server's refusal
         exc.before_any_call = True  # type: ignore[attr-defined]
         raise
-    _register(lm)
-    stack.callback(_unregister, lm)
-    stack.callback(lm.close)
+    _track(lm, stack)
     return lm, concurrency
 
 
@@ -442,40 +436,22 @@ def _sized_for_server(options: BackendOptions) -> tuple[int, float]:
 
 
 @contextlib.contextmanager
-def open_deployments(
-    specs: Sequence[str] | None,
-    *,
-    api_base: str | None = None,
-    concurrency: int = 4,
-    retry: RetryPolicy | None = None,
-    cache: ResponseCache | None = None,
-    timeout_s: float | None = None,
-    max_tokens: int = 512,
-    temperature: float = 0.0,
-    structured_output: str | None = None,
-    max_parallel_requests: int | None = None,
-    deployments_file: Path | str | None = None,
-    options: BackendOptions | None = None,
-) -> Iterator[list[Deployment]]:
+def open_deployments(specs: Sequence[str] | None, *, concurrency: int = 4, deployments_file: Path | str | None = None,
+                     options: BackendOptions | None = None) -> Iterator[list[Deployment]]:
     """Start what needs starting (local servers), yield the deployments, stop everything after.
 
-    ``concurrency`` is questions in flight per deployment; ``max_parallel_requests`` bounds
-    requests in flight per deployment (default 4; the embedded server takes 1), whatever
-    the number of questions. Credentials are checked before anything is sent.
+    ``concurrency`` is questions in flight per deployment; ``options.max_parallel_requests`` bounds
+    requests in flight per deployment (default 4; the embedded server takes 1), whatever the
+    number of questions. Credentials are checked before anything is sent.
     """
-    options = options or BackendOptions(api_base=api_base, retry=retry or RetryPolicy(), cache=cache,
-                                        timeout_s=timeout_s, max_tokens=max_tokens, temperature=temperature,
-                                        structured_output=structured_output,
-                                        max_parallel_requests=max_parallel_requests)
+    options = options or BackendOptions()
     with shutdown_on_signals(), contextlib.ExitStack() as stack:
         deployments = []
         if deployments_file:
             if specs:
                 raise ConfigError("give either --model or --deployments, not both")
             for name, lm in _router_deployments(deployments_file, options, concurrency):
-                _register(lm)
-                stack.callback(_unregister, lm)
-                stack.callback(lm.close)
+                _track(lm, stack)
                 deployments.append(Deployment(name, lm, concurrency))
         else:
             for spec in specs or ["local"]:

@@ -1,30 +1,14 @@
 """`SimulatedTeamLM`: a fake LM whose team accuracy follows a planted table of component effects.
 
 For proving searches (tests and benchmarks), never a default. It answers every call with a
-schema-valid output, like `ScriptedLM`, and leaves a recognisable trace of each behaviour
-in its answers (an analysis, verified facts, a mediation, a correction, a challenge). When
-asked for an agent's final ranking it reads, *from that request alone*, which components
-shaped the prompt it was given:
-
-* shared mental model: the team context holds "Shared knowledge:", or an earlier turn in the
-  history says the agent considered it (its turn-1 message reflects what it read);
-* leadership: the team context holds the leader's latest mediation;
-* team orientation: the agent's role carries a "; focus:" brief;
-* trust: the team context holds "Reliability";
-* mutual monitoring: the history holds "leader challenged";
-* closed-loop communication: the history holds a closed-loop " clarified: " note.
-
-Every agent then puts the gold letter first when ``u_q < p(config) + noise(q, config)``
-(the same fixed wrong letter otherwise), where ``u_q`` is the question's latent difficulty
-(common to all configurations, so comparisons are paired like a real model's) and
-``p`` comes from the `PlantedTable`. The answer is a pure function of the request and the
-seed: identical requests get identical answers, so a memo or cache cannot change a figure.
-The search only ever sees the resulting accuracies.
-
-A single agent (zero-shot, chain of thought) is right when ``u_q < single + noise``, and states
-its confidence with a planted ``calibration``: with that probability (drawn per question) it
-tells the truth (High when right, Low when wrong), otherwise it says High, Medium or Low at
-random. ``calibration=0`` makes its confidence carry no information (`CALIBRATIONS`).
+schema-valid output, like `ScriptedLM`, leaving a trace of each behaviour in its answers. A final
+ranking reads, *from that request alone*, which components shaped its prompt (`infer_components`),
+and puts the gold letter first when ``u_q < p(config) + noise(q, config)`` (a fixed wrong letter
+otherwise): ``u_q`` is the question's latent difficulty, common to all configurations (so
+comparisons are paired), and ``p`` comes from the `PlantedTable`. A single agent is right when
+``u_q < single + noise`` and tells the truth about its confidence with probability
+``calibration`` (`CALIBRATIONS`), else says High, Medium or Low at random. Answers are a pure
+function of the request and the seed, so no memo or cache can change a figure.
 """
 
 from __future__ import annotations
@@ -116,7 +100,10 @@ CALIBRATIONS: dict[str, float] = {"informative": 0.95, "weak": 0.5, "none": 0.0}
 
 
 def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """The components that shaped a final-ranking request, read from its inputs only."""
+    """The components that shaped a final-ranking request, read from its inputs only: the team context
+    holds "Shared knowledge:" (or the history says it was considered), the leader's latest mediation,
+    "Reliability" (trust); the role a "; focus:" brief; the history "leader challenged" (mutual
+    monitoring) or a closed-loop " clarified: " note."""
     context = str(inputs.get("team_context", ""))
     history = str(inputs.get("history", ""))
     role = str(inputs.get("role", ""))
