@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRANSPORT = ["src/teammed/backends/openai_http.py", "src/teammed/backends/litellm_backend.py",
-             "src/teammed/interrupts.py", "src/teammed/_litellm_env.py", "programs/parallel.py"]
+             "src/teammed/interrupts.py", "src/teammed/_litellm.py", "programs/parallel.py"]
 TRANSPORT_BUDGET = 1300
 ALL_BUDGET = 3000
 

@@ -1,6 +1,5 @@
 """One DSPy Signature per teamwork behaviour; each docstring is that behaviour's instruction."""
 
-import teammed._litellm_env  # noqa: F401  (before DSPy, which imports litellm)
 from teammed.signatures.assessment import Confidence, ImageAssessment, InitialAssessment
 from teammed.signatures.closed_loop import Acknowledge, VerifyUnderstanding
 from teammed.signatures.discussion import DiscussionTurn, FinalRanking

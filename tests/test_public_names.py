@@ -35,19 +35,35 @@ def test_import_teammed_changes_nothing_in_the_environment() -> None:
     assert seen["after"] == seen["before"]
 
 
-def test_litellm_is_imported_with_its_offline_price_map_and_the_environment_is_left_as_it_was() -> None:
-    """The variable is set during the import only: litellm found it (it loaded the packaged map,
-    no fetch), and afterwards the environment is as it was; a user's own value is only read."""
-    code = ("import teammed.backends, teammed.programs\n"
-            "from teammed._litellm_env import litellm\n"
-            "assert litellm().model_cost, 'no price map'\n"
-            "from litellm.litellm_core_utils import get_model_cost_map as g\n"
-            "info = g.get_model_cost_map_source_info()\n"
-            "assert info['source'] == 'local' and info['is_env_forced'], info")
+def test_library_code_leaves_the_environment_and_litellms_settings_as_they_were() -> None:
+    """Importing teammed and importing litellm through it writes nothing to the environment and turns
+    no litellm setting: a library user's process is theirs (issue 34, item 2)."""
+    code = ("import teammed.backends, teammed.programs, sys\n"
+            "assert 'litellm' not in sys.modules, 'importing teammed imported litellm'\n"
+            "from teammed._litellm import litellm\n"
+            "assert litellm().suppress_debug_info is False\n"
+            "assert not hasattr(teammed.backends, '_litellm_env')")
     seen = _environ_around(code, _clean_env())
     assert seen["after"] == seen["before"] and "LITELLM_LOCAL_MODEL_COST_MAP" not in seen["after"]
-    mine = _environ_around("import teammed._litellm_env", {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "False"})
-    assert mine["after"] == mine["before"] and mine["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
+
+
+def test_the_command_line_takes_litellms_packaged_price_map_unless_the_user_chose() -> None:
+    """`teammed` (its `main`) asks for the installed litellm's packaged price map and quiet lookups
+    before anything imports litellm; a user's own value of the variable is kept."""
+    code = ("import contextlib, io\n"
+            "from teammed.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    main(['cache', 'info', '--cache-dir', '/tmp/teammed-env-test-cache'])\n"
+            "from teammed._litellm import litellm\n"
+            "from litellm.litellm_core_utils import get_model_cost_map as g\n"
+            "info = g.get_model_cost_map_source_info()\n"
+            "assert litellm().suppress_debug_info is True\n"
+            "print('SOURCE', info['source'], info['is_env_forced'])")
+    seen = _environ_around(code, _clean_env())
+    assert seen["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    mine = _environ_around(code.replace("print('SOURCE'", "assert not info['is_env_forced']\nprint('SOURCE'"),
+                           {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "False"})
+    assert mine["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
 
 
 @pytest.mark.parametrize("module", [teammed.programs, teammed.programs.peers, teammed.backends])

@@ -1,7 +1,7 @@
 """teammed: a clinical team of LLM agents deliberating as one optimizable DSPy program."""
 
-# Nothing teammed does leaves a change in os.environ: litellm is imported with its offline price
-# map asked for only during the import (never over a user's setting), see teammed._litellm_env.
+# Importing or calling teammed changes no process-global state (os.environ, the garbage collector,
+# litellm's settings); the `teammed` command's own settings: teammed._litellm.for_the_command_line.
 
 from typing import TYPE_CHECKING, Any
 

@@ -473,7 +473,9 @@ def _os_failure(exc: OSError, args: argparse.Namespace, *, verbose: bool, exitin
 
 
 def main(argv: list[str] | None = None) -> int:
+    from teammed._litellm import for_the_command_line
 
+    for_the_command_line()  # before anything imports litellm
     args = _parse_args(argv)
     _configure_logging(args)
     verbose = bool(args.verbose)

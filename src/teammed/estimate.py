@@ -90,17 +90,14 @@ def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | 
         return None, f"{model} is teammed's own backend, which has no price"
     if api_base:
         return None, f"{model} at --api-base is a self-hosted server, which has no price"
-    from teammed._litellm_env import litellm as _litellm
+    from teammed._litellm import litellm as _litellm
 
     litellm: Any = _litellm()
 
-    quiet, litellm.suppress_debug_info = litellm.suppress_debug_info, True  # no provider list on stdout
     try:
         info: dict[str, Any] = dict(litellm.get_model_info(model=model))
     except Exception:  # unknown to litellm's price list
         info = {}
-    finally:
-        litellm.suppress_debug_info = quiet
     given = (float(info.get("input_cost_per_token") or 0.0), float(info.get("output_cost_per_token") or 0.0))
     if not any(given):
         return None, f"litellm's price list has no price for {model}"
@@ -133,7 +130,7 @@ def tokenizer_for(model: str) -> tuple[str, Callable[[list[dict[str, Any]]], int
                 return len(vocab.tokenize((text + "<|im_start|>assistant\n").encode(), add_bos=False, special=True))
 
             return "the model's GGUF tokenizer", count_gguf
-    from teammed._litellm_env import litellm as _litellm
+    from teammed._litellm import litellm as _litellm
 
     litellm: Any = _litellm()
 

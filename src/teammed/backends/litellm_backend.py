@@ -22,7 +22,7 @@ from typing import Any
 import json_repair
 
 from teammed import interrupts, usage
-from teammed._litellm_env import litellm as _litellm
+from teammed._litellm import litellm as _litellm
 from teammed.backends.base import CallOptions, MeteredLM, call_options
 from teammed.backends.cache import ResponseCache, cache_key
 from teammed.backends.dialects import next_dialect, provider_profile, response_format_for

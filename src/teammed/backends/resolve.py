@@ -256,7 +256,7 @@ def _router_settings(path: Path | str) -> dict[str, Any]:
 
 def _router_deployments(path: Path | str, options: BackendOptions,
                         concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
-    from teammed.backends.litellm_backend import _litellm
+    from teammed._litellm import litellm as _litellm
 
     litellm = _litellm()
     entries = load_deployments_file(path)
@@ -335,9 +335,9 @@ def check_routable(model: str, *, api_base: str | None = None, custom_llm_provid
     prefix, slash, rest = model.partition("/")
     if slash and prefix == "openai" and rest:  # an OpenAI-compatible server or OpenAI itself: no litellm needed
         return
-    from teammed.backends.litellm_backend import _litellm
+    from teammed._litellm import litellm as _litellm
 
-    litellm = _litellm()  # quiet: no provider list printed when a lookup fails
+    litellm = _litellm()
     try:
         litellm.get_llm_provider(model, custom_llm_provider=custom_llm_provider, api_base=api_base)
         return

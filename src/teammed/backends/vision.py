@@ -23,7 +23,7 @@ def sees_images(deployment: Deployment) -> bool:
     """Whether ``deployment``'s model takes images."""
     if deployment.spec.startswith(("local", "scripted", "simulated")):  # teammed's own: text-only, unknown to
         return False  # litellm (asking litellm about them printed its provider list to the terminal)
-    from teammed._litellm_env import litellm
+    from teammed._litellm import litellm
 
     try:
         return bool(litellm().supports_vision(model=getattr(deployment.lm, "model", "")))
