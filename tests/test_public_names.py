@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import dspy
 import pytest
@@ -64,6 +66,26 @@ def test_the_command_line_takes_litellms_packaged_price_map_unless_the_user_chos
     mine = _environ_around(code.replace("print('SOURCE'", "assert not info['is_env_forced']\nprint('SOURCE'"),
                            {**_clean_env(), "LITELLM_LOCAL_MODEL_COST_MAP": "False"})
     assert mine["after"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"
+
+
+_GLOBAL_WRITES = re.compile(r"environ\[[^]]*\] *=[^=]|environ\.(setdefault|update|pop|clear)\(|putenv|unsetenv|"
+                           r"\bgc\.(freeze|set_threshold|disable)\(|setswitchinterval|"
+                           r"\b(litellm|module)\.\w+ *=[^=]")
+
+
+def test_no_library_code_writes_process_global_state() -> None:
+    """Issue 34, item 2: the environment, the garbage collector, the switch interval and litellm's
+    settings are changed only by the command line's own `for_the_command_line`."""
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for folder in ("src/teammed", "programs", "optimizers", "evals", "data", "signatures"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                if _GLOBAL_WRITES.search(line.split("#")[0]):
+                    found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    allowed = {"src/teammed/_litellm.py"}  # `for_the_command_line` and what it asks `litellm()` for
+    assert [f for f in found if f.split(":")[0] not in allowed] == []
+    assert len(found) == 2, found  # the variable's default and the banner, both for the command line
 
 
 @pytest.mark.parametrize("module", [teammed.programs, teammed.programs.peers, teammed.backends])
