@@ -22,7 +22,7 @@ def lines(path: Path) -> int:
 
 def counts() -> dict[str, int]:
     transport = sum(lines(ROOT / p) for p in TRANSPORT)
-    backends = sum(lines(p) for p in (ROOT / "src/teammed/backends").glob("*.py"))
+    backends = sum(lines(p) for p in (ROOT / "src/teammed/backends").rglob("*.py"))
     outside = sum(lines(ROOT / p) for p in TRANSPORT if not p.startswith("src/teammed/backends/"))
     return {"transport": transport, "all": backends + outside}
 

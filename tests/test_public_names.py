@@ -44,7 +44,8 @@ def test_library_code_leaves_the_environment_and_litellms_settings_as_they_were(
             "assert 'litellm' not in sys.modules, 'importing teammed imported litellm'\n"
             "from teammed._litellm import litellm\n"
             "assert litellm().suppress_debug_info is False\n"
-            "assert not hasattr(teammed.backends, '_litellm_env')")
+            "import importlib.util\n"
+            "assert importlib.util.find_spec('teammed._litellm_env') is None")
     seen = _environ_around(code, _clean_env())
     assert seen["after"] == seen["before"] and "LITELLM_LOCAL_MODEL_COST_MAP" not in seen["after"]
 

@@ -401,6 +401,7 @@ class LiteLLMBackend(MeteredLM):
         while not self._slots.acquire(timeout=interrupts.SLICE_S):  # a closing backend frees its waiters
             self._check_open()
         try:
+            self._check_open()  # a slot that came as the backend closed sends nothing
             return self._send_interruptible(messages, params)
         finally:
             self._slots.release()
