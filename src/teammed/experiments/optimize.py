@@ -227,17 +227,24 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
     return SearchResult(**common, path=path, report=report, adaptive=adaptive, adaptive_text=text)
 
 
+def adaptive_held_out(spec: SearchSpec) -> list[Any]:
+    """The ``n_eval`` held-out questions ``search --adaptive`` proves its choice on (the eval part, disjoint
+    from the tuning questions); its ``--dry-run`` prices these same questions."""
+    from teammed.data import sample_questions
+    from teammed.experiments._data import load_for
+
+    return sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
+                            n=spec.n_eval, seed=spec.seed)
+
+
 def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Path, *, lm: Any) -> tuple[Path, str]:
     """The adaptive system's front over the Special Set on the search's own tuning questions, its
     operating point, and the proof on ``spec.n_eval`` held-out questions (the eval part, disjoint)."""
-    from teammed.data import sample_questions
-    from teammed.experiments._data import load_for
     from teammed.optimizers.adaptive import choose, front, front_markdown, measure, prove
     from teammed.optimizers.special_set import load_special_set
     from teammed.records import write_atomic
 
-    held_out = sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
-                                n=spec.n_eval, seed=spec.seed)
+    held_out = adaptive_held_out(spec)
     targets = {"special": load_special_set(special)}
     outcomes = measure(tuning, lm, targets, on_question=lambda k, n: step(
         "question", f"adaptive: stage 1 and the Special Set on tuning question {k}/{n}", done=k, total=n))

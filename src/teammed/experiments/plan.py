@@ -219,14 +219,11 @@ def _plan_adaptive(spec: SearchSpec, tuning: list[Any], estimate: Callable[..., 
     """``search --adaptive``: stage 1 and the Special Set on the tuning questions, then the choice, the
     Special Set and the single agent on ``n_eval`` held-out questions."""
     from teammed.config import preset
-    from teammed.data import sample_questions
-    from teammed.experiments._data import load_for
-    from teammed.experiments.optimize import labeled
+    from teammed.experiments.optimize import adaptive_held_out
     from teammed.programs.peers.adaptive import AdaptiveTeam
     from teammed.programs.teamwork import TeamworkProgram
 
-    held_out = sample_questions(labeled(load_for(spec.data, purpose="eval").questions, "search --adaptive"),
-                                n=spec.n_eval, seed=spec.seed)
+    held_out = adaptive_held_out(spec)
     single = estimate(lambda: AdaptiveTeam(threshold=0.0), tuning)
     single_eval = estimate(lambda: AdaptiveTeam(threshold=0.0), held_out)
     team_eval = estimate(lambda: TeamworkProgram(preset("all")), held_out)
