@@ -141,13 +141,14 @@ def cells_csv(groups: Sequence[Stats]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["config", "dataset", "model", "seeds", "n_questions", "n_correct", "n_failed", "mean", "se",
-                     "ci95_low", "ci95_high"])
+                     "ci95_low", "ci95_high", "n_answers"])
     for g in groups:
         acc, q = g["accuracy"], g.get("questions") or {}
         ci = q.get("ci95") or (None, None)
         writer.writerow([g["config"], g["dataset"], "+".join(g.get("models") or []), len(g["seeds"]), q.get("n", 0),
-                         q.get("correct", 0), _get(g, "metrics", "n_failed") or 0,
-                         *(("" if v is None else f"{100 * v:.2f}") for v in (acc.get("mean"), acc.get("se"), *ci))])
+                         f"{q.get('correct', 0):g}", _get(g, "metrics", "n_failed") or 0,
+                         *(("" if v is None else f"{100 * v:.2f}") for v in (acc.get("mean"), acc.get("se"), *ci)),
+                         q.get("answers", q.get("n", 0))])
     return buffer.getvalue()
 
 
@@ -212,10 +213,10 @@ def significance_table(comparisons: Sequence[Stats]) -> str:
         body.append([
             comp["config"], comp["dataset"], f"{100 * comp['diff']:+.1f}", str(comp["b"]), str(comp["c"]),
             f"{comp['p_mcnemar']:.4f}", _fmt(comp.get("p_holm"), ".4f"), ci, _fmt(comp.get("mde"), ".1f", scale=100),
-            str(comp["n_pairs"]),
+            str(comp["n_pairs"]), str(comp.get("repeats", 0)),
         ])
     header = ["Config", "Dataset", "Δ acc (pp)", "b", "c", "McNemar p", "Holm p", "Bootstrap CI of Δ (pp)",
-              "MDE (pp)", "Pairs"]
+              "MDE (pp)", "Pairs", "Repeats"]
     return markdown_table(header, body)
 
 

@@ -1,7 +1,7 @@
 """Two configurations on the same questions, question by question: what one fixed and what it broke.
 
 `paired_comparison_of` pairs the rows of two groups (configurations or systems, each over its seeds)
-by ``(seed, id)`` and counts the 2x2 table: both right, fixed (only the second right), broken (only
+by `teammed.evals.stats.pair_once` and counts the 2x2 table: both right, fixed (only the second right), broken (only
 the first right), both wrong, with the exact McNemar test on the discordant pairs. McNemar needs
 independent pairs: a question drawn by several seeds counts once, at the first seed both answered
 it (the others are counted as ``repeats`` and left out of the table and the test). A failed
@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from teammed.evals._html import _CSS, _challenges, _e, _natural, _options, _stem, _table, _team, _vote
+from teammed.evals._html import _CSS, _challenges, _e, _options, _stem, _table, _team, _vote
 from teammed.evals._rows import deliberation, votes_by_turn
 from teammed.evals._runs import Group
-from teammed.evals.stats import mcnemar
+from teammed.evals.stats import mcnemar, outcomes_of, pair_once
 from teammed.results import ResultRow
 
 __all__ = ["PairedView", "paired_comparison_of", "compare_markdown", "compare_html", "COMPARE_PAGE"]
@@ -60,23 +60,16 @@ class PairedView:
                 "fixed_ids": [f"{s}:{i}" for s, i in self.fixed], "broken_ids": [f"{s}:{i}" for s, i in self.broken]}
 
 
-def _outcomes(group: Group) -> dict[Key, bool]:
-    return {(str(row.seed), row.id): bool(row.correct) and not row.failed for row in group.rows if row.labeled}
-
-
 def paired_comparison_of(first: Group, second: Group) -> PairedView:
-    """``second`` against ``first`` on the same data set, paired by (seed, question id)."""
-    a, b = _outcomes(first), _outcomes(second)
-    both = sorted(a.keys() & b.keys(), key=lambda k: (_natural(k[0]), _natural(k[1])))
-    first_seed: dict[str, Key] = {}
-    for key in both:  # each question once: at the first seed both answered it
-        first_seed.setdefault(key[1], key)
-    keys = sorted(first_seed.values(), key=lambda k: (k[0], _natural(k[1])))
+    """``second`` against ``first`` on the same data set, each question once (`pair_once`)."""
+    a, b = outcomes_of(first.rows), outcomes_of(second.rows)
+    pairing = pair_once(a, b)
+    keys = pairing.keys
     return PairedView(
         dataset=first.dataset, first=first.config, second=second.config,
         both_right=[k for k in keys if a[k] and b[k]], fixed=[k for k in keys if b[k] and not a[k]],
         broken=[k for k in keys if a[k] and not b[k]], both_wrong=[k for k in keys if not a[k] and not b[k]],
-        unpaired=len(a.keys() ^ b.keys()), repeats=len(both) - len(keys))
+        unpaired=pairing.unpaired, repeats=pairing.repeats)
 
 
 def compare_markdown(view: PairedView) -> list[str]:

@@ -35,7 +35,7 @@ from teammed.evals.metrics import (
     summarize,
     trust_by_stage,
 )
-from teammed.evals.stats import holm, mean_se, paired_comparison, wilson_interval
+from teammed.evals.stats import cell_estimate, holm, paired_comparison, wilson_interval
 from teammed.records import write_atomic
 from teammed.results import ResultRow
 
@@ -49,9 +49,8 @@ class ReportError(TeammedError, ValueError):
 
 
 def _group_stats(group: Group) -> dict[str, Any]:
-    per_seed = [a for run in group.runs if (a := accuracy(run.rows)) is not None]
+    scored = [(a, sum(row.labeled for row in run.rows)) for run in group.runs if (a := accuracy(run.rows)) is not None]
     labeled = [row for run in group.runs for row in run.rows if row.labeled]
-    n_correct = sum(bool(row.correct) and not row.failed for row in labeled)
     partial = [f"{run.path} ({run.shard_note or f'{len(run.rows)}/{run.n_planned}'})"
                for run in group.runs if run.partial]
     return {
@@ -61,21 +60,32 @@ def _group_stats(group: Group) -> dict[str, Any]:
         "seeds": [run.seed for run in group.runs],
         "runs": [str(run.path) for run in group.runs],
         "partial": partial,
-        "accuracy": _accuracy_stats(per_seed),
-        # question level: every labelled answer of every seed, with its Wilson 95% interval
-        "questions": {"n": len(labeled), "correct": n_correct,
-                      "ci95": list(wilson_interval(n_correct, len(labeled))) if labeled else None},
+        "accuracy": _accuracy_stats(scored, len({row.id for row in labeled})),
+        "questions": _question_stats(labeled),
         "models": _models(group),
         "metrics": summarize(group.rows),
     }
 
 
-def _accuracy_stats(per_seed: list[float]) -> dict[str, Any]:
-    """Mean and SE over the seeds' accuracies (all null without a labelled question)."""
-    if not per_seed:  # no labeled question: there is no accuracy to report
-        return {"mean": None, "se": None, "k": 0, "per_seed": []}
-    acc = mean_se(per_seed)
-    return {"mean": acc.mean, "se": acc.se, "k": acc.k, "per_seed": per_seed}
+def _question_stats(labeled: Sequence[Any]) -> dict[str, Any]:
+    """The cell's distinct questions: n, the answers of repeats (a question several seeds drew), the
+    correct count (each question's share right over its answers, summed) and its Wilson 95% interval."""
+    shares: dict[str, list[bool]] = {}
+    for row in labeled:
+        shares.setdefault(row.id, []).append(bool(row.correct) and not row.failed)
+    n = len(shares)
+    correct = sum(sum(v) / len(v) for v in shares.values())
+    return {"n": n, "answers": len(labeled), "repeats": len(labeled) - n, "correct": correct,
+            "ci95": list(wilson_interval(correct, n)) if n else None}
+
+
+def _accuracy_stats(scored: list[tuple[float, int]], distinct: int) -> dict[str, Any]:
+    """Mean over the seeds' accuracies and its SE: the seeds' SE or the binomial SE of the ``distinct``
+    questions, whichever is larger (`cell_estimate`); all null without a labelled question."""
+    if not scored:  # no labeled question: there is no accuracy to report
+        return {"mean": None, "se": None, "se_source": None, "k": 0, "per_seed": []}
+    est = cell_estimate([a for a, _ in scored], [m for _, m in scored], distinct=distinct)
+    return {"mean": est.mean, "se": est.se, "se_source": est.source, "k": est.k, "per_seed": [a for a, _ in scored]}
 
 
 def _models(group: Group) -> list[str]:
@@ -125,7 +135,7 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
         comparison = paired_comparison(group.rows, base.rows, n_resamples=n_resamples, seed=seed)
         if comparison is None:
             logger.warning(
-                "%s and %s share no (seed, id) on %s; skipping", group.config, baseline, group.dataset
+                "%s and %s share no question on %s; skipping", group.config, baseline, group.dataset
             )
             continue
         names = {"config": group.config, "dataset": group.dataset, "baseline": baseline}
@@ -213,7 +223,9 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
     ]
     lines += _section(
         "Table 1. Accuracy (%)", _tables.accuracy_table(stats, configs, datasets),
-        "Mean ± standard error over seeds (SE = sample std / √k; a lone seed shows its accuracy only); "
+        "Mean over seeds ± standard error: the larger of the seeds' SE (sample std / √k) and the binomial "
+        "(Agresti-Coull) SE of the cell's distinct questions, so one seed or seeds that agree never read as "
+        "exact (the SE's source per cell is in `summary.json`, `se_source`); "
         "failed questions count as wrong, and *(k/n failed)* beside an accuracy says how many of its n "
         "questions failed (none where it is absent); unlabeled questions are left out; **bold** is the best per "
         "column. "
@@ -229,9 +241,10 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
                       "These rows are marked † in Table 1: their numbers cover fewer questions than were planned.")
     lines += _section(
         "Table 1, cell by cell", _tables.cells_table(stats),
-        "Per configuration and data set: the model(s) that answered, the seeds, n = labelled questions over "
-        "all seeds, accuracy as mean ± SE over seeds, and the 95% Wilson interval of the pooled question-level "
-        "accuracy. The same numbers are in `table1.csv`; `table1.tex` is Table 1 as a LaTeX tabular.",
+        "Per configuration and data set: the model(s) that answered, the seeds, n = distinct labelled "
+        "questions over all seeds (a question several seeds drew counts once), accuracy as mean ± SE (as in "
+        "Table 1), and the 95% Wilson interval on the n distinct questions (each question scored by its share "
+        "right over the seeds that drew it). The same numbers are in `table1.csv`; `table1.tex` is Table 1 as a LaTeX tabular.",
     )
     lines += _section(
         "Answer spread", _tables.spread_table(stats),
@@ -245,7 +258,8 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
     else:
         lines += _section(
             f"Significance vs `{baseline}`", _tables.significance_table(numbers["significance"]),
-            "Paired per question by (seed, id). b / c: questions only the configuration / only the baseline "
+            "Each question counts once, at the first seed both answered it (answers of a question other seeds "
+            "also drew are left out and counted under *Repeats*). b / c: questions only the configuration / only the baseline "
             "answered correctly; exact two-sided McNemar p, raw and Holm-adjusted over all the table's "
             "comparisons (read significance from the Holm column); percentile paired-bootstrap CI of the "
             "accuracy difference; MDE: the smallest true difference (points) these pairs detect with 80% power "

@@ -1,15 +1,19 @@
 """Statistics across seeds and between paired systems: mean ± SE, exact McNemar, paired bootstrap.
 
-Pairs are questions matched by ``(seed, id)``: the same question under the same seed,
-answered by a configuration and by the baseline.
+Pairs follow one rule, `pair_once`: a question counts once. Two sides are paired on the
+questions both answered, each question at the first seed (in natural order) at which both
+answered it; its answers at other seeds are counted as ``repeats`` and left out, because McNemar's
+test and the bootstrap need independent pairs and three seeds drawing one question are one
+question, not three.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,9 +25,17 @@ __all__ = [
     "MeanSE",
     "mean_se",
     "mcnemar",
+    "Key",
+    "Pairing",
+    "pair_once",
+    "by_question",
+    "outcomes_of",
+    "natural_key",
     "match_pairs",
     "discordant",
+    "bootstrap_pairs",
     "paired_bootstrap",
+    "compare_pairing",
     "paired_comparison",
     "holm",
     "mde_paired",
@@ -76,20 +88,67 @@ def mcnemar(b: int, c: int) -> float:
     return min(1.0, 2 * tail / 2**n)
 
 
-def _by_key(rows: Iterable[AnyRow | RowFacts]) -> dict[tuple[str, str], bool]:
+Key = tuple[str, str]  # (seed, question id); a source without seeds uses "" as its seed
+
+
+class Pairing(NamedTuple):
+    """Two sides paired by `pair_once`: one ``(ours, theirs)`` per question, in ``keys`` order."""
+
+    keys: list[Key]  # the (seed, id) each pair was taken at
+    pairs: list[tuple[bool, bool]]
+    repeats: int  # answers both gave to a question already paired at an earlier seed (left out)
+    unpaired: int  # questions (distinct ids) only one side answered
+
+    @property
+    def n(self) -> int:
+        return len(self.pairs)
+
+    @property
+    def by_id(self) -> dict[str, tuple[bool, bool]]:
+        return {key[1]: pair for key, pair in zip(self.keys, self.pairs, strict=True)}
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts ``"9"`` before ``"10"`` and ``"q2"`` before ``"q10"``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+
+
+def pair_once(ours: Mapping[Key, bool], theirs: Mapping[Key, bool]) -> Pairing:
+    """THE pairing rule of teammed: each question once, at the first seed both sides answered it.
+
+    ``ours``/``theirs`` map ``(seed, id)`` to whether that answer was right. Every paired test the
+    project makes (report's significance table, ``report --compare``, ``reproduce``'s tests, the
+    runner-up tests of ``search`` and ``tune``, published methods beside runs) goes through here.
+    """
+    both = sorted(ours.keys() & theirs.keys(), key=lambda k: (natural_key(k[0]), natural_key(k[1])))
+    first: dict[str, Key] = {}
+    for key in both:
+        first.setdefault(key[1], key)
+    keys = sorted(first.values(), key=lambda k: natural_key(k[1]))
+    ids_ours, ids_theirs = {k[1] for k in ours}, {k[1] for k in theirs}
+    return Pairing(keys=keys, pairs=[(ours[k], theirs[k]) for k in keys], repeats=len(both) - len(keys),
+                   unpaired=len(ids_ours ^ ids_theirs))
+
+
+def by_question(outcomes: Mapping[str, bool], seed: str = "") -> dict[Key, bool]:
+    """Outcomes keyed by question id alone (one sample, no seeds) as `pair_once` takes them."""
+    return {(seed, qid): bool(right) for qid, right in outcomes.items()}
+
+
+def outcomes_of(rows: Iterable[AnyRow | RowFacts]) -> dict[Key, bool]:
+    """``(seed, id) -> right`` of the labelled rows; a failed question counts as wrong."""
     return {(str(row.seed), row.id): bool(row.correct) and not row.failed for row in facts_of(rows) if row.labeled}
 
 
 def match_pairs(
     rows: Iterable[AnyRow | RowFacts], baseline_rows: Iterable[AnyRow | RowFacts]
-) -> list[tuple[bool, bool]]:
-    """(config correct, baseline correct) for each ``(seed, id)`` both answered, in key order.
-    Rows are `ResultRow` values, their stored (dict) form or their `RowFacts`."""
-    ours, theirs = _by_key(rows), _by_key(baseline_rows)
-    shared = sorted(ours.keys() & theirs.keys())
-    if len(shared) < max(len(ours), len(theirs)):
-        logger.debug("paired %d of %d/%d questions by (seed, id)", len(shared), len(ours), len(theirs))
-    return [(ours[key], theirs[key]) for key in shared]
+) -> Pairing:
+    """`pair_once` of two sets of rows (`ResultRow` values, their stored form or their `RowFacts`)."""
+    pairing = pair_once(outcomes_of(rows), outcomes_of(baseline_rows))
+    if pairing.repeats or pairing.unpaired:
+        logger.debug("paired %d questions (%d repeats at other seeds, %d answered by one side)",
+                     pairing.n, pairing.repeats, pairing.unpaired)
+    return pairing
 
 
 def discordant(pairs: Sequence[tuple[bool, bool]]) -> tuple[int, int]:
@@ -97,6 +156,25 @@ def discordant(pairs: Sequence[tuple[bool, bool]]) -> tuple[int, int]:
     b = sum(ours and not theirs for ours, theirs in pairs)
     c = sum(theirs and not ours for ours, theirs in pairs)
     return b, c
+
+
+def bootstrap_pairs(
+    pairs: Sequence[tuple[bool, bool]], *, n_resamples: int = 2000, seed: int = 0, confidence: float = 0.95
+) -> dict[str, Any] | None:
+    """Percentile bootstrap CI of the accuracy difference (ours − theirs) over ``pairs`` (one per
+    question), resampled with replacement ``n_resamples`` times by a seeded generator. None without pairs."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1) (got {confidence}); use e.g. 0.95")
+    if not pairs:
+        return None
+    delta = np.array([float(a) - float(b) for a, b in pairs])
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(delta), size=(n_resamples, len(delta)))
+    diffs = delta[draws].mean(axis=1)
+    alpha = 1 - confidence
+    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
+    return {"diff": float(delta.mean()), "ci_low": float(low), "ci_high": float(high), "confidence": confidence,
+            "n_pairs": len(pairs), "n_resamples": n_resamples}
 
 
 def paired_bootstrap(
@@ -107,29 +185,28 @@ def paired_bootstrap(
     seed: int = 0,
     confidence: float = 0.95,
 ) -> dict[str, Any] | None:
-    """Percentile bootstrap CI of the accuracy difference (config − baseline) over matched pairs.
+    """`bootstrap_pairs` over the questions of two sets of rows, each question once (`pair_once`)."""
+    return bootstrap_pairs(match_pairs(rows, baseline_rows).pairs, n_resamples=n_resamples, seed=seed,
+                           confidence=confidence)
 
-    Resamples the ``(seed, id)`` pairs with replacement ``n_resamples`` times with a
-    seeded generator. None when no question is paired.
-    """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be in (0, 1) (got {confidence}); use e.g. 0.95")
-    pairs = match_pairs(rows, baseline_rows)
+
+def compare_pairing(pairing: Pairing, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any] | None:
+    """Accuracy difference, McNemar's b, c and p, the bootstrap CI and the MDE of one `Pairing`."""
+    pairs = pairing.pairs
     if not pairs:
         return None
-    delta = np.array([float(a) - float(b) for a, b in pairs])
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(delta), size=(n_resamples, len(delta)))
-    diffs = delta[draws].mean(axis=1)
-    alpha = 1 - confidence
-    low, high = np.quantile(diffs, [alpha / 2, 1 - alpha / 2])
+    b, c = discordant(pairs)
+    alpha, power = 0.05, 0.8
     return {
-        "diff": float(delta.mean()),
-        "ci_low": float(low),
-        "ci_high": float(high),
-        "confidence": confidence,
-        "n_pairs": len(pairs),
-        "n_resamples": n_resamples,
+        **(bootstrap_pairs(pairs, n_resamples=n_resamples, seed=seed) or {}),
+        "b": b,
+        "c": c,
+        "p_mcnemar": mcnemar(b, c),
+        "repeats": pairing.repeats,
+        "unpaired": pairing.unpaired,
+        "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
+        "mde_alpha": alpha,
+        "mde_power": power,
     }
 
 
@@ -140,23 +217,8 @@ def paired_comparison(
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> dict[str, Any] | None:
-    """Accuracy difference, McNemar's b, c and p, and the bootstrap CI, over matched pairs."""
-    rows, baseline_rows = list(rows), list(baseline_rows)
-    pairs = match_pairs(rows, baseline_rows)
-    if not pairs:
-        return None
-    b, c = discordant(pairs)
-    boot = paired_bootstrap(rows, baseline_rows, n_resamples=n_resamples, seed=seed) or {}
-    alpha, power = 0.05, 0.8
-    return {
-        **boot,
-        "b": b,
-        "c": c,
-        "p_mcnemar": mcnemar(b, c),
-        "mde": mde_paired(len(pairs), (b + c) / len(pairs), alpha=alpha, power=power),
-        "mde_alpha": alpha,
-        "mde_power": power,
-    }
+    """`compare_pairing` of two sets of rows, each question once."""
+    return compare_pairing(match_pairs(rows, baseline_rows), n_resamples=n_resamples, seed=seed)
 
 
 def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
@@ -208,8 +270,9 @@ class CellEstimate(NamedTuple):
     """A cell's accuracy (a share) and the standard error its tests use.
 
     ``se`` is the larger of the seeds' SE (sample SD / sqrt(k), ``df = k - 1``) and the binomial SE
-    of the cell's ``n`` questions pooled (`binomial_se`, ``df`` infinite): one seed, or seeds that
-    agree, never make a cell look exact. ``source`` says which one it is ("seeds" or "binomial").
+    of the cell's ``n`` distinct questions (`binomial_se`, ``df`` infinite): one seed, or seeds that
+    agree, never make a cell look exact, and three seeds that drew the same 14 questions are 14
+    questions, not 42. ``source`` says which one it is ("seeds" or "binomial").
     """
 
     mean: float
@@ -217,17 +280,22 @@ class CellEstimate(NamedTuple):
     df: float
     source: str
     k: int
-    n: int
+    n: int  # distinct questions
 
 
-def cell_estimate(accuracies: Sequence[float], sizes: Sequence[int]) -> CellEstimate:
-    """`CellEstimate` of ``accuracies`` (one share per seed) measured on ``sizes`` questions each."""
+def cell_estimate(accuracies: Sequence[float], sizes: Sequence[int], *, distinct: int | None = None) -> CellEstimate:
+    """`CellEstimate` of ``accuracies`` (one share per seed) measured on ``sizes`` questions each, of which
+    ``distinct`` are different questions (default: all of them, seeds that drew disjoint samples)."""
     if not accuracies or len(accuracies) != len(sizes) or min(sizes) <= 0:
         raise ValueError(f"need one accuracy per seed and a positive size each (got {len(accuracies)} "
                          f"accuracies, sizes {list(sizes)})")
-    k, n = len(accuracies), sum(sizes)
+    n = sum(sizes) if distinct is None else distinct
+    if not max(sizes) <= n <= sum(sizes):
+        raise ValueError(f"distinct questions must lie between the largest seed's size and their sum "
+                         f"(got {distinct} for sizes {list(sizes)})")
+    k = len(accuracies)
     mean = statistics.fmean(accuracies)
-    correct = min(n, max(0, round(sum(a * m for a, m in zip(accuracies, sizes, strict=True)))))
+    correct = min(n, max(0, round(mean * n)))
     floor = binomial_se(correct, n)
     seeds = statistics.stdev(accuracies) / math.sqrt(k) if k > 1 else None
     if seeds is not None and seeds >= floor:
@@ -312,13 +380,12 @@ def mde_t(se: float, df: float, *, alpha: float = 0.05, power: float = 0.8) -> f
 
 def versus_runner_up(winner: dict[str, bool], runner_up: dict[str, bool], *, alpha: float = 0.05) -> dict[str, Any]:
     """Whether a winner's lead over the runner-up is within noise: the exact McNemar test on the questions
-    both answered (``winner``/``runner_up`` map a question id to correct). ``within_noise`` when
-    p >= ``alpha``, or when no question is shared (nothing shows the lead is real)."""
-    shared = sorted(winner.keys() & runner_up.keys())
-    b = sum(winner[k] and not runner_up[k] for k in shared)
-    c = sum(runner_up[k] and not winner[k] for k in shared)
-    p = mcnemar(b, c) if shared else None
-    return {"n_pairs": len(shared), "b": b, "c": c, "p_mcnemar": p, "alpha": alpha,
+    both answered (``winner``/``runner_up`` map a question id to correct), paired by `pair_once`.
+    ``within_noise`` when p >= ``alpha``, or when no question is shared (nothing shows the lead is real)."""
+    pairing = pair_once(by_question(winner), by_question(runner_up))
+    b, c = discordant(pairing.pairs)
+    p = mcnemar(b, c) if pairing.n else None
+    return {"n_pairs": pairing.n, "b": b, "c": c, "p_mcnemar": p, "alpha": alpha,
             "within_noise": p is None or p >= alpha, "test": "exact McNemar on paired questions"}
 
 

@@ -8,12 +8,15 @@
    question follows from the measured table exactly (kept: the single agent's; escalated: the
    team's, at both stages' cost), so the study's grid sampler walks every point with no further
    LM call, and its Pareto front is exact on the tuning questions.
-3. `choose`: the operating point. With ``max_cost_ratio`` r, the most accurate point costing at
-   most r times the best static configuration; otherwise the cheapest point whose loss against
-   the best static configuration is within ``tolerance`` with 90% confidence (a one-sided bound
-   on the paired difference over the tuning questions). When no adaptive point qualifies, the
-   best static configuration itself is chosen: a signal that carries no information about the
-   single agent's errors is detected this way, and the team is never traded for a guess.
+3. `choose`: the operating point. With ``max_cost_ratio`` r, the most accurate point (the single
+   agent included) costing at most r times the best static configuration; otherwise the cheapest
+   candidate (the single agent alone, or an adaptive point) whose loss against the `reference` (the
+   most accurate static policy, the single agent alone counted as one) is within ``tolerance`` with
+   90% confidence: an exact one-sided bound on the paired loss (`loss_bound`, Clopper-Pearson, valid
+   with no discordant pair), Bonferroni-corrected for the number of candidates tried. When none
+   qualifies, the reference itself is chosen: a signal that carries no information about the single
+   agent's errors is detected this way, and the team is never traded for a guess; a single agent more
+   accurate than every team is kept alone.
 4. `prove`: on *held-out* questions, the chosen point (the real adaptive system), the best static
    configuration and the single agent, paired, with McNemar's test.
 
@@ -30,11 +33,10 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.config import TeamworkConfig
 
-__all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of",
-           "ALWAYS", "front_markdown"]
+__all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of", "candidates", "reference",
+           "loss_bound", "clopper_pearson", "binomial_cdf", "policy_threshold", "ALWAYS", "front_markdown"]
 
 ALWAYS = 1.01  # a threshold above every signal: always escalate
-_Z90 = 1.2815515655446004  # one-sided 90%
 
 
 class _Frozen(BaseModel):
@@ -148,32 +150,110 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
                  statics=statics, single=single, best_static=best)
 
 
-def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, z: float = _Z90) -> float:
-    """One-sided upper bound on ``static``'s accuracy minus ``point``'s, paired over the questions."""
-    assert point.threshold is not None and point.target is not None and static.target is not None
-    ours = [c[0] for c in _cells(outcomes, point.threshold, point.target)]
-    theirs = [o.team_correct[static.target] for o in outcomes]
-    diffs = [int(b) - int(a) for a, b in zip(ours, theirs, strict=True)]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / max(1, n - 1)
-    return mean + z * math.sqrt(var / n)
+def binomial_cdf(x: int, n: int, p: float) -> float:
+    """P(X <= x) for X ~ Binomial(n, p), summed exactly in log space."""
+    if x < 0:
+        return 0.0
+    if x >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    return min(1.0, sum(math.exp(math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)
+                                 + k * log_p + (n - k) * log_q) for k in range(x + 1)))
 
 
-def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01,
+def clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
+    """Exact one-sided ``1 - alpha`` bounds of a binomial share from ``x`` of ``n``: ``(lower, upper)``, each
+    holding with probability at least ``1 - alpha`` whatever the true share (Clopper-Pearson, by bisection)."""
+    if n <= 0 or not 0 <= x <= n or not 0 < alpha < 1:
+        raise ValueError(f"need 0 <= x <= n, n > 0 and alpha in (0, 1) (got x={x}, n={n}, alpha={alpha})")
+
+    def solve(f: Callable[[float], float]) -> float:  # the p in [0, 1] where the decreasing f crosses alpha
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if f(mid) > alpha else (low, mid)
+        return (low + high) / 2
+
+    upper = 1.0 if x == n else solve(lambda p: binomial_cdf(x, n, p))  # P(X <= x) = alpha
+    lower = 0.0 if x == 0 else 1.0 - solve(lambda q: binomial_cdf(n - x, n, q))  # P(X >= x) = alpha
+    return lower, upper
+
+
+def _correct(outcomes: Sequence[Outcome], point: Point) -> list[bool]:
+    """Each question's right/wrong under ``point`` (the single agent, a static team or an adaptive point)."""
+    if point.target is None:
+        return [o.signal is not None and o.single_correct for o in outcomes]
+    if point.static:
+        return [o.team_correct[point.target] for o in outcomes]
+    assert point.threshold is not None
+    return [c[0] for c in _cells(outcomes, point.threshold, point.target)]
+
+
+def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alpha: float = 0.10) -> float:
+    """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share).
+
+    The loss is ``p_c - p_b``: the share of questions only ``static`` gets right minus the share only
+    ``point`` gets right. Clopper-Pearson bounds each from its count at ``alpha / 2`` (upper for
+    ``p_c``, lower for ``p_b``), so the difference holds with probability at least ``1 - alpha`` (Bonferroni),
+    with any number of discordant pairs, none included: 0 losses in 100 pairs still bound the loss
+    by 2.9 points at ``alpha`` 0.10, not by 0."""
+    ours, theirs = _correct(outcomes, point), _correct(outcomes, static)
+    n = len(ours)
+    c = sum(t and not o for o, t in zip(ours, theirs, strict=True))
+    b = sum(o and not t for o, t in zip(ours, theirs, strict=True))
+    return clopper_pearson(c, n, alpha / 2)[1] - clopper_pearson(b, n, alpha / 2)[0]
+
+
+def reference(found: Front) -> Point:
+    """What the choice must not lose against: the most accurate static policy on the tuning questions,
+    the single agent alone counted among them (a team of one) when it is strictly more accurate than every
+    team; in a tie it is a candidate tested against the best team, like any cheaper policy."""
+    return found.single if found.single.accuracy > found.best_static.accuracy else found.best_static
+
+
+def candidates(found: Front) -> list[Point]:
+    """What may replace the `reference`: the single agent alone and every adaptive point cheaper than it
+    that escalates some question (one that escalates none is the single agent again, and would only widen
+    the correction), cheapest first; none when the single agent is itself the reference."""
+    ref = reference(found)
+    escalating = [p for p in found.points if p.escalation_rate > 0]
+    cheaper = [p for p in [found.single, *escalating] if p.tokens < ref.tokens and p != ref]
+    return sorted(cheaper, key=lambda p: (p.tokens, -p.accuracy))
+
+
+def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01, alpha: float = 0.10,
            max_cost_ratio: float | None = None) -> Point:
-    """The operating point (see the module docstring); the best static point when none qualifies."""
+    """The operating point (see the module docstring).
+
+    Without ``max_cost_ratio``: the cheapest of `candidates` whose exact loss bound (`loss_bound`)
+    against the `reference` is within ``tolerance``, each bound at ``alpha / m`` for the ``m``
+    candidates (Bonferroni), so the chance that the choice loses more than ``tolerance`` to the
+    reference is at most ``alpha`` however many points the grid holds; the reference itself when none
+    qualifies. The reference is the single agent when it is the most accurate static policy."""
     best = found.best_static
     if max_cost_ratio is not None:
-        affordable = [p for p in found.points if p.tokens <= max_cost_ratio * best.tokens]
+        affordable = [p for p in [found.single, *found.points] if p.tokens <= max_cost_ratio * best.tokens]
         if not affordable:
             raise ValueError(f"no point costs at most {max_cost_ratio:g} x the best static configuration "
                              f"({best.tokens:.0f} tokens a question); the cheapest costs "
                              f"{min(p.tokens for p in found.points) / best.tokens:.2f} x")
         return max(affordable, key=lambda p: (p.accuracy, -p.tokens))
-    good = [p for p in found.points
-            if p.tokens < best.tokens and loss_bound(outcomes, p, best) <= tolerance]
-    return min(good, key=lambda p: (p.tokens, -p.accuracy)) if good else best
+    ref, pool = reference(found), candidates(found)
+    each = alpha / max(1, len(pool))
+    return next((p for p in pool if loss_bound(outcomes, p, ref, alpha=each) <= tolerance), ref)
+
+
+def policy_threshold(point: Point) -> float:
+    """The `AdaptiveTeam` threshold that runs ``point``: always escalate for a static team, never for the
+    single agent, else the point's own."""
+    if point.static:
+        return ALWAYS
+    if point.target is None:
+        return 0.0
+    assert point.threshold is not None
+    return point.threshold
 
 
 def _program(target: Any) -> Any:

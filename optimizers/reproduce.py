@@ -120,15 +120,15 @@ class Table1Result:
     markdown: str = ""
 
 
-def _mcnemar(ours: Mapping[str, bool], theirs: Mapping[str, bool]) -> dict[str, Any] | None:
-    from teammed.evals.stats import mcnemar
+def _mcnemar(ours: Mapping[tuple[str, str], bool], theirs: Mapping[tuple[str, str], bool]) -> dict[str, Any] | None:
+    """Exact McNemar of two cells, each question once (`teammed.evals.stats.pair_once`)."""
+    from teammed.evals.stats import discordant, mcnemar, pair_once
 
-    keys = sorted(ours.keys() & theirs.keys())
-    if not keys:
+    pairing = pair_once(ours, theirs)
+    if not pairing.n:
         return None
-    b = sum(ours[k] and not theirs[k] for k in keys)
-    c = sum(theirs[k] and not ours[k] for k in keys)
-    return {"b": b, "c": c, "n": len(keys), "p": round(mcnemar(b, c), 6)}
+    b, c = discordant(pairing.pairs)
+    return {"b": b, "c": c, "n": pairing.n, "repeats": pairing.repeats, "p": round(mcnemar(b, c), 6)}
 
 
 def row_program(row: str, pool: Sequence[Question], seed: int) -> dspy.Module:
@@ -291,7 +291,7 @@ def _adaptive_policy(study: Any, code: str, found: Mapping[str, Any], pool: Sequ
     """The adaptive row's threshold, chosen on up to ``settings.n`` tuning questions (the tune part: the
     cells' questions are never among them); kept in the study, so a resumed table reuses it."""
     from teammed.data.sampling import sample_questions
-    from teammed.optimizers.adaptive import ALWAYS, choose, front, measure
+    from teammed.optimizers.adaptive import choose, front, measure, policy_threshold
 
     key = f"adaptive:{code}"
     if key in study.user_attrs:
@@ -301,7 +301,7 @@ def _adaptive_policy(study: Any, code: str, found: Mapping[str, Any], pool: Sequ
         raise ConfigError(f"the adaptive row needs labeled tuning questions, and the tune part of {code} has none")
     outcomes = measure(tuning, lm, {"special": _tuned(found)})
     chosen = choose(outcomes, front(outcomes))
-    policy = {"threshold": ALWAYS if chosen.static else chosen.threshold, "static": chosen.static,
+    policy = {"threshold": policy_threshold(chosen), "static": chosen.static, "single": chosen.target is None,
               "tuning_accuracy": chosen.accuracy, "tuning_tokens": chosen.tokens, "n": len(tuning)}
     study.set_user_attr(key, policy)
     return policy
@@ -317,7 +317,9 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
     out = []
     for (row, code), by_seed in per.items():
         sizes = [len(r["ids"]) for r in by_seed.values()]
-        est = cell_estimate([r["value"] for r in by_seed.values()], sizes) if min(sizes, default=0) else None
+        distinct = len({str(i) for r in by_seed.values() for i in r["ids"]})
+        est = (cell_estimate([r["value"] for r in by_seed.values()], sizes, distinct=distinct)
+               if min(sizes, default=0) else None)
         mean, se = (100 * est.mean, 100 * est.se) if est is not None else (0.0, 0.0)
         baseline = per.get(("Zero-Shot", code)) if row != "Zero-Shot" else None
         out.append({"row": row, "dataset": code, "measured": round(mean, 2), "measured_se": round(se, 2),
@@ -327,6 +329,7 @@ def _table(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, A
                     "vs_zero_shot": _vs_zero_shot(by_seed, baseline) if baseline is not None else None,
                     **_tuned_fields(row, code, special),
                     "n_per_seed": sizes,
+                    "n_distinct": distinct,
                     "failed": sum(sum(r["failed"]) for r in by_seed.values()),
                     "calls": sum(r["calls"] for r in by_seed.values()),
                     **_spend(row, by_seed, sum(sizes))})
@@ -380,8 +383,8 @@ def _too_small(est: Any, pub_mean: float | None) -> str | None:
             f"at least {MIN_EXPECTED} expected right and wrong answers are needed")
 
 
-def _by_question(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[str, bool]:
-    return {f"{s}:{i}": c for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
+def _by_question(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, str], bool]:
+    return {(str(s), str(i)): bool(c) for s, r in by_seed.items() for i, c in zip(r["ids"], r["correct"], strict=True)}
 
 
 def _vs_zero_shot(by_seed: Mapping[int, Mapping[str, Any]],
@@ -454,7 +457,8 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
              "Satterthwaite df), p raw and "
              f"Holm-adjusted over the table's {n_tests} tests | MDE: the smallest true difference (points) "
              "detectable at 80% power, alpha 0.05, with these SEs and df or pairs | exact McNemar vs Zero-Shot on "
-             "the same questions (b/c, p, Holm p, MDE)", "",
+             "the same questions, each question once at the first seed both drew it (b/c, p, Holm p, MDE; "
+             "answers of repeated questions left out are counted in `table1.json`)", "",
              "| row | data set | measured | published | possible | difference | p | Holm p | MDE | "
              "vs Zero-Shot (b/c, p, Holm p, MDE) | failed |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -187,7 +187,12 @@ def test_on_the_simulated_team_a_signal_with_no_information_leaves_the_static_te
     assert chosen.static and chosen.target == "special", chosen
     informed = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single"], calibration=1.0)
     outcomes = measure(questions, informed, targets)
-    assert not choose(outcomes, front(outcomes)).static  # the same world with a truthful signal escalates less
+    found = front(outcomes)
+    # a truthful signal: no tuning question lost, but 0 losses in 240 bound the loss only by 1.5 points at 90%
+    # (exact, with the correction for the candidates), so within 1 point the static team is kept; within 3, the
+    # cheap point is taken
+    assert choose(outcomes, found).static
+    assert not choose(outcomes, found, tolerance=0.03).static
 
 
 def test_careless_adaptive_flags_are_refused_naming_the_fix(tmp_path, capsys):

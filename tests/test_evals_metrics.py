@@ -445,12 +445,19 @@ def _result(seed: int, qid: str, correct: bool) -> dict[str, object]:
     return {"seed": seed, "id": qid, "correct": correct}
 
 
-def test_pairs_match_on_seed_and_id() -> None:
+def test_each_question_pairs_once_at_the_first_seed_both_answered() -> None:
     ours = [_result(0, "q1", True), _result(0, "q2", True), _result(1, "q1", False), _result(2, "q9", True)]
     theirs = [_result(0, "q1", False), _result(0, "q2", True), _result(1, "q1", True), _result(1, "q2", True)]
-    pairs = match_pairs(ours, theirs)
-    assert pairs == [(True, False), (True, True), (False, True)]
-    assert discordant(pairs) == (1, 1)
+    pairing = match_pairs(ours, theirs)
+    assert pairing.pairs == [(True, False), (True, True)]  # keyed by (seed, id) it would add q1's seed-1 pair
+    assert pairing.keys == [("0", "q1"), ("0", "q2")] and pairing.repeats == 1 and pairing.unpaired == 1
+    assert discordant(pairing.pairs) == (1, 0)
+
+
+def test_the_first_seed_is_the_first_in_natural_order() -> None:
+    ours = [_result(10, "q1", True), _result(9, "q1", False)]
+    theirs = [_result(10, "q1", False), _result(9, "q1", False)]
+    assert match_pairs(ours, theirs).keys == [("9", "q1")]
 
 
 def test_paired_bootstrap_is_seeded_and_brackets_the_difference() -> None:
@@ -461,7 +468,7 @@ def test_paired_bootstrap_is_seeded_and_brackets_the_difference() -> None:
     assert first is not None
     assert first["diff"] == pytest.approx(0.25)
     assert first["ci_low"] < 0.25 < first["ci_high"]
-    assert first["n_pairs"] == 60 and first["n_resamples"] == 2000
+    assert first["n_pairs"] == 20 and first["n_resamples"] == 2000  # 20 questions, whatever the 3 seeds
 
 
 def test_paired_bootstrap_degenerate_cases() -> None:

@@ -12,16 +12,19 @@ from teammed.errors import DataError
 from teammed.evals import ReportError, build_report
 from teammed.evals._runs import load_run
 from teammed.programs.record import Deliberation
+from teammed.evals.stats import binomial_se, wilson_interval
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("ablation.png", "accuracy_vs_tokens.png", "trust_over_deliberation.png", "roles_heatmap.png")
 N_QUESTIONS = 10
 # correct answers per seed: question i is right iff i < count
+# (every seed draws the same 10 questions: a question counts once, so a cell's n is 10 and its SE is at
+# least the binomial SE of 10 questions, above the seeds' 5.8, 3.3 and 0.0)
 CORRECT = {
-    ("medqa", "base"): [5, 6, 7],  # 60.0 ± 5.8
-    ("medqa", "all"): [8, 8, 9],  # 83.3 ± 3.3
-    ("pubmedqa", "base"): [4, 5, 6],  # 50.0 ± 5.8
-    ("pubmedqa", "all"): [7, 7, 7],  # 70.0 ± 0.0
+    ("medqa", "base"): [5, 6, 7],  # 60.0 ± 13.3 (binomial_se(6, 10))
+    ("medqa", "all"): [8, 8, 9],  # 83.3 ± 12.1 (binomial_se(8, 10))
+    ("pubmedqa", "base"): [4, 5, 6],  # 50.0 ± 13.4 (binomial_se(5, 10))
+    ("pubmedqa", "all"): [7, 7, 7],  # 70.0 ± 12.9 (binomial_se(7, 10)): seeds that agree are not exact
 }
 PAYLOAD = "<script>alert('x')</script>"
 
@@ -138,18 +141,21 @@ def _table_row(markdown: str, config: str) -> str:
 
 def test_table_one_has_mean_se_cells_and_bold_best(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
-    assert _table_row(text, "base") == "| base | 60.0 ± 5.8 | 50.0 ± 5.8 | 55.0 |"
-    assert _table_row(text, "all") == "| all | **83.3 ± 3.3** | **70.0 ± 0.0** | **76.7** |"
+    se = {k: f"{100 * binomial_se(k, 10):.1f}" for k in (5, 6, 7, 8)}
+    assert _table_row(text, "base") == f"| base | 60.0 ± {se[6]} | 50.0 ± {se[5]} | 55.0 |"
+    assert _table_row(text, "all") == f"| all | **83.3 ± {se[8]}** | **70.0 ± {se[7]}** | **76.7** |"
+    assert se == {5: "13.4", 6: "13.3", 7: "12.9", 8: "12.1"}
 
 
 def test_significance_table_against_the_baseline(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
     assert "## Significance vs `base`" in text
     assert "McNemar p" in text and "Bootstrap CI" in text
-    # medqa: "all" alone is right on 3 + 2 + 2 = 7 paired questions, never the reverse: p = 2 / 2⁷
-    medqa = next(line for line in text.splitlines() if line.startswith("| all | medqa | +23.3 |"))
-    assert "| 7 | 0 | 0.0156 | 0.0312 |" in medqa  # Holm over the table's two comparisons: 2 x 0.0156
-    assert medqa.endswith("| 24.7 | 30 |")  # MDE: 2.80 x sqrt((7/30) / 30) = 24.7 points
+    # medqa: each of the 10 questions once, at seed 0 (base right on 5, all on 8): b = 3, c = 0, p = 2 / 2³;
+    # keyed by (seed, id) it would be 3 + 2 + 2 = 7 "pairs" of 30 and p = 0.0156
+    medqa = next(line for line in text.splitlines() if line.startswith("| all | medqa | +30.0 |"))
+    assert "| 3 | 0 | 0.2500 | 0.5000 |" in medqa  # Holm over the table's two comparisons: 2 x 0.25
+    assert medqa.endswith("| 48.5 | 10 | 20 |")  # MDE 2.80 x sqrt((3/10) / 10); 10 pairs; 20 repeats left out
 
 
 def test_efficiency_and_teamwork_tables(report: Path) -> None:
@@ -191,7 +197,7 @@ def test_summary_json_holds_the_numbers(report: Path) -> None:
     assert group["accuracy"]["k"] == 3 and group["accuracy"]["mean"] == pytest.approx(0.8333, abs=1e-4)
     assert group["metrics"]["teamwork"]["decisiveness"]["Nephrologist"]["score"] == 1.0
     comparisons = {c["dataset"]: c for c in numbers["significance"]}
-    assert comparisons["medqa"]["b"] == 7 and comparisons["medqa"]["c"] == 0
+    assert comparisons["medqa"]["b"] == 3 and comparisons["medqa"]["c"] == 0 and comparisons["medqa"]["repeats"] == 20
     assert comparisons["medqa"]["ci_low"] <= comparisons["medqa"]["diff"] <= comparisons["medqa"]["ci_high"]
     assert sorted(numbers["figures"]) == sorted(FIGURES)
 
@@ -203,8 +209,9 @@ def test_single_seed_and_non_teamwork_systems(tmp_path: Path) -> None:
     ]
     report = build_report(runs, tmp_path / "out", baseline="zero_shot")
     text = report.read_text(encoding="utf-8")
-    assert _table_row(text, "zero_shot") == "| zero_shot | 40.0 |"
-    assert _table_row(text, "base") == "| base | **60.0** |"
+    # a lone seed has the binomial SE of its questions (a cell is never shown as exact)
+    assert _table_row(text, "zero_shot") == f"| zero_shot | 40.0 ± {100 * binomial_se(4, 10):.1f} |"
+    assert _table_row(text, "base") == f"| base | **60.0 ± {100 * binomial_se(6, 10):.1f}** |"
     assert "| base | medqa | +20.0 | 2 | 0 | 0.5000 |" in text
     teamwork = text.split("## Teamwork and calibration")[1].split("##")[0]
     assert "| base | medqa | 100.0 |" in teamwork
@@ -261,13 +268,15 @@ def test_table_one_cell_by_cell_and_its_exports(report: Path) -> None:
     text = report.read_text(encoding="utf-8")
     cells = text.split("## Table 1, cell by cell")[1].split("##")[0]
     line = next(row for row in cells.splitlines() if row.startswith("| all | medqa |"))
-    # 25 of 30 questions over 3 seeds (8, 8, 9 of 10): Wilson 95% interval [66.4, 92.7]
-    assert line == "| all | medqa | scripted | 3 | 30 | 83.3 ± 3.3 | [66.4, 92.7] |"
+    # 3 seeds (8, 8, 9 of the same 10 questions) are 10 distinct questions, 8 + 1/3 right (question 8 right
+    # at one seed of three): the Wilson 95% interval on 10 questions, not on 30 answers ([66.4, 92.7])
+    low, high = wilson_interval(25 / 3, 10)
+    assert line == f"| all | medqa | scripted | 3 | 10 | 83.3 ± 12.1 | [{100 * low:.1f}, {100 * high:.1f}] |"
     rows = list(csv.DictReader((report.parent / "table1.csv").read_text().splitlines()))
     row = next(r for r in rows if (r["config"], r["dataset"]) == ("all", "medqa"))
-    assert (row["n_questions"], row["n_correct"], row["mean"], row["ci95_low"]) == ("30", "25", "83.33", "66.44")
+    assert (row["n_questions"], row["mean"], row["ci95_low"]) == ("10", "83.33", f"{100 * low:.2f}")
     latex = (report.parent / "table1.tex").read_text()
-    assert "\\begin{tabular}{lcc}" in latex and "\\textbf{83.3 $\\pm$ 3.3} {\\scriptsize ($n$=30)}" in latex
+    assert "\\begin{tabular}{lcc}" in latex and "\\textbf{83.3 $\\pm$ 12.1} {\\scriptsize ($n$=10)}" in latex
     assert latex.rstrip().endswith("\\end{tabular}")
 
 

@@ -44,7 +44,9 @@ def test_reproduce_writes_the_table_and_resumes_without_rerunning(tmp_path):
     assert set(rows) == set(settings.rows)
     assert rows["Leadership"]["published"] == 89.0 and rows["Leadership"]["dataset"] == "MQA"
     assert rows["Leadership"]["difference"] == pytest.approx(rows["Leadership"]["measured"] - 89.0, abs=0.01)
-    assert rows["Leadership"]["vs_zero_shot"]["n"] == 20  # paired on the same (seed, id) questions
+    # two seeds of 10 drawn from the same pool share questions: each question is paired once
+    vs = rows["Leadership"]["vs_zero_shot"]
+    assert vs["n"] == rows["Leadership"]["n_distinct"] and vs["n"] + vs["repeats"] == 20 and vs["repeats"] > 0
     assert rows["Mut. Trust"]["measured"] < rows["Leadership"]["measured"]  # the planted harm shows
     assert "| TeamMed (tuned) | MQA |" in (tmp_path / "r" / "table1.md").read_text()
     assert "PVQ: DataError" in result.markdown

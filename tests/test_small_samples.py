@@ -58,12 +58,15 @@ def test_welch_takes_satterthwaite_degrees_of_freedom() -> None:
     assert welch_t_test(1.0, 0.0, 2, 0.0, 2) is None
 
 
-def _grid(row: str, code: str, per_seed: dict[int, list[bool]]) -> tuple[list[dict], dict[str, dict]]:
+def _grid(row: str, code: str, per_seed: dict[int, list[bool]], *, shared: bool = False
+          ) -> tuple[list[dict], dict[str, dict]]:
+    """One cell per seed; each seed draws its own questions unless ``shared`` (all draw the same)."""
     cells, done = [], {}
     for seed, correct in per_seed.items():
         cell = {"kind": "table1", "dataset": code, "row": row, "seed": seed, "special": None}
         cells.append(cell)
-        done[cell_key(cell)] = {"ids": [f"q{i}" for i in range(len(correct))], "correct": correct,
+        done[cell_key(cell)] = {"ids": [f"q{i}" if shared else f"{seed}-q{i}" for i in range(len(correct))],
+                                "correct": correct,
                                 "failed": [False] * len(correct), "value": sum(correct) / len(correct),
                                 "calls": len(correct), "tokens": 0, "cost_usd": 0.0}
     return cells, done
@@ -90,6 +93,16 @@ def test_one_seed_of_fifty_questions_is_tested_with_its_binomial_se() -> None:
     assert row["measured_se_source"] == "binomial" and row["measured_se"] == pytest.approx(se, abs=0.01)
     p, _ = welch_t_test(60.0 - 69.3, se, math.inf, 7.0, 2)
     assert row["test_refused"] is None and row["p_vs_published"] == pytest.approx(p, rel=1e-3) and p > 0.2
+
+
+def test_seeds_that_drew_the_same_questions_count_them_once() -> None:
+    per_seed = {s: [True] * k + [False] * (50 - k) for s, k in ((111, 40), (222, 45), (333, 48))}
+    settings = ReproduceSettings(model="m", rows=("Zero-Shot",))
+    (row,) = _table(*_grid("Zero-Shot", "PQA", per_seed, shared=True), settings)
+    assert row["n_distinct"] == 50 and row["measured_se_source"] == "binomial"  # 50 questions, not 150
+    assert row["measured_se"] == pytest.approx(100 * binomial_se(44, 50), abs=0.01)
+    (disjoint,) = _table(*_grid("Zero-Shot", "PQA", per_seed), settings)
+    assert disjoint["n_distinct"] == 150 and disjoint["measured_se_source"] == "seeds"
 
 
 def test_three_seeds_use_a_t_not_the_normal_law() -> None:

@@ -240,7 +240,7 @@ def adaptive_held_out(spec: SearchSpec) -> list[Any]:
 def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Path, *, lm: Any) -> tuple[Path, str]:
     """The adaptive system's front over the Special Set on the search's own tuning questions, its
     operating point, and the proof on ``spec.n_eval`` held-out questions (the eval part, disjoint)."""
-    from teammed.optimizers.adaptive import choose, front, front_markdown, measure, prove
+    from teammed.optimizers.adaptive import choose, front, front_markdown, measure, policy_threshold, prove
     from teammed.optimizers.special_set import load_special_set
     from teammed.records import write_atomic
 
@@ -257,7 +257,8 @@ def adaptive_front(spec: SearchSpec, tuning: list[Any], special: Path, stem: Pat
             f"{proof.chosen.tokens:,.0f} tokens/question ({proof.chosen.escalation_rate:.0%} escalated); static "
             f"Special Set {proof.static.accuracy:.1%} at {proof.static.tokens:,.0f}; single agent "
             f"{proof.single.accuracy:.1%} (McNemar p vs static {proof.p_vs_static:.3g})")
-    policy = {"system": "adaptive", "threshold": chosen.threshold, "target": str(special), "static": chosen.static}
+    policy = {"system": "adaptive", "threshold": policy_threshold(chosen), "target": str(special),
+              "static": chosen.static, "single": chosen.target is None}
     write_atomic(stem.with_suffix(".md"), f"# Adaptive front (tuning questions)\n\n{table}\n\n{held}\n")
     path = write_atomic(stem.with_suffix(".json"), json.dumps({
         "policy": policy, "front": found.model_dump(mode="json"), "chosen": chosen.model_dump(mode="json"),
