@@ -59,6 +59,7 @@ def one(calibration: str, seed: int, n_tune: int, n_eval: int) -> dict[str, Any]
                          "single": proof.single.accuracy, "tokens_ratio": round(ratio, 4),
                          "escalation_rate": proof.chosen.escalation_rate, "p_vs_static": proof.p_vs_static},
             "front": [p.model_dump() for p in found.pareto],
+            "lost_more_than_a_point": loss > 0.01, "loss_points": round(100 * loss, 2),
             "goal_met": (loss <= 0.01 and ratio <= 0.40) if calibration == "informative"
             else (chosen.static and loss <= 0.01)}
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--n-tune", type=int, default=400)
     parser.add_argument("--n-eval", type=int, default=400)
-    parser.add_argument("--calibrations", default="informative,none")
+    parser.add_argument("--calibrations", default="informative,none", help="of informative, weak, none")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "adaptive_simulated.json")
     args = parser.parse_args(argv)
@@ -77,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         results = list(pool.map(one, *zip(*work, strict=True)))
     for calibration in args.calibrations.split(","):
         mine = [r for r in results if r["calibration"] == calibration]
-        print(f"\n{calibration} calibration: goal met in {sum(r['goal_met'] for r in mine)} of {len(mine)} seeds")
+        print(f"\n{calibration} calibration: goal met in {sum(r['goal_met'] for r in mine)} of {len(mine)} seeds; "
+              f"the choice lost more than 1 point on held-out questions in "
+              f"{sum(r['lost_more_than_a_point'] for r in mine)} of {len(mine)}; chosen: "
+              f"{sum(not r['static_chosen'] for r in mine)} adaptive or single, {sum(r['static_chosen'] for r in mine)} "
+              f"static")
         print("| seed | chosen | held-out accuracy: chosen / static / single | tokens of static | escalated |")
         print("|---|---|---|---|---|")
         for r in mine:

@@ -261,12 +261,11 @@ def read_published(path: Path, *, reference: Mapping[str, str] | None = None) ->
         realidx = None if raw.get("realidx") is None else str(raw["realidx"])
         matched = (reference or {}).get(text_key(str(raw["question"])))
         qid = matched or realidx or f"row-{len(rows) + duplicates}"
-        if matched is not None and realidx is not None and matched != realidx:
-            renumbered += 1
         if qid in seen:
             duplicates += 1
             continue
         seen.add(qid)
+        renumbered += matched is not None and realidx is not None and matched != realidx
         gold, prediction = str(raw["answer_idx"]), _prediction(raw["predicted_answer"])
         letters = _letters(raw.get("options")) or {gold}
         unscored += prediction not in letters

@@ -143,3 +143,45 @@ def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: i
     ax.set_title(f"Roles recruited (top {len(roles)})")
     figure.colorbar(image, ax=ax, label="Recruitments")
     return _save(figure, path)
+
+
+def pareto(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points (tokens, accuracy) no other point beats on both (fewer tokens, higher
+    accuracy), cheapest first."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], -points[i][1]))
+    front, best = [], -1.0
+    for i in order:
+        if points[i][1] > best:
+            front.append(i)
+            best = points[i][1]
+    return front
+
+
+def published_front(points: Sequence[tuple[str, float | None, float, bool]], path: Path, title: str) -> Path | None:
+    """Accuracy (%) against tokens per question (log x) of published methods (``True``) and your
+    configurations (``False``), each point labelled and the Pareto front drawn; a method without
+    token counts is named under the plot, not placed."""
+    placed = [(label, tokens, acc, pub) for label, tokens, acc, pub in points if tokens]
+    missing = [label for label, tokens, _, _ in points if not tokens]
+    if not placed:
+        return None
+    figure = _figure(7.0, 4.8)
+    ax = figure.subplots()
+    for published, marker, name in ((True, "s", "published"), (False, "o", "this report")):
+        mine = [(t, a) for _, t, a, p in placed if p == published]
+        if mine:
+            ax.scatter(*zip(*mine, strict=True), marker=marker, label=name, zorder=3)
+    for label, tokens, acc, _ in placed:
+        ax.annotate(label, (tokens, acc), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    front = [placed[i] for i in pareto([(t, a) for _, t, a, _ in placed])]
+    ax.plot([t for _, t, _, _ in front], [a for _, _, a, _ in front], color="grey", linestyle="--", linewidth=1,
+            label="Pareto front", zorder=2)
+    ax.set_xscale("log")
+    ax.set_xlabel("Tokens per question (prompt + completion, log scale)")
+    ax.set_ylabel("Accuracy (%)")
+    ax.set_title(title, fontsize="small")
+    if missing:
+        ax.text(0.0, -0.16, "not placed (no token counts published): " + ", ".join(missing), transform=ax.transAxes,
+                fontsize="x-small")
+    ax.legend(fontsize="small")
+    return _save(figure, path)

@@ -296,6 +296,9 @@ def build_report(
     n_resamples: int = 2000,
     seed: int = 0,
     compare: bool = False,
+    published: Path | None = None,
+    published_model: str | None = None,
+    published_split: str | None = None,
 ) -> Path:
     """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
 
@@ -309,7 +312,10 @@ def build_report(
     ``baseline`` configuration, every other configuration is compared with it on each data
     set (McNemar and a paired bootstrap seeded with ``seed``). With ``compare`` the runs must hold
     exactly two configurations of one data set: the second is compared with the first question by
-    question (`teammed.evals.compare`), in the report and on its own page, ``compare.html``.
+    question (`teammed.evals.compare`), in the report and on its own page, ``compare.html``. With
+    ``published`` (MedAgentsBench's ``output/`` folder), the published methods of ``published_model``
+    are set beside the runs on the questions they answered, with paired tests
+    (`teammed.evals.published`) and an accuracy × tokens plot with the Pareto front.
     """
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
@@ -332,12 +338,19 @@ def build_report(
     }
     if baseline is not None:
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
+    if published is not None:
+        from teammed.evals.published import published_beside
+
+        numbers["published"] = published_beside(groups, Path(published), model=published_model,
+                                                split=published_split)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     compared = _write_compare(pair, out_dir, numbers) if pair is not None else []
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
     figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])
+    if "published" in numbers:
+        figures += _published_figures(numbers["published"], out_dir)
     numbers["figures"] = [p.name for p in figures]
     summary = json.dumps(rounded(numbers), indent=2, default=str)
     write_atomic(out_dir / "summary.json", summary)
@@ -345,9 +358,29 @@ def build_report(
     write_atomic(out_dir / "table1.tex", _tables.accuracy_latex(numbers["groups"], configs, datasets))
     numbers["transcript_pages"] = _write_transcripts(groups, out_dir)
     report = out_dir / "report.md"
+    if "published" in numbers:
+        from teammed.evals.published import published_markdown
+
+        compared = [*compared, *published_markdown(numbers["published"])]
     write_atomic(report, _markdown(numbers, figures, compared))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
     return report
+
+
+def _published_figures(numbers: dict[str, Any], out_dir: Path) -> list[Path]:
+    """One accuracy × tokens plot per data set: published methods and these runs' configurations."""
+    drawn = []
+    for dataset, d in numbers["datasets"].items():
+        points = [(m["method"], m["tokens_per_question"], 100 * m["accuracy"], True) for m in d["methods"]
+                  if m["accuracy"] is not None]
+        points += [(f"{o['config']} (ours)", o["tokens_per_question"], 100 * o["accuracy"], False) for o in d["ours"]
+                   if o["accuracy"] is not None]
+        name = "published_front.png" if len(numbers["datasets"]) == 1 else f"published_front_{dataset}.png"
+        title = f"{dataset} {d['split']}, {d['model']}: {d['questions']} questions"
+        path = _plots.published_front(points, out_dir / name.replace("/", "_"), title)
+        if path is not None:
+            drawn.append(path)
+    return drawn
 
 
 def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:

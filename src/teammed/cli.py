@@ -309,6 +309,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--compare", action="store_true",
                         help="the runs hold two configurations of one data set: compare the second with the first "
                              "question by question (fixed, broken, McNemar) in the report and in compare.html")
+    report.add_argument("--published", metavar="DIR",
+                        help="MedAgentsBench's output/ folder: set its published methods beside the runs, on the "
+                             "questions they answered, with paired tests and an accuracy x tokens plot")
+    report.add_argument("--model", help="with --published: whose published outputs (e.g. gpt-4o; default: the "
+                                        "runs' model, or the folder's only one)")
+    report.add_argument("--published-split", help="with --published: the published split (default: the runs')")
     report.set_defaults(func=cmd_report)
 
     comp = sub.add_parser("compile", help="optimize the prompts of a system with a DSPy optimizer")

@@ -70,14 +70,18 @@ def report(spec: ReportSpec) -> Report:
 
     found = run_dirs(spec.dirs)
     check_writable_dir(Path(spec.out))
+    if spec.model is not None and spec.published is None:
+        raise TeammedError("--model names whose published outputs to set beside the runs: give --published DIR "
+                           "(MedAgentsBench's output/ folder) too")
+    published = {"published": spec.published, "published_model": spec.model, "published_split": spec.published_split}
     if spec.compare:
-        path = build_report(found, Path(spec.out), baseline=spec.baseline, compare=True)
+        path = build_report(found, Path(spec.out), baseline=spec.baseline, compare=True, **published)
         return Report(path=path, compare_path=Path(spec.out) / "compare.html")
     try:
-        return Report(path=build_report(found, Path(spec.out), baseline=spec.baseline or "base"))
+        return Report(path=build_report(found, Path(spec.out), baseline=spec.baseline or "base", **published))
     except ReportError as exc:
         if spec.baseline or not str(exc).startswith("baseline"):
             raise
-    return Report(path=build_report(found, Path(spec.out), baseline=None),
+    return Report(path=build_report(found, Path(spec.out), baseline=None, **published),
                   note="no run is labelled 'base', so the report has no significance tests; pass --baseline LABEL "
                        "to compare with another configuration")

@@ -287,3 +287,6 @@ class ReportSpec(_Spec):
     out: Path = Path("report")
     baseline: str | None = None
     compare: bool = False
+    published: Path | None = None  # MedAgentsBench's output/ folder: its published methods beside the runs
+    model: str | None = None  # whose published outputs (default: the runs' model, or the folder's only one)
+    published_split: str | None = None  # default: the runs' split

@@ -1,0 +1,192 @@
+"""Published methods beside your runs: MedAgentsBench's per-question outputs on the questions your runs answered.
+
+`published_beside` reads, for each data set of the report, every published file of one model
+(`teammed.data.published`) and gives:
+
+- one row per published method, on the questions your runs answered that it answered: accuracy,
+  billed tokens per question (None where the file reports none) and seconds per question;
+- your configurations on the same questions (accuracy over every seed's answers, as Table 1);
+- a paired test of each configuration against each published method: exact McNemar on the questions
+  both answered, each question once (`teammed.evals.stats.pair_once`: a published method answered
+  every question once, so it is paired with your first seed that drew it), Holm over the whole family.
+
+Questions are matched by text where the runs' rows hold it, else by the files' ``realidx`` (the
+id teammed's MedAgentsBench loader gives a question); a method that renumbered its questions is
+matched by text either way (`teammed.data.published.reference_of`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from teammed.data.published import PublishedRun, published_files, read_published, reference_of, text_key
+from teammed.errors import TeammedError
+from teammed.evals._runs import Group
+from teammed.evals.stats import discordant, holm, mcnemar, outcomes_of, pair_once
+
+__all__ = ["published_beside", "published_markdown", "PublishedError", "folder_of"]
+
+logger = logging.getLogger(__name__)
+
+
+class PublishedError(TeammedError, ValueError):
+    """Published outputs that cannot be set beside these runs (names what is missing and the fix)."""
+
+
+def folder_of(dataset: str) -> str:
+    """MedAgentsBench's folder of a teammed data set name (``mmlu_pro_health`` -> ``mmlu-pro``)."""
+    from teammed.data.medagentsbench import FOLDERS
+
+    base = dataset.split("@", 1)[0].split(":", 1)[0]
+    return FOLDERS.get(base, base)
+
+
+def _models_in(root: Path, folder: str) -> list[str]:
+    from teammed.data.published import parse_name
+
+    return sorted({parse_name(p)[0] for p in sorted((root / folder).glob("*.json"))}) if (root / folder).is_dir() else []
+
+
+def _pick_model(root: Path, folder: str, model: str | None, run_models: Sequence[str]) -> str:
+    held = _models_in(root, folder)
+    if not held:
+        raise PublishedError(f"{root / folder}: no published outputs for this data set; pass MedAgentsBench's "
+                             f"output/ folder (it holds one folder per data set)")
+    if model is not None:
+        if model not in held:
+            raise PublishedError(f"{root / folder} holds no outputs of model {model!r}; it holds {', '.join(held)}")
+        return model
+    named = [m.rsplit("/", 1)[-1] for m in run_models]
+    matches = [m for m in held if m in named]
+    if len(matches) == 1:
+        return matches[0]
+    if len(held) == 1:
+        return held[0]
+    raise PublishedError(f"{root / folder} holds outputs of {len(held)} models ({', '.join(held)}); pick one "
+                         f"with --model")
+
+
+def _reference(groups: Sequence[Group], paths: Sequence[Path]) -> dict[str, str]:
+    """Published question text -> the runs' id: the runs' own texts first, the files' realidx otherwise."""
+    reference = reference_of(paths)
+    ids = {row.id for g in groups for row in g.rows}
+    for group in groups:
+        for run in group.runs:
+            for row in run.rows_of(ids):
+                if row.question:
+                    reference[text_key(row.question)] = row.id
+    return reference
+
+
+def _split_of(groups: Sequence[Group]) -> str | None:
+    splits = {run.identity.split for g in groups for run in g.runs if run.identity is not None and run.identity.split}
+    return splits.pop() if len(splits) == 1 else None
+
+
+def _ours_on(group: Group, ids: set[str]) -> dict[str, Any]:
+    rows = [r for r in group.rows if r.labeled and r.id in ids]
+    tokens = [r.recorded.get("prompt_tokens", 0.0) + r.recorded.get("completion_tokens", 0.0) for r in rows]
+    seconds = [r.recorded["latency_s"] for r in rows if "latency_s" in r.recorded]
+    right = sum(bool(r.correct) and not r.failed for r in rows)
+    return {"config": group.config, "answers": len(rows), "questions": len({r.id for r in rows}),
+            "accuracy": right / len(rows) if rows else None,
+            "tokens_per_question": sum(tokens) / len(tokens) if tokens else None,
+            "seconds_per_question": sum(seconds) / len(seconds) if seconds else None}
+
+
+def _paired(group: Group, run: PublishedRun) -> dict[str, Any] | None:
+    ours = outcomes_of(group.rows)
+    seeds = sorted({seed for seed, _ in ours})
+    theirs = {(seed, row.id): row.correct for row in run.rows for seed in seeds}  # answered once, at every seed
+    pairing = pair_once(ours, theirs)
+    if not pairing.n:
+        return None
+    b, c = discordant(pairing.pairs)
+    return {"config": group.config, "method": run.method, "n": pairing.n, "b": b, "c": c, "p": mcnemar(b, c),
+            "repeats": pairing.repeats,
+            "diff": (sum(a for a, _ in pairing.pairs) - sum(t for _, t in pairing.pairs)) / pairing.n}
+
+
+def published_beside(groups: Sequence[Group], root: Path, *, model: str | None = None,
+                     split: str | None = None) -> dict[str, Any]:
+    """The published methods of ``model`` beside ``groups`` (see the module docstring), per data set."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise PublishedError(f"--published {root}: not a folder; pass MedAgentsBench's output/ folder")
+    out: dict[str, Any] = {"root": str(root), "datasets": {}}
+    family: list[dict[str, Any]] = []
+    for dataset in dict.fromkeys(g.dataset for g in groups):
+        mine = [g for g in groups if g.dataset == dataset]
+        folder = folder_of(dataset)
+        chosen = _pick_model(root, folder, model, [m for g in mine for r in g.runs for m in
+                                                   ([r.identity.model] if r.identity and r.identity.model else [])])
+        want_split = split or _split_of(mine)
+        paths = published_files(root / folder, model=chosen, split=want_split)
+        splits = sorted({p.stem.split(f"-{folder}-", 1)[-1].split("-", 1)[0] for p in paths})
+        if len(splits) > 1:
+            raise PublishedError(f"{root / folder}: {chosen} has outputs for splits {', '.join(splits)}; pick one "
+                                 f"with --published-split")
+        reference = _reference(mine, paths)
+        runs = [read_published(p, reference=reference) for p in paths]
+        ids = {row.id for g in mine for row in g.rows if row.labeled}
+        methods = []
+        for run in runs:
+            shown = run.summary(ids)
+            if not shown.n:
+                logger.warning("%s shares no question with the runs on %s; left out", run.path, dataset)
+                continue
+            methods.append({**shown.model_dump(), "path": run.path, "notes": run.notes()})
+            for group in mine:
+                if (test := _paired(group, run)) is not None:
+                    test["dataset"] = dataset
+                    family.append(test)
+        answered = {row.id for r in runs for row in r.restricted(ids)}
+        out["datasets"][dataset] = {"folder": folder, "model": chosen, "split": splits[0] if splits else want_split,
+                                    "methods": methods, "ours": [_ours_on(g, answered) for g in mine],
+                                    "questions": len(answered), "unmatched": len(ids - answered)}
+    for test, adjusted in zip(family, holm([t["p"] for t in family]), strict=True):
+        test["p_holm"] = adjusted
+    out["tests"] = family
+    return out
+
+
+def _fmt(value: float | None, spec: str, scale: float = 1.0) -> str:
+    return "not reported" if value is None else format(value * scale, spec)
+
+
+def published_markdown(numbers: Mapping[str, Any]) -> list[str]:
+    """The report's section: per data set the published methods and your configurations on the same
+    questions, then the paired tests (Holm over the family)."""
+    from teammed.evals._tables import markdown_table
+
+    lines = ["## Published methods beside these runs", "",
+             f"From `{numbers['root']}` (MedAgentsBench's per-question outputs). Each published method is scored on "
+             "the questions these runs answered that it answered, as published (its answer must be the gold letter; "
+             "anything else counts wrong); tokens are the provider's billed prompt + completion tokens per question "
+             "(*not reported* where the file has none: unknown, not zero). Your configurations' figures are over "
+             "every seed's answers to the same questions, their tokens billable.", ""]
+    for dataset, d in numbers["datasets"].items():
+        body = [[m["method"], f"{m['model']} (published)", str(m["n"]), _fmt(m["accuracy"], ".1f", 100),
+                 _fmt(m["tokens_per_question"], ",.0f"), _fmt(m["seconds_per_question"], ".1f"),
+                 "; ".join(m["notes"]) or ""] for m in d["methods"]]
+        body += [[o["config"], "this report", f"{o['questions']} ({o['answers']} answers)",
+                  _fmt(o["accuracy"], ".1f", 100), _fmt(o["tokens_per_question"], ",.0f"),
+                  _fmt(o["seconds_per_question"], ".1f"), ""] for o in d["ours"]]
+        lines += [f"### {dataset} ({d['split']}, model {d['model']}): {d['questions']} questions"
+                  + (f"; {d['unmatched']} answered by these runs have no published answer" if d["unmatched"] else ""),
+                  "", markdown_table(["Method", "Source", "n", "Accuracy (%)", "Tokens / question", "s / question",
+                                      "Notes"], body), ""]
+    tests = numbers.get("tests") or []
+    if tests:
+        body = [[t["config"], t["method"], t["dataset"], f"{100 * t['diff']:+.1f}", str(t["n"]), str(t["b"]),
+                 str(t["c"]), f"{t['p']:.4f}", f"{t['p_holm']:.4f}"] for t in tests]
+        lines += ["### Paired tests against the published methods", "",
+                  "Exact two-sided McNemar on the questions both answered, each question once (at the first seed "
+                  "of yours that drew it); b: only your configuration right, c: only the published method right; "
+                  f"Holm over all {len(tests)} tests of this section.", "",
+                  markdown_table(["Config", "Published method", "Data set", "Δ acc (pp)", "Pairs", "b", "c",
+                                  "McNemar p", "Holm p"], body), ""]
+    return lines
