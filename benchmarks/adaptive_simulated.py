@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n{calibration} calibration: goal met in {sum(r['goal_met'] for r in mine)} of {len(mine)} seeds; "
               f"the choice lost more than 1 point on held-out questions in "
               f"{sum(r['lost_more_than_a_point'] for r in mine)} of {len(mine)}; chosen: "
-              f"{sum(not r['static_chosen'] for r in mine)} adaptive or single, {sum(r['static_chosen'] for r in mine)} "
+              f"{sum(not r['static_chosen'] for r in mine)} adaptive or single, "
+              f"{sum(r['static_chosen'] for r in mine)} "
               f"static")
         print("| seed | chosen | held-out accuracy: chosen / static / single | tokens of static | escalated |")
         print("|---|---|---|---|---|")

@@ -38,8 +38,8 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError
 
-__all__ = ["PublishedRow", "PublishedRun", "PublishedSummary", "PublishedFormatError", "read_published", "published_files",
-           "reference_of", "text_key", "parse_name"]
+__all__ = ["PublishedRow", "PublishedRun", "PublishedSummary", "PublishedFormatError", "read_published",
+           "published_files", "reference_of", "text_key", "parse_name"]
 
 _REQUIRED = ("question", "answer_idx", "predicted_answer")
 

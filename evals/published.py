@@ -47,7 +47,8 @@ def folder_of(dataset: str) -> str:
 def _models_in(root: Path, folder: str) -> list[str]:
     from teammed.data.published import parse_name
 
-    return sorted({parse_name(p)[0] for p in sorted((root / folder).glob("*.json"))}) if (root / folder).is_dir() else []
+    folder_path = root / folder
+    return sorted({parse_name(p)[0] for p in folder_path.glob("*.json")}) if folder_path.is_dir() else []
 
 
 def _pick_model(root: Path, folder: str, model: str | None, run_models: Sequence[str]) -> str:

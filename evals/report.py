@@ -244,7 +244,8 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
         "Per configuration and data set: the model(s) that answered, the seeds, n = distinct labelled "
         "questions over all seeds (a question several seeds drew counts once), accuracy as mean ± SE (as in "
         "Table 1), and the 95% Wilson interval on the n distinct questions (each question scored by its share "
-        "right over the seeds that drew it). The same numbers are in `table1.csv`; `table1.tex` is Table 1 as a LaTeX tabular.",
+        "right over the seeds that drew it). The same numbers are in `table1.csv`; `table1.tex` is Table 1 as a "
+        "LaTeX tabular.",
     )
     lines += _section(
         "Answer spread", _tables.spread_table(stats),
@@ -259,7 +260,8 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
         lines += _section(
             f"Significance vs `{baseline}`", _tables.significance_table(numbers["significance"]),
             "Each question counts once, at the first seed both answered it (answers of a question other seeds "
-            "also drew are left out and counted under *Repeats*). b / c: questions only the configuration / only the baseline "
+            "also drew are left out and counted under *Repeats*). b / c: questions only the configuration / only the "
+            "baseline "
             "answered correctly; exact two-sided McNemar p, raw and Holm-adjusted over all the table's "
             "comparisons (read significance from the Holm column); percentile paired-bootstrap CI of the "
             "accuracy difference; MDE: the smallest true difference (points) these pairs detect with 80% power "

@@ -33,8 +33,8 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.config import TeamworkConfig
 
-__all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of", "candidates", "reference",
-           "loss_bound", "clopper_pearson", "binomial_cdf", "policy_threshold", "ALWAYS", "front_markdown"]
+__all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of", "candidates",
+           "reference", "loss_bound", "clopper_pearson", "binomial_cdf", "policy_threshold", "ALWAYS", "front_markdown"]
 
 ALWAYS = 1.01  # a threshold above every signal: always escalate
 

@@ -60,17 +60,25 @@ def add_parsers(sub: Any, *, model_flags: Callable[[argparse.ArgumentParser], No
     t.set_defaults(func=commands[0])
 
     r = sub.add_parser("reproduce", help="a paper's table, measured, with the published numbers beside")
-    r.add_argument("protocol", help="001-table1 (TeamMedAgents, Table 1)")
+    r.add_argument("protocol", choices=("001-table1", "medagentsbench"),
+                   help="001-table1 (TeamMedAgents, Table 1) or medagentsbench (MedAgentsBench's hard sets: published "
+                   "rows from --published, measured rows ours, on the same questions)")
     r.add_argument("--data-dir", type=Path, help="where local copies of the paper's benchmarks live")
     r.add_argument("--datasets", help="comma-separated codes (MQA,PQA,MML,MMC,MBL,DDX,PVQ,PMC) or files; "
-                   "default: all eight")
+                   "default: all eight (medagentsbench: data set names, default medqa)")
     r.add_argument("--split", help="the split every data set is read from (default: each one's default; test in a "
                    "MedAgentsBench folder, e.g. --split test_hard); cells sample its held-out part")
     r.add_argument("--rows", help="semicolon-separated rows (default: all rows: " + "; ".join(ROWS) + "; and, asked "
                    "for by name, TeamMed (adaptive))")
     r.add_argument("--seeds", default=[111, 222, 333], type=seed_list,
                    help="comma-separated sampling seeds (default and paper: 111,222,333)")
-    r.add_argument("--n", type=positive_int, default=50, help="questions per cell (default: 50)")
+    r.add_argument("--n", type=positive_int, help="questions per cell (default: 50 for 001-table1, the whole split "
+                   "for medagentsbench)")
+    r.add_argument("--published", type=Path, help="medagentsbench: MedAgentsBench's output/ folder (required)")
+    r.add_argument("--published-model", help="medagentsbench: whose published outputs (default: --model's name "
+                   "without its provider, e.g. gpt-4o)")
+    r.add_argument("--pool-split", help="medagentsbench: the split Few-Shot and MDAgents draw worked examples from, "
+                   "the table's questions left out (default: test)")
     r.add_argument("--storage", help="where the grid's cells live; the same URL on several machines shares them")
     r.add_argument("--study", help="study name (default: reproduce-<protocol>)")
     r.add_argument("--tune-budget", default="calls=20000", type=budget_text,

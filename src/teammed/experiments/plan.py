@@ -269,6 +269,8 @@ def _plan_tune(spec: TuneSpec) -> Plan:
 
 # ---------------------------------------------------------------- reproduce
 def _plan_reproduce(spec: ReproduceSpec) -> Plan:
+    if spec.protocol == "medagentsbench":
+        return _plan_medagentsbench(spec)
     from teammed.config import preset
     from teammed.data.sampling import sample_questions
     from teammed.data.splits import partition
@@ -285,7 +287,7 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
         pool = [q for q in partition(list(questions), part="tune") if q.answer_idx]
         for row in spec.rows or DEFAULT_ROWS_001:
             for seed in spec.seeds:
-                cell = sample_questions(held_out, n=spec.n, seed=seed)
+                cell = sample_questions(held_out, n=spec.n or 50, seed=seed)
                 # tuned later: priced as the preset all (the adaptive row: at most that, and one call more)
                 if ROWS_001[row][1] in ("special", "adaptive"):
                     found = estimate(lambda: TeamworkProgram(preset("all")), cell)
@@ -300,3 +302,28 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
         notes.append(f"each data set's special set is tuned first, within --tune-budget {spec.tune_budget} (not "
                      f"included above; `teammed tune --dry-run` prices one)")
     return _finish("reproduce", parts, estimates, notes=notes)
+
+
+def _plan_medagentsbench(spec: ReproduceSpec) -> Plan:
+    """Each measured row of the medagentsbench table on its data set's questions (the published rows cost nothing)."""
+    from teammed.data.sampling import sample_questions
+    from teammed.experiments.tune import medagentsbench_inputs
+    from teammed.optimizers.reproduce_mab import DEFAULT_ROWS_MAB, check_rows, row_program_mab
+
+    rows = tuple(spec.rows or DEFAULT_ROWS_MAB)
+    check_rows(rows)
+    datasets, pools, split = medagentsbench_inputs(spec)
+    estimate = _estimator(spec.backend)
+    parts, estimates = [], []
+    for name, questions in datasets.items():
+        if isinstance(questions, str):
+            continue
+        table, pool = sample_questions(list(questions), n=spec.n, seed=0), pools.get(name, [])
+        for row in rows:
+            found = estimate(lambda row=row, pool=pool: row_program_mab(row, pool), table)
+            estimates.append(found)
+            parts.append(_part(f"{name} {split} {row}, {len(table)} questions", found))
+    if not estimates:
+        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
+    return _finish("reproduce", parts, estimates,
+                   notes=("the published rows are read from --published and cost nothing",))

@@ -262,13 +262,16 @@ class TuneSpec(_OnData):
 class ReproduceSpec(_Experiment):
     """``teammed reproduce``: a paper's table, measured, beside the published numbers."""
 
-    protocol: str = "001-table1"
+    protocol: Literal["001-table1", "medagentsbench"] = "001-table1"
     data_dir: Path | None = None
     datasets: tuple[str, ...] | None = None  # codes (MQA, PQA, ...) or files; default all eight
-    split: str | None = None
+    split: str | None = None  # medagentsbench: default test_hard
     rows: tuple[str, ...] | None = None  # default every row
     seeds: tuple[int, ...] = (111, 222, 333)
-    n: int = Field(default=50, ge=1)
+    n: int | None = Field(default=None, ge=1)  # default: 50 for 001-table1, the whole split for medagentsbench
+    published: Path | None = None  # medagentsbench: MedAgentsBench's output/ folder (required)
+    published_model: str | None = None  # medagentsbench: whose published outputs (default: the model's name)
+    pool_split: str = "test"  # medagentsbench: where Few-Shot and MDAgents draw their worked examples
     storage: str | None = None
     study: str | None = None
     tune_budget: str = "calls=20000"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from teammed.errors import ConfigError
+from teammed.errors import ConfigError, TeammedError
 from teammed.events import Limits, Progress, step, tracking
 
 if TYPE_CHECKING:
@@ -85,12 +85,17 @@ class ReproduceResult(BaseModel):
     table_json: Path
 
     @property
+    def measured(self) -> list[dict[str, Any]]:
+        """The rows teammed measured (a medagentsbench table also holds the published ones)."""
+        return [r for r in self.rows if not str(r.get("source", "")).startswith("published")]
+
+    @property
     def questions_asked(self) -> int:
-        return sum(sum(r["n_per_seed"]) for r in self.rows)
+        return sum(sum(r["n_per_seed"]) for r in self.measured)
 
     @property
     def questions_failed(self) -> int:
-        return sum(r["failed"] for r in self.rows)
+        return sum(r["failed"] for r in self.measured)
 
     def failure(self) -> str | None:
         """Why the table measured nothing (every question failed), or None."""
@@ -265,6 +270,8 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
     from teammed.optimizers.tune import tune as run_tune
     from teammed.optimizers.tune_queue import parse_budget
 
+    if spec.protocol == "medagentsbench":
+        return _reproduce_medagentsbench(spec, progress)
     if spec.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {spec.protocol!r}; available: {', '.join(PROTOCOLS)}")
     check_usd_budget(spec.backend, spec.tune_budget, flag="--tune-budget")
@@ -284,7 +291,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         lm = opened[0].lm
         model = describe(opened[0].spec)
         _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
-        settings = ReproduceSettings(model=model, seeds=tuple(spec.seeds), n=spec.n, rows=rows,
+        settings = ReproduceSettings(model=model, seeds=tuple(spec.seeds), n=spec.n or 50, rows=rows,
                                      tune_budget=spec.tune_budget)
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
@@ -315,6 +322,54 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
     result = ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets=table.special_sets,
                              markdown=table.markdown, table_md=out / "table1.md", table_json=out / "table1.json")
     return result
+
+
+def medagentsbench_inputs(spec: ReproduceSpec) -> tuple[dict[str, Any], dict[str, list[Any]], str]:
+    """The table's data sets (questions, or why not), each one's pool of worked examples, and the split."""
+    from teammed.data import load_dataset
+    from teammed.optimizers.reproduce_mab import pool_without
+
+    if spec.published is None:
+        raise ConfigError("reproduce medagentsbench sets the published rows beside ours: give --published DIR "
+                          "(MedAgentsBench's output/ folder)")
+    split = spec.split or "test_hard"
+    datasets: dict[str, Any] = {}
+    pools: dict[str, list[Any]] = {}
+    for name in spec.datasets or ("medqa",):
+        try:
+            datasets[name] = load_dataset(name, data_dir=spec.data_dir, split=split)
+        except (TeammedError, OSError) as exc:
+            datasets[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        try:
+            pools[name] = pool_without(load_dataset(name, data_dir=spec.data_dir, split=spec.pool_split),
+                                       datasets[name])
+        except (TeammedError, OSError):
+            pools[name] = []
+    return datasets, pools, split
+
+
+def _reproduce_medagentsbench(spec: ReproduceSpec, progress: ProgressCallback = None) -> ReproduceResult:
+    from teammed.backends.resolve import describe
+    from teammed.experiments._backend import open_backends
+    from teammed.optimizers.reproduce_mab import DEFAULT_ROWS_MAB, MabSettings, check_rows, reproduce_medagentsbench
+
+    rows = tuple(spec.rows or DEFAULT_ROWS_MAB)
+    check_rows(rows)
+    datasets, pools, split = medagentsbench_inputs(spec)
+    assert spec.published is not None  # medagentsbench_inputs refused a spec without it
+    out = spec.out or Path("reproduce") / spec.protocol
+    with open_backends(spec.backend, command="reproduce") as opened, \
+            tracking("reproduce", progress, priced=prices(spec.backend)[1] is None):
+        model = describe(opened[0].spec)
+        settings = MabSettings(model=model, published_model=spec.published_model or model.rsplit("/", 1)[-1],
+                               split=split, n=spec.n, rows=rows)
+        step("begin", "reproduce: the table's cells")
+        table = reproduce_medagentsbench(datasets=datasets, pools=pools, lm=opened[0].lm, settings=settings,
+                                         published_root=Path(spec.published), storage=spec.storage,
+                                         study_name=spec.study or f"reproduce-{spec.protocol}", out_dir=out)
+    return ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets={}, markdown=table.markdown,
+                           table_md=table.paths["md"], table_json=table.paths["json"])
 
 
 def dumps(document: Mapping[str, Any]) -> str:
