@@ -2,7 +2,7 @@
 
 With N agents, T discussion turns and the component flags as 0/1:
 
-    calls = AUTO + SMM + TO                      (phase 1: count, trick analysis, specialties)
+    calls = AUTO + SMM + L·TO                    (phase 1: count, trick analysis, specialties)
           + N                                    (phase 2: independent assessments)
           + L·SMM + L·TO + L·TR                  (post-round-2: facts, report, quality grades)
           + E·( N·T + L·T                        (phase 3: turns, mediation every turn)
@@ -13,7 +13,7 @@ AUTO is 1 when ``n_agents='auto'``; E is 0 when early consensus skipped the disc
 TIE is 1 when the final Borda scores tied; LC is 1 when the leader's correction authority
 is on (``leader_correction``, on by default with leadership: +L per question). Without
 leadership, facts come from a word-overlap intersection, quality from a rule and ties from
-a rule: none of them call the LM.
+a rule, and team orientation keeps the generic experts (spec phase 1): none of them call the LM.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def expected_calls(config: TeamworkConfig, n_agents: int, *, tie: bool = False, 
     c = config
     n, turns = n_agents, c.n_turns
     lead = int(c.leadership)
-    phase1 = int(c.n_agents == "auto") + int(c.shared_mental_model) + int(c.team_orientation)
+    phase1 = int(c.n_agents == "auto") + int(c.shared_mental_model) + lead * int(c.team_orientation)
     phase2 = n + lead * (int(c.shared_mental_model) + int(c.team_orientation) + int(c.trust))
     phase3 = 0
     if not early_consensus:
@@ -59,7 +59,7 @@ def formula_terms() -> dict[str, str]:
         "base": "AUTO + N + N·T",
         "shared_mental_model": "+1 (trick analysis) + L (leader's facts)",
         "leadership": "+T (mediation) + TIE (tie resolution) + LC (correction authority, on by default)",
-        "team_orientation": "+1 (specialties) + L (formal report)",
+        "team_orientation": "+L (specialties) + L (formal report)",
         "trust": "+L (leader grades round 2)",
         "mutual_monitoring": "+4·(T-1)",
         "closed_loop": "+2N·(T-1)",

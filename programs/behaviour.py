@@ -95,13 +95,17 @@ class Behaviour(dspy.Module):
     behaviour is shown the question's image as an extra ``image`` input of its signature,
     unless built with ``sees_image=False``; its saved state (demos, instructions) is the same
     with or without an image. The teamwork program shows images its own way (round 2 only).
+
+    ``temperature``, when given, samples this behaviour's calls at it instead of the run's
+    temperature (a system that follows its paper's sampling, `ConsultationTeam`).
     """
 
-    def __init__(self, signature: type[dspy.Signature], *, sees_image: bool = True):
+    def __init__(self, signature: type[dspy.Signature], *, sees_image: bool = True,
+                 temperature: float | None = None):
         super().__init__()
         self.name = signature.__name__
         self.sees_image = sees_image
-        self.predict = _Predict(signature)
+        self.predict = _Predict(signature, **({} if temperature is None else {"temperature": temperature}))
         if type(self) is Behaviour:
             self.__class__ = _named_class(self.name)
 

@@ -20,7 +20,7 @@ DEFAULT_TEAM_SIZE = 3
 
 
 def generic_agents(n: int) -> list[Agent]:
-    """Generic experts with equal weights: the team when team orientation is off."""
+    """Generic experts with equal weights: the team unless team orientation and leadership are both on."""
     return [Agent(f"agent_{i + 1}", f"Medical Expert {i + 1}", "general clinical reasoning", 1 / n) for i in range(n)]
 
 
@@ -38,14 +38,20 @@ def _specialist_agents(specialists: list, n: int) -> list[Agent]:
 
 
 class Recruitment(dspy.Module):
-    """Agent count (when ``n_agents='auto'``), trick analysis (SMM) and specialty recruitment (TO)."""
+    """Agent count (when ``n_agents='auto'``), trick analysis (SMM) and specialty recruitment (TO with L).
+
+    As in the specification's phase 1, specialist roles and hierarchical weights need team
+    orientation *and* leadership (the recruiter is the leader); team orientation alone keeps the
+    generic experts with equal weights and only adds their role briefs.
+    """
 
     def __init__(self, config: TeamworkConfig):
         super().__init__()
         self.config = config
         self.count = Behaviour(AgentCount) if config.n_agents == "auto" else None
         self.tricks = Behaviour(QuestionTricks) if config.shared_mental_model else None
-        self.specialties = Behaviour(SpecialtyRecruitment) if config.team_orientation else None
+        self.specialties = (Behaviour(SpecialtyRecruitment)
+                            if config.team_orientation and config.leadership else None)
 
     def forward(self, question: str, options: dict[str, str]) -> dspy.Prediction:
         n: int | str = self.config.n_agents

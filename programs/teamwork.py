@@ -113,7 +113,8 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
                                       shared_context=smm.context(), role_briefs=c.team_orientation, image=image)
         summary = format_assessments(assessments, team.agents, options=options)
         leader = self.leader
-        # The leader's facts, report and grades read the case and round 2 only: they run side by side.
+        # The leader's facts, report and grades read the case and round 2 only: they run side by side. The spec's
+        # "1 combined call" is up to three here, each its own predictor (docs/fidelity.md).
         facts_f = report_f = grades_f = None
         if leader is not None and c.shared_mental_model:
             facts_f = bg.start(leader.extract_facts, format_facts(assessments), question=question, options=options)
@@ -314,7 +315,9 @@ def _no_answer(team: Team, r2: RoundTwo, talk: DiscussionLog, abstained: list[st
 
 
 def _weighting(c: TeamworkConfig, team: Team, trust: dict[str, float]) -> tuple[str, dict[str, float] | None]:
-    """The Borda variant and its weights: trust, then the team's hierarchy, else equal."""
+    """The Borda variant and its weights: trust, then the team's hierarchy, else equal. As in the spec's
+    phase 4, team orientation weighs by the agents' weights: hierarchical with leadership, equal (1/N,
+    generic experts) without it."""
     if c.trust:
         return "trust_borda", dict(trust)
     if c.team_orientation:

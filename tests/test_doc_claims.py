@@ -617,10 +617,12 @@ def test_the_tune_defaults_are_the_documented_ones():
 
 
 def test_reproduce_runs_50_questions_by_3_seeds_of_the_papers_rows_and_takes_no_revision(capsys):
+    from teammed.cli import spec_of
     from teammed.optimizers.reproduce import DEFAULT_ROWS_001
 
     args = build_parser().parse_args(["reproduce", "001-table1"])
-    assert (args.n, list(args.seeds)) == (50, [111, 222, 333])
+    assert (args.n, list(args.seeds)) == (None, [111, 222, 333])  # None: the protocol's own default
+    assert spec_of(args).n is None  # and 001-table1's is 50 (ReproduceSettings: n=spec.n or 50)
     assert list(DEFAULT_ROWS_001) == ["Zero-Shot", "Few-Shot", "CoT", "Leadership", "Mut. Monitor.", "Shared Model",
                               "Team Orient.", "Mut. Trust", "All Compon.", "Closed Loop", "MDAgents",
                               "TeamMed (tuned)"]
@@ -741,17 +743,21 @@ def test_the_main_thread_waits_in_slices_of_a_fifth_of_a_second():
 
 
 # ---------------------------------------------------------------- decisions.md
-def test_team_orientation_alone_recruits_and_weighs_without_a_report():
+def test_team_orientation_alone_keeps_generic_roles_and_equal_weights():
     from teammed.config import TeamworkConfig
     from teammed.programs.teamwork import TeamworkProgram
     from tests.helpers import run
 
     out, _, lm = run(TeamworkProgram(TeamworkConfig(n_agents=3, team_orientation=True)))
     record = out.json_record
-    assert [a["weight"] for a in record["agents"]] == [0.5, 0.3, 0.2]
-    assert record["aggregation"] == "hierarchical_borda" and not record["report"]
+    assert [a["role"] for a in record["agents"]] == ["Medical Expert 1", "Medical Expert 2", "Medical Expert 3"]
+    assert [a["weight"] for a in record["agents"]] == pytest.approx([1 / 3] * 3)
+    assert record["aggregation"] == "hierarchical_borda" and not record["report"]  # over equal weights
     signatures = {c.signature for c in lm.calls}
-    assert "SpecialtyRecruitment" in signatures and "FormalReport" not in signatures
+    assert "SpecialtyRecruitment" not in signatures and "FormalReport" not in signatures
+    # the role briefs (spec phase 2: RoleInstructions when TO is on) still reach the agents
+    assert all("; focus: general clinical reasoning" in str(c.inputs["role"])
+               for c in lm.calls if c.signature == "InitialAssessment")
 
 
 def test_the_leader_does_not_vote():

@@ -51,10 +51,10 @@ def over_budget(tokens: int, *, context_window: int, summarize_at: float) -> boo
 class HistoryKeeper(dspy.Module):
     """Keeps a discussion within its share of the context window by compressing long messages."""
 
-    def __init__(self, *, context_window: int, summarize_at: float) -> None:
+    def __init__(self, *, context_window: int, summarize_at: float, temperature: float | None = None) -> None:
         super().__init__()
         self.context_window, self.summarize_at = context_window, summarize_at
-        self.compress = Behaviour(CompressMessage)
+        self.compress = Behaviour(CompressMessage, temperature=temperature)  # None: the run's temperature
 
     def forward(self, question: str, messages: list[Message]) -> tuple[int, list[dict[str, Any]]]:
         """Shorten ``messages`` in place; returns the tokens before and one entry per compression.

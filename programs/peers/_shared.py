@@ -231,13 +231,13 @@ def distinct_roles(
     seen = {_role_key(r) for r in present}
     kept: list[str] = []
     for item in proposed:
+        if limit is not None and len(kept) >= limit:  # checked first: ``limit=0`` keeps none
+            break
         role = " ".join(str(item or "").split())
         if not role or _role_key(role) in seen:
             continue
         seen.add(_role_key(role))
         kept.append(role)
-        if limit is not None and len(kept) >= limit:
-            break
     return kept
 
 

@@ -26,6 +26,14 @@ Context management: before each debate round the team's history is estimated at 
 tokens; while that passes ``summarize_at × context_window`` its longest not yet compressed
 message is compressed by an LM call.
 
+Sampling: the paper runs every reasoning call (role creation, analysis, debate) at temperature
+0.5 and its context summaries at 0.1. By default every call here runs at the run's temperature
+(``--temperature``, 0 unless set), like every other system: systems are compared at one
+temperature, and a run at 0 repeats. ``temperature`` and ``summary_temperature`` override it for
+the reasoning calls (every behaviour but the compression) and for the compression;
+``ConsultationTeam(temperature=PAPER_TEMPERATURE, summary_temperature=PAPER_SUMMARY_TEMPERATURE)``
+samples as the paper does.
+
 Anti-groupthink (``dissent``):
 
 * ``"devil_advocate"`` – in every debate round one specialist who held the previous round's
@@ -86,9 +94,12 @@ from teammed.signatures.peer_consultation import (
 )
 from teammed.signatures.recruitment import Specialist
 
-__all__ = ["ConsultationTeam", "Dissent"]
+__all__ = ["ConsultationTeam", "Dissent", "PAPER_TEMPERATURE", "PAPER_SUMMARY_TEMPERATURE"]
 
 Dissent = Literal["none", "devil_advocate", "anchor_first_votes"]
+# The paper's sampling (Lee, Wang & Yang, section 3.4): reasoning calls, and the context summaries.
+PAPER_TEMPERATURE = 0.5
+PAPER_SUMMARY_TEMPERATURE = 0.1
 
 
 class ConsultationSettings(Settings):
@@ -99,6 +110,8 @@ class ConsultationSettings(Settings):
     context_window: int = Field(default=8192, ge=1)
     summarize_at: float = Field(default=0.7, gt=0.0, le=1.0)
     dissent: Dissent = "none"
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)  # None: the run's temperature
+    summary_temperature: float | None = Field(default=None, ge=0.0, le=2.0)
 
 
 @dataclasses.dataclass
@@ -128,7 +141,11 @@ class _Case:
 
 
 class ConsultationTeam(PeerSystem):
-    """Manager, specialist team, debate to a consensus threshold, reassignment, fallback."""
+    """Manager, specialist team, debate to a consensus threshold, reassignment, fallback.
+
+    ``temperature`` / ``summary_temperature``: the reasoning calls' and the compression's sampling
+    temperature (None, the default: the run's; the paper's are `PAPER_TEMPERATURE` and
+    `PAPER_SUMMARY_TEMPERATURE`)."""
 
     system_name = "consultation"
 
@@ -142,6 +159,8 @@ class ConsultationTeam(PeerSystem):
         context_window: int = 8192,
         summarize_at: float = 0.7,
         dissent: Dissent = "none",
+        temperature: float | None = None,
+        summary_temperature: float | None = None,
     ) -> None:
         super().__init__()
         self.config = ConsultationSettings.build(
@@ -153,15 +172,19 @@ class ConsultationTeam(PeerSystem):
             context_window=context_window,
             summarize_at=summarize_at,
             dissent=dissent,
+            temperature=temperature,
+            summary_temperature=summary_temperature,
         )
-        self.specialties = Behaviour(ConsultSpecialties)
-        self.expertise = Behaviour(ConsultExpertise)
-        self.analyse = Behaviour(SpecialistAnalysis)
-        self.debate = Behaviour(SpecialistDebate)
-        self.advocate = Behaviour(DevilsAdvocate) if dissent == "devil_advocate" else None
-        self.memory = HistoryKeeper(context_window=context_window, summarize_at=summarize_at)
-        self.handoff = Behaviour(TeamHandoff)
-        self.aggregate = Behaviour(ManagerAggregate)
+        t = self.config.temperature
+        self.specialties = Behaviour(ConsultSpecialties, temperature=t)
+        self.expertise = Behaviour(ConsultExpertise, temperature=t)
+        self.analyse = Behaviour(SpecialistAnalysis, temperature=t)
+        self.debate = Behaviour(SpecialistDebate, temperature=t)
+        self.advocate = Behaviour(DevilsAdvocate, temperature=t) if dissent == "devil_advocate" else None
+        self.memory = HistoryKeeper(context_window=context_window, summarize_at=summarize_at,
+                                    temperature=self.config.summary_temperature)
+        self.handoff = Behaviour(TeamHandoff, temperature=t)
+        self.aggregate = Behaviour(ManagerAggregate, temperature=t)
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         s = _Case(question_text(question, context), dict(options))

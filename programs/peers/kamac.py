@@ -6,6 +6,11 @@
    knowledge-gap check asks whether the team lacks a specialty; new specialists (at most
    ``max_recruits`` a round, never a role already on the team, compared case-insensitively)
    assess with the discussion so far; then every agent, old and new, updates its answer.
+
+The paper (Wu et al., Algorithm 1) recruits as many specialists as the gap check names. Here at
+most `MAX_RECRUITS_PER_ROUND` (2) join per round by default, so that one question's cost stays
+bounded (each recruit costs two calls in the round it joins and up to two in every later
+round); ``max_recruits=None`` lifts the cap, as in the paper.
 3. A moderator decides from each agent's latest comment and the last consensus check.
 
 LM calls per question, with E = initial_experts, N_r the team size when round r starts and
@@ -66,13 +71,16 @@ from teammed.signatures.peer_kamac import (
     ViewExchange,
 )
 
-__all__ = ["KnowledgeDrivenTeam"]
+__all__ = ["KnowledgeDrivenTeam", "MAX_RECRUITS_PER_ROUND"]
+
+# The default cap on new specialists per round (the paper has none): bounded cost per question.
+MAX_RECRUITS_PER_ROUND = 2
 
 
 class KnowledgeSettings(Settings):
     initial_experts: int = Field(default=1, ge=1, le=10)
     max_rounds: int = Field(default=3, ge=1, le=10)
-    max_recruits: int = Field(default=2, ge=0, le=10)
+    max_recruits: int | None = Field(default=MAX_RECRUITS_PER_ROUND, ge=0, le=10)  # None: no cap (the paper)
 
 
 class _Team:
@@ -112,11 +120,15 @@ class _Team:
 
 
 class KnowledgeDrivenTeam(PeerSystem):
-    """Start with few experts; discuss; recruit the missing specialty; let a moderator decide."""
+    """Start with few experts; discuss; recruit the missing specialty; let a moderator decide.
+
+    ``max_recruits`` caps the specialists joining per round (`MAX_RECRUITS_PER_ROUND` by default;
+    None: as many as the gap check names, as in the paper)."""
 
     system_name = "kamac"
 
-    def __init__(self, *, initial_experts: int = 1, max_rounds: int = 3, max_recruits: int = 2) -> None:
+    def __init__(self, *, initial_experts: int = 1, max_rounds: int = 3,
+                 max_recruits: int | None = MAX_RECRUITS_PER_ROUND) -> None:
         super().__init__()
         self.config = KnowledgeSettings.build(
             "KnowledgeDrivenTeam",

@@ -24,6 +24,12 @@ Defaults, by variant (any of them can be set explicitly): ``paper`` k=5, max_rou
 n_turns=5; ``light`` k=3, max_rounds=2 (no turns). Both: n_specialists=5, n_teams=3,
 team_size=3. The record says which ``variant`` ran.
 
+Worked examples, by data set: MDAgents' own code shows them only ``if args.dataset == 'medqa'``;
+MedAgentsBench's copy of it (``baselines/MDAgents``) shows them on every data set. With
+``dataset=None`` (the default: the system is not told the data set) the ``examples`` given are
+shown, as in MedAgentsBench's copy; given a ``dataset`` name, they are shown only on
+`WORKED_EXAMPLE_DATASETS` (MedQA), as in MDAgents' own code.
+
 Where ``paper`` departs from MDAgents' code (mitmedialab/MDAgents, ``utils.py``): one call per
 member and turn returns the wish to talk, the recipients and a message for each (theirs asks
 yes/no, then the recipients, then one call per message); the members of a turn speak at once
@@ -31,7 +37,9 @@ yes/no, then the recipients, then one call per message); the members of a turn s
 ``k`` worked examples are drawn once per system by ``seed`` and carry no LM-written reason
 (theirs reshuffles them per question and asks the LM for a reason for each); an agent remembers
 the discussion through its inputs (the panel's latest answers and the round's messages), not a
-chat history; the triage and recruiter use the same model as the rest (theirs a fixed one). The
+chat history; every call, triage and recruiters included, uses the run's model, as MedAgentsBench's
+copy does (it fixes only its answer parser, which this system does not need: answers are
+structured), while MDAgents' own code fixes the triage and the panel's recruiter to gpt-3.5. The
 advanced route is this system's own in both variants: its teams read earlier teams' reports,
 and the clinician in charge reads all of them.
 
@@ -108,10 +116,14 @@ from teammed.signatures.peer_mdagents import (
     TeamReport,
 )
 
-__all__ = ["AdaptiveComplexity", "ROUTES", "VARIANTS", "DEFAULT_VARIANT", "VARIANT_SUMMARY"]
+__all__ = ["AdaptiveComplexity", "ROUTES", "VARIANTS", "DEFAULT_VARIANT", "VARIANT_SUMMARY",
+           "WORKED_EXAMPLE_DATASETS"]
 
 ROUTES = ("basic", "intermediate", "advanced")
 _PRIMARY_CARE = "Primary Care Physician"
+# The data sets MDAgents' own code shows worked examples on (``if args.dataset == 'medqa'``, either option
+# count); used when the system is given ``dataset=`` (see the module docstring).
+WORKED_EXAMPLE_DATASETS = ("medqa", "medqa_5options")
 
 
 # Each variant's defaults for the settings it changes; see the module docstring.
@@ -141,6 +153,7 @@ class AdaptiveSettings(Settings):
     n_turns: int | None = Field(default=5, ge=1, le=10)
     n_teams: int = Field(default=3, ge=1, le=6)
     team_size: int = Field(default=3, ge=1, le=6)
+    dataset: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -182,7 +195,8 @@ class _Case:
 class AdaptiveComplexity(PeerSystem):
     """Complexity-routed deliberation; ``examples`` are the worked examples' pool (the primary-care
     agent's demos, and in the ``paper`` variant the panel's too); ``variant`` is ``paper`` (the
-    default) or ``light``, and a setting left as None takes its variant's default."""
+    default) or ``light``, and a setting left as None takes its variant's default. ``dataset``,
+    when given, shows the examples only on `WORKED_EXAMPLE_DATASETS`, as MDAgents' own code does."""
 
     system_name = "mdagents"
 
@@ -198,6 +212,7 @@ class AdaptiveComplexity(PeerSystem):
         n_turns: int | None = None,
         n_teams: int = 3,
         team_size: int = 3,
+        dataset: str | None = None,
     ) -> None:
         super().__init__()
         self.config = AdaptiveSettings.build(
@@ -210,8 +225,10 @@ class AdaptiveComplexity(PeerSystem):
             n_turns=n_turns,
             n_teams=n_teams,
             team_size=team_size,
+            dataset=dataset,
         )
-        demos = as_demos(select_examples(list(examples or []), self.config.k, seed))
+        pool = list(examples or []) if _shows_examples(self.config.dataset) else []
+        demos = as_demos(select_examples(pool, self.config.k, seed))
         self.complexity = Behaviour(ComplexityCheck)
         self.primary_care = Behaviour(PrimaryCareAnswer)
         self.primary_care.predict.demos = demos
@@ -518,6 +535,12 @@ class AdaptiveComplexity(PeerSystem):
             method="final_decision",
         )
         return _done(s, answer, str(out.rationale or ""), as_confidence(out.confidence))
+
+
+def _shows_examples(dataset: str | None) -> bool:
+    """Whether worked examples are shown on ``dataset``: always when it is not known (None, as in
+    MedAgentsBench's copy of MDAgents), else only on `WORKED_EXAMPLE_DATASETS` (MDAgents' own code)."""
+    return dataset is None or dataset.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
 
 
 def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agent]]]:
