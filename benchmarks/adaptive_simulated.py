@@ -35,7 +35,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 
-def one(calibration: str, seed: int, n_tune: int, n_eval: int) -> dict[str, Any]:
+def one(calibration: str, seed: int, n_tune: int, n_eval: int, table: str = "strong_single") -> dict[str, Any]:
     from teammed.backends import simulated
     from teammed.config import TeamworkConfig
     from teammed.optimizers.adaptive import choose, front, measure, prove
@@ -43,7 +43,7 @@ def one(calibration: str, seed: int, n_tune: int, n_eval: int) -> dict[str, Any]
     questions = simulated.simulated_questions(n_tune + n_eval, seed=seed, prefix="adaptive")
     tune, held_out = questions[:n_tune], questions[n_tune:]
     lm = simulated.SimulatedTeamLM(simulated.answer_key(questions), seed=seed,
-                                   table=simulated.PLANTED_TABLES["strong_single"],
+                                   table=simulated.PLANTED_TABLES[table],
                                    calibration=simulated.CALIBRATIONS[calibration])
     special = TeamworkConfig(shared_mental_model=True, leadership=True, team_orientation=True, mutual_monitoring=True,
                              n_agents=3, n_turns=2)
@@ -54,7 +54,7 @@ def one(calibration: str, seed: int, n_tune: int, n_eval: int) -> dict[str, Any]
     proof = prove(held_out, lm, chosen, targets, found.best_static.target or "special")
     loss = proof.static.accuracy - proof.chosen.accuracy
     ratio = proof.chosen.tokens / proof.static.tokens
-    return {"calibration": calibration, "seed": seed, "chosen": chosen.label(), "static_chosen": chosen.static,
+    return {"calibration": calibration, "table": table, "seed": seed, "chosen": chosen.label(), "static_chosen": chosen.static,
             "held_out": {"chosen": proof.chosen.accuracy, "static": proof.static.accuracy,
                          "single": proof.single.accuracy, "tokens_ratio": round(ratio, 4),
                          "escalation_rate": proof.chosen.escalation_rate, "p_vs_static": proof.p_vs_static},
@@ -71,9 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-eval", type=int, default=400)
     parser.add_argument("--calibrations", default="informative,none", help="of informative, weak, none")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--table", default="strong_single", choices=("strong_single", "strong_single_nested"),
+                        help="the fitted world (default) or the nested best case")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "adaptive_simulated.json")
     args = parser.parse_args(argv)
-    work = [(c, s, args.n_tune, args.n_eval) for c in args.calibrations.split(",") for s in range(args.seeds)]
+    work = [(c, s, args.n_tune, args.n_eval, args.table) for c in args.calibrations.split(",")
+            for s in range(args.seeds)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(one, *zip(*work, strict=True)))
     for calibration in args.calibrations.split(","):
@@ -91,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {r['seed']} | {r['chosen']} | {100 * h['chosen']:.1f}% / {100 * h['static']:.1f}% / "
                   f"{100 * h['single']:.1f}% | {h['tokens_ratio']:.2f} | {100 * h['escalation_rate']:.0f}% |")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"n_tune": args.n_tune, "n_eval": args.n_eval, "results": results}, indent=1))
+    args.out.write_text(json.dumps({"n_tune": args.n_tune, "n_eval": args.n_eval, "table": args.table,
+                                    "results": results}, indent=1))
     return 0
 
 

@@ -188,9 +188,17 @@ def test_on_the_simulated_team_a_signal_with_no_information_leaves_the_static_te
     informed = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single"], calibration=1.0)
     outcomes = measure(questions, informed, targets)
     found = front(outcomes)
-    # a truthful signal: no tuning question lost, but 0 losses in 240 bound the loss only by 1.5 points at 90%
-    # (exact, with the correction for the candidates), so within 1 point the static team is kept; within 3, the
-    # cheap point is taken
+    # a truthful signal in the fitted world (the single agent is right on some questions the team gets wrong):
+    # escalating only the single agent's wrong answers beats the static team, and the bound shows it
+    chosen = choose(outcomes, found)
+    assert not chosen.static and chosen.accuracy > found.best_static.accuracy
+    nested = SimulatedTeamLM(answer_key(questions), seed=7, table=PLANTED_TABLES["strong_single_nested"],
+                             calibration=1.0)
+    outcomes = measure(questions, nested, targets)
+    found = front(outcomes)
+    # nested (the single agent right only where the team is): no tuning question lost, but 0 losses in 240 bound
+    # the loss only by 1.5 points at 90% (exact, corrected for the candidates): within 1 point the static team is
+    # kept; within 3, the cheap point is taken
     assert choose(outcomes, found).static
     assert not choose(outcomes, found, tolerance=0.03).static
 

@@ -6,9 +6,20 @@ ranking reads, *from that request alone*, which components shaped its prompt (`i
 and puts the gold letter first when ``u_q < p(config) + noise(q, config)`` (a fixed wrong letter
 otherwise): ``u_q`` is the question's latent difficulty, common to all configurations (so
 comparisons are paired), and ``p`` comes from the `PlantedTable`. A single agent is right when
-``u_q < single + noise`` and tells the truth about its confidence with probability
+``v_q < single + noise``, where ``v_q`` is ``u_q`` with probability ``shared_difficulty`` and an
+independent difficulty otherwise, and tells the truth about its confidence with probability
 ``calibration`` (`CALIBRATIONS`), else says High, Medium or Low at random. Answers are a pure
 function of the request and the seed, so no memo or cache can change a figure.
+
+**Fitted, not nested.** With ``shared_difficulty`` 1 the world is nested: the single agent is right
+only where a better team is right, the best case for escalating to a team. Real outcomes are not
+nested: on MedAgentsBench's published MedQA hard set, gpt-4o's CoT was right on 13% of the
+questions MDAgents got wrong. `FITTED_SHARED_DIFFICULTY` (0.54) reproduces that share
+(`benchmarks/fit_simulated_world.py` computes it from the files), and every table uses it unless it
+says otherwise; ``strong_single_nested`` keeps the nested best case under a name that says so. The
+same outputs hold no stated confidence; the signal they can give (CoT agreeing with zero-shot) was
+*anti*-informative there (CoT right on 37.5% when they agreed, 41.7% when not), so the fitted
+calibration is ``none`` (0): an informative signal is a planted best case too.
 """
 
 from __future__ import annotations
@@ -22,7 +33,8 @@ from typing import Any
 
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
 
-__all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "infer_components",
+__all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "FITTED_SHARED_DIFFICULTY",
+           "infer_components",
            "simulated_questions", "answer_key", "all_subsets", "CALIBRATIONS"]
 
 _SMM_SAID = "(shared knowledge considered)"
@@ -37,12 +49,19 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+# Fitted to MedAgentsBench's published gpt-4o outcomes on MedQA test_hard (CoT against MDAgents: the single
+# agent alone right on 13% of the questions, 39% vs 36% right): the share of questions whose difficulty the
+# single agent shares with the team (`benchmarks/fit_simulated_world.py`).
+FITTED_SHARED_DIFFICULTY = 0.54
+
+
 @dataclass(frozen=True)
 class PlantedTable:
     """Accuracy of a configuration: ``base + sum(main) + sum(interactions whose parts are all on)``.
 
     ``noise`` is the half-width of the per-(question, configuration) uniform noise added to it.
-    ``single`` is the single-agent baseline's accuracy.
+    ``single`` is the single-agent baseline's accuracy; ``shared_difficulty`` the probability that a
+    question's difficulty for the single agent is the team's (1: nested, the best case for a team).
     """
 
     base: float = 0.50
@@ -53,6 +72,7 @@ class PlantedTable:
         ("leadership", "team_orientation"): 0.12})
     noise: float = 0.04
     single: float = 0.45
+    shared_difficulty: float = FITTED_SHARED_DIFFICULTY
 
     def accuracy(self, components: Iterable[str]) -> float:
         on = set(components)
@@ -69,6 +89,7 @@ class PlantedTable:
 
     def describe(self) -> dict[str, Any]:
         return {"base": self.base, "main": dict(self.main), "noise": self.noise, "single": self.single,
+                "shared_difficulty": self.shared_difficulty,
                 "interactions": {"+".join(k): v for k, v in self.interactions.items()}}
 
 
@@ -87,6 +108,8 @@ PLANTED_TABLES: dict[str, PlantedTable] = {
     # a strong single agent (right on 70%), the team's default effects on top: a team is worth
     # calling only for the questions the single agent gets wrong (`benchmarks/adaptive_simulated.py`)
     "strong_single": PlantedTable(single=0.70),
+    # the same, nested: the single agent right only where the team is (a best case for escalating)
+    "strong_single_nested": PlantedTable(single=0.70, shared_difficulty=1.0),
     # effects of about 2 points, the size of Table 1's differences between components
     "small_effects": PlantedTable(
         main={"shared_mental_model": 0.02, "leadership": 0.02, "team_orientation": 0.0, "trust": -0.02,
@@ -154,8 +177,9 @@ class SimulatedTeamLM(ScriptedLM):
     def correct(self, question: str, components: Iterable[str], *, p: float | None = None) -> bool:
         """Whether the team (or a single agent, with ``p``) gets ``question`` right under ``components``."""
         key = "+".join(sorted(components)) if p is None else "single"
+        own = p is not None and _unit(self.seed, "shared", question) >= self.table.shared_difficulty
         p = self.table.accuracy(components) if p is None else p
-        u = _unit(self.seed, "difficulty", question)
+        u = _unit(self.seed, "single difficulty" if own else "difficulty", question)
         noise = (2 * _unit(self.seed, "noise", question, key) - 1) * self.table.noise
         return u < p + noise
 
