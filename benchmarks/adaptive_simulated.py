@@ -54,7 +54,8 @@ def one(calibration: str, seed: int, n_tune: int, n_eval: int, table: str = "str
     proof = prove(held_out, lm, chosen, targets, found.best_static.target or "special")
     loss = proof.static.accuracy - proof.chosen.accuracy
     ratio = proof.chosen.tokens / proof.static.tokens
-    return {"calibration": calibration, "table": table, "seed": seed, "chosen": chosen.label(), "static_chosen": chosen.static,
+    return {"calibration": calibration, "table": table, "seed": seed, "chosen": chosen.label(),
+            "static_chosen": chosen.static,
             "held_out": {"chosen": proof.chosen.accuracy, "static": proof.static.accuracy,
                          "single": proof.single.accuracy, "tokens_ratio": round(ratio, 4),
                          "escalation_rate": proof.chosen.escalation_rate, "p_vs_static": proof.p_vs_static},
