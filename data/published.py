@@ -121,11 +121,13 @@ class PublishedRun(_Frozen):
     def notes(self) -> list[str]:
         said = []
         if self.duplicates:
-            said.append(f"{self.duplicates} repeated question(s) dropped (first row kept)")
+            said.append(f"the file repeats {self.duplicates} question(s): dropped, the first row kept")
         if self.renumbered:
-            said.append(f"{self.renumbered} row(s) matched by question text to another id than their realidx")
+            said.append(f"{self.renumbered} of the file's rows matched by question text to another id than their "
+                        f"realidx")
         if self.unscored:
-            said.append(f"{self.unscored} prediction(s) not an option letter, counted wrong as published")
+            said.append(f"{self.unscored} of the file's predictions not an option letter, counted wrong as "
+                        f"published")
         if not self.tokens_reported:
             said.append("the file reports no token usage: tokens unknown, not zero")
         if not self.seconds_reported:

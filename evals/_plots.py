@@ -171,8 +171,14 @@ def published_front(points: Sequence[tuple[str, float | None, float, bool]], pat
         mine = [(t, a) for _, t, a, p in placed if p == published]
         if mine:
             ax.scatter(*zip(*mine, strict=True), marker=marker, label=name, zorder=3)
-    for label, tokens, acc, _ in placed:
-        ax.annotate(label, (tokens, acc), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
+    import math
+
+    shown: list[tuple[float, float]] = []
+    for label, tokens, acc, _ in sorted(placed, key=lambda p: (p[1], p[2])):
+        # a label near an earlier one (within a third of a decade and a point) is stacked below it
+        near = sum(abs(math.log10(tokens / t)) < 0.35 and abs(acc - a) < 1.0 for t, a in shown)
+        shown.append((tokens, acc))
+        ax.annotate(label, (tokens, acc), textcoords="offset points", xytext=(4, 4 - 9 * near), fontsize="x-small")
     front = [placed[i] for i in pareto([(t, a) for _, t, a, _ in placed])]
     ax.plot([t for _, t, _, _ in front], [a for _, _, a, _ in front], color="grey", linestyle="--", linewidth=1,
             label="Pareto front", zorder=2)

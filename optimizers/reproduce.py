@@ -106,6 +106,7 @@ MIN_EXPECTED = 5
 @dataclass(frozen=True)
 class ReproduceSettings:
     model: str
+    server: str = ""  # where the answers come from besides the model's name
     seeds: tuple[int, ...] = (111, 222, 333)
     n: int = 50
     rows: tuple[str, ...] = DEFAULT_ROWS_001
@@ -209,7 +210,8 @@ def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: R
 
     study, _ = open_tune_study(storage, study_name, out_dir)
     previous = study.user_attrs.get("reproduce")
-    identity = {"protocol": "001-table1", "model": settings.model, "seeds": list(settings.seeds), "n": settings.n}
+    identity = {"protocol": "001-table1", "model": settings.model, "server": settings.server,
+                "seeds": list(settings.seeds), "n": settings.n}
     if previous is None:
         study.set_user_attr("reproduce", identity)
     elif previous != identity:
@@ -449,7 +451,9 @@ def _fmt_p(p: float | None) -> str:
 def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str], s: ReproduceSettings) -> str:
     n_tests = sum(r["p_vs_published"] is not None for r in table)
     inconsistent = sum(r["published_consistent"] is False for r in table)
-    lines = [f"# 001 Table 1 reproduced with {s.model} (seeds {', '.join(map(str, s.seeds))}, n={s.n} per seed)", "",
+    server = f" at {s.server}" if s.server else ""
+    lines = [f"# 001 Table 1 reproduced with {s.model}{server} (seeds {', '.join(map(str, s.seeds))}, n={s.n} per "
+             f"seed)", "",
              "measured mean ± SE: the SE over seeds (t, k-1 df), or the binomial SE of the cell's questions "
              "when larger (marked b: one seed, or seeds that agree) | published mean ± SE and whether the "
              f"paper's protocol ({PAPER_SEEDS} seeds x {PAPER_N} questions) can produce it | difference | "

@@ -52,6 +52,7 @@ _POOLED = {"few_shot": "trainset", "mdagents": "examples"}
 class MabSettings:
     model: str
     published_model: str
+    server: str = ""  # where the measured answers come from besides the model's name
     split: str = "test_hard"
     n: int | None = None  # None: every question of the split
     rows: tuple[str, ...] = DEFAULT_ROWS_MAB
@@ -104,7 +105,8 @@ def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: M
     from teammed.optimizers.tune import open_tune_study
 
     study, _ = open_tune_study(storage, study_name, out_dir)
-    identity = {"protocol": PROTOCOL, "model": settings.model, "split": settings.split, "n": settings.n}
+    identity = {"protocol": PROTOCOL, "model": settings.model, "server": settings.server, "split": settings.split,
+                "n": settings.n}
     previous = study.user_attrs.get("reproduce")
     if previous is None:
         study.set_user_attr("reproduce", identity)
@@ -211,7 +213,8 @@ def _markdown(rows: Sequence[Mapping[str, Any]], tests: Sequence[Mapping[str, An
               s: MabSettings) -> str:
     from teammed.evals._tables import markdown_table
 
-    lines = [f"# MedAgentsBench {s.split}: published ({s.published_model}) and measured ({s.model})", "",
+    lines = [f"# MedAgentsBench {s.split}: published ({s.published_model}) and measured ({s.model}"
+             + (f" at {s.server}" if s.server else "") + ")", "",
              "Published rows: MedAgentsBench's files, scored as published (the gold letter exactly) on the questions "
              "measured here; tokens are the provider's billed prompt + completion tokens per question (*not "
              "reported*: unknown, not zero). Measured rows: teammed's systems on the same questions; tokens billable; "

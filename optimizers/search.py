@@ -13,7 +13,6 @@ heartbeat), so they never count toward ``trials`` and replacements run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -40,7 +39,7 @@ from teammed.optimizers._space import SearchSpace
 from teammed.optimizers._storage import WORKER, open_storage, worker_gone
 from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
-from teammed.records import ResultRow
+from teammed.records import ResultRow, dataset_digest
 from teammed.types import Question
 
 __all__ = ["search_special_set", "open_study", "SAMPLERS", "OBJECTIVES", "TrialFailed", "SearchAborted"]
@@ -292,9 +291,11 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
     if previous is None:
         study.set_user_attr("search", search)
     elif previous != search:
+        differ = sorted(k for k in {*previous, *search} if previous.get(k) != search.get(k))
         raise ConfigError(f"study {study_name!r} searched {json.dumps(previous, sort_keys=True)}, but "
-                          f"this run searches {json.dumps(search, sort_keys=True)}; repeat the original "
-                          f"search flags (and questions) to resume it, or choose a new --study")
+                          f"this run searches {json.dumps(search, sort_keys=True)} (they differ in "
+                          f"{', '.join(differ)}); repeat the original search flags, model, server and questions "
+                          f"to resume it, or choose a new --study")
     return study
 
 
@@ -350,6 +351,7 @@ def search_special_set(
     num_threads: int = 1,
     tuning: dict[str, Any] | None = None,
     on_trial: Callable[[int, int, float | None], None] | None = None,
+    measured_on: str | None = None,
 ) -> SpecialSet:
     """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
 
@@ -380,9 +382,10 @@ def search_special_set(
                         early_consensus=(None, 0.8, 1.0) if search_early_consensus else None,
                         flat=sampler == "grid")
     backend, reference = open_storage(storage, out_dir)
-    ids = "\n".join(q.id for q in questions)
+    # everything the answers depend on: a study of another model, server or question content is another study
     search = {"objectives": objectives, "space": space.describe(),
-              "questions": {"n": len(questions), "sha256": hashlib.sha256(ids.encode()).hexdigest()}}
+              "questions": {"n": len(questions), "sha256": dataset_digest(questions)},
+              "measured_on": measured_on or _lm_name(lm, lm_factory)}
     study = _open_study(storage=backend, study_name=study_name, sampler=_sampler(sampler, space, seed),
                         multi=multi, search=search)
     _fail_orphans(study)
@@ -404,6 +407,15 @@ def search_special_set(
             raise objective.aborted
     return special_set_from_study(study, dataset=dataset, objectives=objectives, sampler=sampler, seed=seed,
                                   trials=trials, storage=reference, space_size=space.size(), tuning=tuning)
+
+
+def _lm_name(lm: dspy.BaseLM | None, factory: Callable[[], dspy.BaseLM] | None) -> str:
+    """The model a study's answers come from, when the caller names no server: the LM's model string."""
+    from teammed.redact import redact
+
+    model = getattr(lm, "model", None) if lm is not None else None
+    base = (getattr(lm, "kwargs", None) or {}).get("api_base") if lm is not None else None
+    return redact(f"{model} @ {base}" if base else str(model)) if model else "an LM built by lm_factory"
 
 
 def open_study(*, storage: str | None, study_name: str, out_dir: Path | str) -> optuna.Study:

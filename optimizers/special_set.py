@@ -59,6 +59,7 @@ class SpecialSet(BaseModel):
     tuning: dict[str, Any] | None = None  # data set identity and the question ids the search was tuned on
     # the winner against the most accurate other configuration: is its lead within noise?
     runner_up: dict[str, Any] | None = None
+    measured_on: str | None = None  # the model and server whose answers chose it (credentials masked)
 
 
 def _public(row: Row) -> dict[str, Any]:
@@ -99,6 +100,7 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         created=created.isoformat(timespec="seconds"),
         tuning=tuning,
         runner_up=runner_up_test(rows, best),
+        measured_on=(study.user_attrs.get("search") or {}).get("measured_on"),
     )
 
 

@@ -83,6 +83,7 @@ class TuneSettings:
 
     dataset: str
     model: str
+    server: str = ""  # where the answers come from besides the model's name (`experiments._backend.server_of`)
     optimizer: str = "bootstrap"
     seed: int = 111
     batch_size: int = 10
@@ -707,6 +708,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
                   queue=queue, plan=plan, replan=replan if rate is not None else None)
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
+                              "server": settings.server,
                               "settings": settings.describe(), "budget": budget.describe() if budget else None,
                               "plan": plan.describe(), "plan_text": plan.text(), "plans": [plan.text()],
                               "study": {"storage": reference, "study_name": study_name},
@@ -816,7 +818,7 @@ def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping
     """The Special Set file: the winner's components and config, its program and its held-out proof."""
     held_out = report["held_out"]
     return {"format": FORMAT, "dataset": settings.dataset, "components": _components(winner_config),
-            "config": winner_config, "program": str(program_path), "model": settings.model,
+            "config": winner_config, "program": str(program_path), "model": settings.model, "server": settings.server,
             "tuning": tuned_on,
             "held_out": ({"ids": [q.id for q in p.eval_q], **held_out["winner"], "vs": report["held_out_comparison"]}
                          if held_out is not None else {"ids": [], "proof": "not run: the budget did not cover it"}),
@@ -884,8 +886,8 @@ def _save_winner(p: _Pipeline, config: Mapping[str, Any], out_dir: Path, s: Tune
     program = p._program(config, p.prompts3)
     return save_program(program, out_dir / f"{s.dataset}.program.json", system="teamwork",
                         config=TeamworkConfig.build(**config),
-                        meta={"optimizer": s.optimizer, "dataset": s.dataset, "model": s.model, "tuned_by": "tune",
-                              "tuned_on": dict(tuned_on)})
+                        meta={"optimizer": s.optimizer, "dataset": s.dataset, "model": s.model, "server": s.server,
+                              "tuned_by": "tune", "tuned_on": dict(tuned_on)})
 
 
 def _finish(study: optuna.Study, state_path: Path, report: dict[str, Any], out_dir: Path) -> None:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from teammed.backends.resolve import BackendOptions
     from teammed.experiments.specs import BackendSpec
 
-__all__ = ["backend_options", "open_backends", "extra_lm", "model_specs"]
+__all__ = ["backend_options", "open_backends", "extra_lm", "model_specs", "server_of"]
 
 
 def backend_options(spec: BackendSpec, *, command: str) -> BackendOptions:
@@ -38,6 +38,21 @@ def backend_options(spec: BackendSpec, *, command: str) -> BackendOptions:
                           # the setting alone: without it an api_base llama.cpp server is sized by its slots
                           max_parallel_requests=spec.max_parallel_requests,
                           default_parallel_requests=4 * spec.concurrency, transport=spec.transport)
+
+
+def server_of(spec: BackendSpec) -> str:
+    """Where a command's answers come from besides the model's name, credentials masked: the api base
+    (or the deployments file's content hash), the transport and the structured-output dialect. A study,
+    a Special Set and a table record it, so answers of one server never stand for another's."""
+    import hashlib
+
+    from teammed.redact import redact
+
+    if spec.deployments is not None:
+        where = f"deployments sha256:{hashlib.sha256(spec.deployments.read_bytes()).hexdigest()[:16]}"
+    else:
+        where = redact(spec.api_base) if spec.api_base else "the provider's default endpoint"
+    return f"{where} (transport {spec.transport}, structured output {spec.structured_output})"
 
 
 def open_backends(spec: BackendSpec, *, command: str) -> Any:

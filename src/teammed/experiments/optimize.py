@@ -183,8 +183,9 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
     """Search component subsets with Optuna on the tune part of the data set; write the Special Set
     (``<out>/<dataset name>-<hash8>.json``) and the search report. Several processes with the same spec
     and storage share the study; the one that finishes it writes the Special Set."""
+    from teammed.backends.resolve import describe
     from teammed.data import sample_questions
-    from teammed.experiments._backend import open_backends
+    from teammed.experiments._backend import open_backends, server_of
     from teammed.experiments._data import load_for, tuning_record
     from teammed.inputs import check_writable_dir
     from teammed.optimizers import open_study, search_report, search_special_set, write_special_set
@@ -212,6 +213,7 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
             search_turns=spec.search_turns, search_agents=spec.search_agents,
             search_early_consensus=spec.search_early_consensus, num_threads=spec.backend.concurrency,
             tuning=tuning_record(choice, questions), on_trial=on_trial,
+            measured_on=f"{describe(opened[0].spec)} @ {server_of(spec.backend)}",
         )
         dev = result.dev
         common = {"components": tuple(result.components), "dev_accuracy": dev.get("accuracy"), "se": dev.get("se"),

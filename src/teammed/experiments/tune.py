@@ -181,10 +181,11 @@ SETTING_FIELDS = ("optimizer", "seed", "batch_size", "stage1_batches", "pool_siz
 
 
 def _settings(spec: TuneSpec, dataset: str, model: str) -> Any:
+    from teammed.experiments._backend import server_of
     from teammed.optimizers.tune import TuneSettings
 
     given = {name: getattr(spec, name) for name in SETTING_FIELDS if getattr(spec, name) is not None}
-    return TuneSettings(dataset=dataset, model=model, **given)
+    return TuneSettings(dataset=dataset, model=model, server=server_of(spec.backend), **given)
 
 
 def tune_questions(spec: TuneSpec) -> tuple[list[Question], list[Question], DatasetChoice]:
@@ -291,7 +292,10 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         lm = opened[0].lm
         model = describe(opened[0].spec)
         _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
-        settings = ReproduceSettings(model=model, seeds=tuple(spec.seeds), n=spec.n or 50, rows=rows,
+        from teammed.experiments._backend import server_of
+
+        settings = ReproduceSettings(model=model, server=server_of(spec.backend), seeds=tuple(spec.seeds),
+                                     n=spec.n or 50, rows=rows,
                                      tune_budget=spec.tune_budget)
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
@@ -302,7 +306,8 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
                         "dataset_sha256": dataset_digest(whole) if not isinstance(whole, str) else None}
             step("begin", f"reproduce: tuning the special set of {code}")
             outcome = run_tune(tune_questions=tuning, eval_questions=held_out, lm=lm, tuning=tuned_on,
-                               settings=TuneSettings(dataset=code, model=model, optimizer=spec.optimizer,
+                               settings=TuneSettings(dataset=code, model=model, server=settings.server,
+                                                     optimizer=spec.optimizer,
                                                      batch_size=spec.batch_size, seed=0),
                                budget=parse_budget(spec.tune_budget), storage=spec.storage,
                                study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}",
@@ -351,7 +356,7 @@ def medagentsbench_inputs(spec: ReproduceSpec) -> tuple[dict[str, Any], dict[str
 
 def _reproduce_medagentsbench(spec: ReproduceSpec, progress: ProgressCallback = None) -> ReproduceResult:
     from teammed.backends.resolve import describe
-    from teammed.experiments._backend import open_backends
+    from teammed.experiments._backend import open_backends, server_of
     from teammed.optimizers.reproduce_mab import DEFAULT_ROWS_MAB, MabSettings, check_rows, reproduce_medagentsbench
 
     rows = tuple(spec.rows or DEFAULT_ROWS_MAB)
@@ -362,7 +367,8 @@ def _reproduce_medagentsbench(spec: ReproduceSpec, progress: ProgressCallback = 
     with open_backends(spec.backend, command="reproduce") as opened, \
             tracking("reproduce", progress, priced=prices(spec.backend)[1] is None):
         model = describe(opened[0].spec)
-        settings = MabSettings(model=model, published_model=spec.published_model or model.rsplit("/", 1)[-1],
+        settings = MabSettings(model=model, server=server_of(spec.backend),
+                               published_model=spec.published_model or model.rsplit("/", 1)[-1],
                                split=split, n=spec.n, rows=rows)
         step("begin", "reproduce: the table's cells")
         table = reproduce_medagentsbench(datasets=datasets, pools=pools, lm=opened[0].lm, settings=settings,
