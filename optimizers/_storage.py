@@ -2,9 +2,12 @@
 
 * ``None`` -> ``sqlite:///<out_dir>/study.db`` (one worker at a time);
 * ``journal:PATH`` or a path ending ``.log`` or ``.journal`` -> `optuna.storages.JournalStorage` on
-  that file (several processes on one machine, or on a shared file system);
-* a database URL: ``sqlite:///PATH`` (one worker at a time), ``postgresql://user:pass@host/db`` (the
-  installed psycopg or psycopg2 driver is picked) or ``mysql://...``, for workers on several machines.
+  that file (several processes on one machine, or on a shared file system); ``journal:x.log`` is
+  relative, ``journal:/x.log`` and ``journal:///x.log`` absolute, and ``journal://x.log`` (which would
+  read as ``/x.log``) is refused;
+* a database URL: ``sqlite:///PATH`` (one worker at a time) or ``postgresql://user:pass@host/db`` (the
+  installed psycopg or psycopg2 driver is picked), for workers on several machines. MySQL is not
+  supported (no driver is declared, and nothing here tests it).
 
 Anything else is refused with the accepted forms listed (`STORAGE_FORMS`): ``journal:/x.log`` once
 made a ``./journal:`` folder.
@@ -39,9 +42,8 @@ __all__ = ["open_storage", "masked", "worker_gone", "WORKER", "UNCLAIMED_S", "ST
 
 STORAGE_FORMS = ("journal:/abs/path/study.log (or any path ending .log or .journal: a journal file, for "
                  "several processes on one machine)", "sqlite:////abs/path/study.db (one worker at a time)",
-                 "postgresql://user:password@host:5432/db (workers on several machines)",
-                 "mysql://user:password@host/db")
-_URL_SCHEMES = ("sqlite", "postgresql", "mysql")
+                 "postgresql://user:password@host:5432/db (workers on several machines)")
+_URL_SCHEMES = ("sqlite", "postgresql")
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +137,9 @@ def _journal_path(storage: str) -> Path | None:
     .journal), else None."""
     if storage.startswith("journal:"):
         rest = storage.removeprefix("journal:")
+        if rest.startswith("//") and not rest.startswith("///"):
+            raise ConfigError(f"--storage {storage!r} is ambiguous (it would name {rest[1:]!r} at the file system's "
+                              f"root); give journal:{rest[2:]} for a path relative to here, or journal:/abs/path.log")
         rest = rest.removeprefix("//") if rest.startswith("///") else rest
         if not rest.strip():
             raise ConfigError(f"--storage {storage!r} names no journal file; accepted forms: "

@@ -82,8 +82,9 @@ class _Objective:
     """``objective(trial) -> accuracy`` or ``(accuracy, tokens per question)``."""
 
     def __init__(self, *, space: SearchSpace, questions: list[Question],
-                 lm_factory: Callable[[], dspy.BaseLM], batch_size: int, multi: bool, num_threads: int):
-        self.space, self.questions, self.lm_factory = space, questions, lm_factory
+                 lm_factory: Callable[[], dspy.BaseLM], batch_size: int, multi: bool, num_threads: int,
+                 limit: int | None = None):
+        self.space, self.questions, self.lm_factory, self.limit = space, questions, lm_factory, limit
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
         self.interrupted = False
@@ -119,6 +120,11 @@ class _Objective:
             logger.info("trial %d (%s) was evaluated by trial %d (%s); not evaluated twice", trial.number,
                         config.label(), twin.number, twin.state.name.lower())
             self.duplicates += 1
+            raise optuna.TrialPruned()
+        if self.limit is not None and _claimed(trial) >= self.limit:  # every trial asked for is taken
+            trial.set_user_attr("over_budget", True)
+            trial.set_user_attr("duplicate_of", -1)  # counts for nothing, as a duplicate does
+            trial.study.stop()
             raise optuna.TrialPruned()
         program, lm = TeamworkProgram(config), self.lm_factory()
         rows: list[ResultRow] = []
@@ -181,6 +187,23 @@ def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.Froz
 
 
 _DECLARE_S = 10.0  # a live trial records its configuration a moment after it starts
+
+
+def _claimed(trial: optuna.Trial) -> int:
+    """The distinct configurations other trials have claimed: evaluated (complete, or pruned part way), or
+    being evaluated by a live worker's lower-numbered trial. The storage numbers trials atomically and a
+    trial waits for the lower ones to declare their configuration (`_twin`), so of workers that start at
+    once only as many as ``--trials`` leaves room for evaluate: a claim made in the storage, not a count
+    read before starting."""
+    claims = set()
+    for other in trial.study.get_trials(deepcopy=False, states=(*_DONE, TrialState.RUNNING)):
+        if other.number == trial.number or "config" not in other.user_attrs \
+                or other.user_attrs.get("duplicate_of") is not None:
+            continue
+        if other.state == TrialState.RUNNING and (other.number > trial.number or worker_gone(other)):
+            continue
+        claims.add(json.dumps(other.user_attrs["config"], sort_keys=True))
+    return len(claims)
 
 
 def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
@@ -396,7 +419,7 @@ def search_special_set(
         require_labels(questions)  # before any trial: every question must have its gold answer
         objective = _Objective(space=space, questions=list(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
-                               num_threads=num_threads)
+                               num_threads=num_threads, limit=trials)
         clock = [] if on_trial is None else [_TrialClock(on_trial, trials=trials)]
         # more attempts than configurations still to evaluate: a re-proposed configuration is closed as a
         # duplicate (no request) and another sampled; the budget stops the loop at `trials` distinct ones

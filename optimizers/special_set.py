@@ -116,7 +116,8 @@ def _trial_counts(all_trials: Sequence[FrozenTrial]) -> dict[str, int]:
     """Trials by state (duplicates of an earlier configuration apart), running ones and duplicates."""
     from teammed.optimizers._storage import worker_gone
 
-    duplicates = [t for t in all_trials if t.user_attrs.get("duplicate_of") is not None]
+    over = [t for t in all_trials if t.user_attrs.get("over_budget")]  # closed: every trial asked for was taken
+    duplicates = [t for t in all_trials if t.user_attrs.get("duplicate_of") is not None and t not in over]
     counts = {state.name.lower(): sum(t.state == state and t.user_attrs.get("duplicate_of") is None
                                       for t in all_trials)
               for state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
@@ -124,6 +125,8 @@ def _trial_counts(all_trials: Sequence[FrozenTrial]) -> dict[str, int]:
     counts["running"] = sum(t.state == TrialState.RUNNING and t.user_attrs.get("duplicate_of") is None
                             and not worker_gone(t) for t in all_trials)
     counts["duplicates"] = len(duplicates)
+    if over:
+        counts["over_budget"] = len(over)
     return counts
 
 

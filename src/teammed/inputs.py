@@ -5,6 +5,7 @@ teamwork configuration, question ids, writable directories. Each failure is a `C
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import json
 import string
 from collections.abc import Sequence
@@ -204,22 +205,31 @@ def model_string(raw: str) -> str:
 
 def api_base(raw: str) -> str:
     """An http(s) URL of an OpenAI-compatible server."""
+    from teammed.redact import redact
+
     url = raw.strip()
     if not url.startswith(("http://", "https://")) or len(url) <= len("https://"):
-        raise ConfigError(f"{raw!r} is not an http(s) URL; give the server's base URL, e.g. http://127.0.0.1:8000/v1")
+        raise ConfigError(f"{redact(repr(raw))} is not an http(s) URL; give the server's base URL, e.g. "
+                          f"http://127.0.0.1:8000/v1")
     return url
 
 
 def storage_url(raw: str) -> str:
     """An Optuna storage: ``journal:PATH`` or a ``.log``/``.journal`` journal file, ``sqlite:///file.db``,
     or a database URL (`teammed.optimizers._storage.STORAGE_FORMS`)."""
-    value = raw.strip()
-    if value.startswith("journal:") and value.removeprefix("journal:").strip("/ "):
+    from teammed.redact import redact
+
+    value, shown = raw.strip(), redact(repr(raw))
+    rest = value.removeprefix("journal:")
+    if value.startswith("journal:") and rest.startswith("//") and not rest.startswith("///"):
+        raise ConfigError(f"{shown} is ambiguous (it would name {rest[1:]!r} at the file system's root); give "
+                          f"journal:{rest[2:]} for a path relative to here, or journal:/abs/path.log")
+    if value.startswith("journal:") and rest.strip("/ "):
         return value
     if "://" not in value:
         if value.endswith((".log", ".journal")):
             return value
-        raise ConfigError(f"{raw!r} is neither a journal file nor a database URL; give journal:/abs/path/study.log "
+        raise ConfigError(f"{shown} is neither a journal file nor a database URL; give journal:/abs/path/study.log "
                           f"(or a path ending .log), sqlite:////abs/path/study.db, or "
                           f"postgresql://user:password@host/db")
     try:
@@ -227,9 +237,19 @@ def storage_url(raw: str) -> str:
 
         url = make_url(value)
     except Exception:  # sqlalchemy's ArgumentError and friends
-        raise ConfigError(f"{raw!r} is not a database URL; give sqlite:///study.db or postgresql://user@host/db"
+        raise ConfigError(f"{shown} is not a database URL; give sqlite:///study.db or postgresql://user@host/db"
                           ) from None
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+    backend = url.get_backend_name()
+    if backend not in ("sqlite", "postgresql"):
+        raise ConfigError(f"{shown}: {backend} is not supported; give a journal file (journal:/abs/path/study.log), "
+                          f"sqlite:////abs/path/study.db or postgresql://user:password@host/db")
+    if backend == "sqlite" and url.host:
+        raise ConfigError(f"{shown} names a host ({url.host!r}), not a file: give sqlite:///{url.host} for a file "
+                          f"here or sqlite:////abs/path/study.db")
+    if backend == "postgresql" and not any(importlib.util.find_spec(m) for m in ("psycopg", "psycopg2")):
+        raise ConfigError(f"{shown} needs a PostgreSQL driver; install the postgres extra: pip install -e "
+                          f"'.[postgres]'")
+    if backend == "sqlite" and url.database not in (None, "", ":memory:"):
         try:
             check_writable_dir(Path(url.database).parent, flag="--storage")
         except ConfigError as exc:

@@ -12,6 +12,8 @@ __all__ = ["redact", "register_secret", "register_url_credentials", "RedactingFi
 
 # scheme://user:password@host  ->  scheme://user:***@host ; scheme://token@host -> scheme://***@host
 _USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^/\s:@]*)(?::(?P<pw>[^/\s@]*))?@")
+# user:password@host where the scheme is mistyped or missing (``postgresql:/u:PW@h``, ``u:PW@h``, ``http//u:PW@h``)
+_LOOSE_USERINFO = re.compile(r"(?P<pre>^|[\s/'\"(=])(?P<user>[^/\s:@'\"()=]+):(?P<pw>[^/\s@'\"]+)@(?=[^\s@])")
 _QUERY_SECRET = re.compile(r"(?P<k>[?&](?:api[_-]?key|key|token|access_token|password|secret|sig)=)[^&\s#]+", re.I)
 _BEARER = re.compile(r"(?P<k>\bBearer\s+)[A-Za-z0-9._~+/=-]{8,}", re.I)
 _SK = re.compile(r"\b(?:sk|pk|rk)-[A-Za-z0-9_-]{12,}\b")
@@ -70,6 +72,7 @@ def redact(text: object) -> str:
     registered secret (`register_secret`) masked."""
     value = str(text)
     value = _USERINFO.sub(_userinfo, value)
+    value = _LOOSE_USERINFO.sub(lambda m: f"{m.group('pre')}{m.group('user')}:***@", value)
     value = _QUERY_SECRET.sub(lambda m: f"{m.group('k')}***", value)
     value = _BEARER.sub(lambda m: f"{m.group('k')}***", value)
     value = _BASIC.sub(lambda m: f"{m.group('k')}***", value)

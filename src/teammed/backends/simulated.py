@@ -7,19 +7,10 @@ and puts the gold letter first when ``u_q < p(config) + noise(q, config)`` (a fi
 otherwise): ``u_q`` is the question's latent difficulty, common to all configurations (so
 comparisons are paired), and ``p`` comes from the `PlantedTable`. A single agent is right when
 ``v_q < single + noise``, where ``v_q`` is ``u_q`` with probability ``shared_difficulty`` and an
-independent difficulty otherwise, and tells the truth about its confidence with probability
+independent difficulty otherwise (fitted to published outcomes: `FITTED_SHARED_DIFFICULTY`; 1 is the
+nested best case, ``strong_single_nested``), and tells the truth about its confidence with probability
 ``calibration`` (`CALIBRATIONS`), else says High, Medium or Low at random. Answers are a pure
 function of the request and the seed, so no memo or cache can change a figure.
-
-**Fitted, not nested.** With ``shared_difficulty`` 1 the world is nested: the single agent is right
-only where a better team is right, the best case for escalating to a team. Real outcomes are not
-nested: on MedAgentsBench's published MedQA hard set, gpt-4o's CoT was right on 13% of the
-questions MDAgents got wrong. `FITTED_SHARED_DIFFICULTY` (0.54) reproduces that share
-(`benchmarks/fit_simulated_world.py` computes it from the files), and every table uses it unless it
-says otherwise; ``strong_single_nested`` keeps the nested best case under a name that says so. The
-same outputs hold no stated confidence; the signal they can give (CoT agreeing with zero-shot) was
-*anti*-informative there (CoT right on 37.5% when they agreed, 41.7% when not), so the fitted
-calibration is ``none`` (0): an informative signal is a planted best case too.
 """
 
 from __future__ import annotations
@@ -49,9 +40,7 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-# Fitted to MedAgentsBench's published gpt-4o outcomes on MedQA test_hard (CoT against MDAgents: the single
-# agent alone right on 13% of the questions, 39% vs 36% right): the share of questions whose difficulty the
-# single agent shares with the team (`benchmarks/fit_simulated_world.py`).
+# MedAgentsBench's gpt-4o on MedQA test_hard, CoT vs MDAgents: CoT alone right on 13% (benchmarks/fit_simulated_world.py)
 FITTED_SHARED_DIFFICULTY = 0.54
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from teammed import inputs
 
@@ -25,8 +25,31 @@ TUNE_OPTIMIZERS = ("none", *OPTIMIZERS)
 TeamAgents = Literal["auto", 2, 3, 4]
 
 
+def _masked(value: Any) -> Any:
+    from teammed.redact import redact
+
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: _masked(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_masked(v) for v in value)
+    return value
+
+
 class _Spec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """A spec never shows a credential: its repr, its dumps and its validation errors mask URL passwords and
+    keys (`teammed.redact.redact`); the fields themselves keep the values the backend needs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+
+    @model_serializer(mode="wrap")
+    def _dump_masked(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return _masked(handler(self))
+
+    def __repr_args__(self) -> Any:
+        for name, value in super().__repr_args__():
+            yield name, _masked(value)
 
 
 class DataSpec(_Spec):
