@@ -40,7 +40,7 @@ def _unit(*parts: object) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-# MedAgentsBench's gpt-4o on MedQA test_hard, CoT vs MDAgents: CoT alone right on 13% (benchmarks/fit_simulated_world.py)
+# MedAgentsBench gpt-4o, MedQA test_hard, CoT vs MDAgents: CoT alone right on 13% (benchmarks/fit_simulated_world.py)
 FITTED_SHARED_DIFFICULTY = 0.54
 
 
