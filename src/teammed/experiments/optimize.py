@@ -109,6 +109,9 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
     """Optimize a system's prompts on the tune part of the data set and measure held-out accuracy before
     and after; write the compiled program to ``spec.out``. ``relay()``: a context manager around the
     optimizer, for what DSPy prints (the CLI turns it into its own lines)."""
+    from teammed.experiments.specs import CompileSpec, checked
+
+    spec = checked(CompileSpec, spec)
     import contextlib
 
     from teammed.backends.resolve import describe
@@ -183,6 +186,9 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
     """Search component subsets with Optuna on the tune part of the data set; write the Special Set
     (``<out>/<dataset name>-<hash8>.json``) and the search report. Several processes with the same spec
     and storage share the study; the one that finishes it writes the Special Set."""
+    from teammed.experiments.specs import SearchSpec, checked
+
+    spec = checked(SearchSpec, spec)
     from teammed.backends.resolve import describe
     from teammed.data import sample_questions
     from teammed.experiments._backend import open_backends, server_of

@@ -64,6 +64,9 @@ def run_dirs(dirs: tuple[Path, ...] | list[Path]) -> list[Path]:
 def report(spec: ReportSpec) -> Report:
     """Tables, significance tests and plots over the runs under ``spec.dirs``, written to ``spec.out``.
     Without a baseline, configurations are tested against one labelled ``base`` when there is one."""
+    from teammed.experiments.specs import ReportSpec, checked
+
+    spec = checked(ReportSpec, spec)
     from teammed.evals import build_report
     from teammed.evals.report import ReportError
     from teammed.inputs import check_writable_dir

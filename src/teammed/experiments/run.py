@@ -196,6 +196,9 @@ def asked_question(spec: AskSpec) -> Question:
 def ask(spec: AskSpec, *, progress: Any = None) -> AskResult:
     """Deliberate over one question. ``progress``: a context manager that shows the deliberation as it
     goes (the CLI's phase display), or None."""
+    from teammed.experiments.specs import AskSpec, checked
+
+    spec = checked(AskSpec, spec)
     import contextlib
 
     import dspy
@@ -273,6 +276,9 @@ def run(spec: RunSpec, *, progress: ProgressCallback = None) -> RunResult:
     """Run ``spec``'s system over its questions: one run directory per configuration and seed, each
     with ``results.jsonl``, ``run.json`` and ``summary.json``. Raises `teammed.runner.RunStopped` when
     questions kept failing (the finished rows are on disk: resume with ``resume=True``)."""
+    from teammed.experiments.specs import RunSpec, checked
+
+    spec = checked(RunSpec, spec)
     from teammed.backends.vision import require_vision
     from teammed.experiments._backend import open_backends
     from teammed.programs.accounting import expected_calls_per_question

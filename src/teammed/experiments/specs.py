@@ -11,7 +11,7 @@ A string stands for the part's main field: ``data="medqa"``, ``team="all"`` (a p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
@@ -23,6 +23,30 @@ __all__ = ["DataSpec", "TeamSpec", "BackendSpec", "RunSpec", "AskSpec", "Compile
 OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro", "gepa")
 TUNE_OPTIMIZERS = ("none", *OPTIMIZERS)
 TeamAgents = Literal["auto", 2, 3, 4]
+_SpecT = TypeVar("_SpecT", bound="_Spec")
+
+
+def checked(cls: type[_SpecT], spec: Any) -> _SpecT:
+    """``spec`` as a ``cls``: the spec itself, or a mapping of its fields validated into one (as the flags
+    are); anything else is refused naming what to pass."""
+    from collections.abc import Mapping
+
+    if isinstance(spec, cls):
+        return spec
+    if isinstance(spec, Mapping):
+        return cls.model_validate(dict(spec))
+    raise TypeError(f"expected a {cls.__name__} (or a mapping of its fields), got {type(spec).__name__}; build one "
+                    f"with teammed.experiments.{cls.__name__}(...)")
+
+
+def _unique_seeds(value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    if value is not None:
+        twice = sorted({s for s in value if value.count(s) > 1})
+        if twice:
+            raise ValueError(f"seeds {', '.join(map(str, twice))} named twice; list each seed once")
+        if not value:
+            raise ValueError("no seed given; give at least one, e.g. (111, 222, 333)")
+    return value
 
 
 def _masked(value: Any) -> Any:
@@ -41,7 +65,7 @@ class _Spec(BaseModel):
     """A spec never shows a credential: its repr, its dumps and its validation errors mask URL passwords and
     keys (`teammed.redact.redact`); the fields themselves keep the values the backend needs."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", hide_input_in_errors=True, allow_inf_nan=False)
 
     @model_serializer(mode="wrap")
     def _dump_masked(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -187,6 +211,7 @@ class RunSpec(_WithTeam):
     n: int | None = Field(default=None, ge=1)  # questions to sample (None: all)
     seed: int = 111
     seeds: tuple[int, ...] | None = None  # a grid of sampling seeds (default: seed)
+    _check_seeds = field_validator("seeds")(lambda cls, value: _unique_seeds(value))
     stratify: str | None = None
     shard: tuple[int, int] | None = None  # (I, N) or "I/N": the I-th of N disjoint parts
     shuffle_options: bool = False
@@ -291,6 +316,7 @@ class ReproduceSpec(_Experiment):
     split: str | None = None  # medagentsbench: default test_hard
     rows: tuple[str, ...] | None = None  # default every row
     seeds: tuple[int, ...] = (111, 222, 333)
+    _check_seeds = field_validator("seeds")(lambda cls, value: _unique_seeds(value))
     n: int | None = Field(default=None, ge=1)  # default: 50 for 001-table1, the whole split for medagentsbench
     published: Path | None = None  # medagentsbench: MedAgentsBench's output/ folder (required)
     published_model: str | None = None  # medagentsbench: whose published outputs (default: the model's name)
@@ -309,7 +335,7 @@ class ReproduceSpec(_Experiment):
 class ReportSpec(_Spec):
     """``teammed report``: tables, tests and plots over run directories (or two of them compared)."""
 
-    dirs: tuple[Path, ...]
+    dirs: tuple[Path, ...] = Field(min_length=1)  # at least one run directory
     out: Path = Path("report")
     baseline: str | None = None
     compare: bool = False

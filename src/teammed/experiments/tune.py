@@ -217,6 +217,9 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
     """Design prompts and components together within ``spec.budget``; prove the winner on held-out
     questions. ``say`` hears the plan before anything is spent. A result with status "budget" stopped
     early: the same spec with a larger budget resumes it."""
+    from teammed.experiments.specs import TuneSpec, checked
+
+    spec = checked(TuneSpec, spec)
     from teammed.backends.resolve import describe
     from teammed.experiments._backend import open_backends
     from teammed.experiments._data import tuning_record
@@ -257,6 +260,9 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
     """Measure a paper's table (``001-table1``) with the published figures beside; write
     ``table1.md`` and ``table1.json`` in ``spec.out``. A table whose every question failed says so
     (`ReproduceResult.failure`)."""
+    from teammed.experiments.specs import ReproduceSpec, checked
+
+    spec = checked(ReproduceSpec, spec)
     from teammed.backends.resolve import describe
     from teammed.experiments._backend import open_backends
     from teammed.optimizers.reproduce import (
