@@ -231,3 +231,70 @@ def test_tune_and_compile_against_a_server_that_never_answers_stop_naming_the_ca
     # tune's cells fail one by one until the backend gives up; compile's first evaluation has one question
     said = {"tune": "giving up on the server", "compile": "the evaluation before compiling failed"}[command]
     assert said in done.stderr and "deadline" in done.stderr and "--timeout" in done.stderr, done.stderr[-1500:]
+
+
+def test_on_litellm_the_deadline_counts_from_the_request_not_the_queue_before_it(monkeypatch) -> None:
+    """Issue 47, item 2: with ``--transport litellm`` on a loaded machine, a request that waited for a worker
+    longer than ``--timeout`` still gets its answer: the deadline measures the server, not teammed's queue."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from teammed import interrupts
+    from teammed.backends.litellm_backend import LiteLLMBackend
+    from teammed.backends.retry import RetryPolicy
+    from tests.fake_openai import FakeOpenAI, completion
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    monkeypatch.setattr(interrupts, "workers", lambda: pool)
+    with FakeOpenAI(lambda n, body: (200, {}, completion("hello"))) as server:
+        lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", timeout_s=1.0, transport="litellm",
+                            retry=RetryPolicy(attempts=1))
+        try:
+            pool.submit(time.sleep, 2.5)  # the only worker is busy for longer than the timeout
+            started = time.monotonic()
+            [answer] = lm(messages=[{"role": "user", "content": "hi"}])
+            assert "hello" in str(answer) and time.monotonic() - started >= 2.0
+        finally:
+            lm.close()
+            pool.shutdown(wait=False)
+
+
+def test_on_litellm_a_status_the_server_sent_is_reported_as_that_status() -> None:
+    from teammed.errors import FatalBackendError
+    from teammed.backends.litellm_backend import LiteLLMBackend
+    from teammed.backends.retry import RetryPolicy
+    from tests.fake_openai import FakeOpenAI
+
+    unauthorized = {"error": {"message": "Invalid API key", "type": "invalid_request_error", "code": "invalid_api_key"}}
+    with FakeOpenAI(lambda n, body: (401, {}, unauthorized)) as server:
+        lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", timeout_s=3.0, transport="litellm",
+                            retry=RetryPolicy(attempts=2))
+        try:
+            with pytest.raises(FatalBackendError) as caught:
+                lm(messages=[{"role": "user", "content": "hi"}])
+        finally:
+            lm.close()
+    assert "deadline" not in str(caught.value) and ("401" in str(caught.value) or "key" in str(caught.value).lower())
+
+
+def test_a_server_silent_for_long_is_given_up_on_whatever_the_command(monkeypatch) -> None:
+    """Issue 47, item 6: no answer for `SILENT_S` and a call failed after every attempt: the backend gives up,
+    even where calls in a row are not counted (``run``: give_up_after 0). At the defaults (120 s, 4 attempts)
+    one call takes about 8 minutes, so every command stops within about 10 of the server's last answer."""
+    from teammed.backends import litellm_backend
+    from teammed.backends.litellm_backend import LiteLLMBackend
+    from teammed.backends.retry import RetryPolicy
+    from teammed.errors import FatalBackendError, TransientBackendError
+
+    assert litellm_backend.SILENT_S == 300.0 and RetryPolicy().worst_case_s(120.0) < 600  # one call: 9.5 min at most
+    monkeypatch.setattr(litellm_backend, "SILENT_S", 1.5)
+    server = Trickle("silent")
+    lm = LiteLLMBackend("openai/x", api_base=server.api_base, api_key="k", timeout_s=1.0,
+                        retry=RetryPolicy(attempts=1, give_up_after=0))
+    try:
+        with pytest.raises(TransientBackendError):  # 1 s without an answer: not yet given up
+            lm(messages=[{"role": "user", "content": "hi"}])
+        with pytest.raises(FatalBackendError, match="giving up on the server: no answer for"):
+            lm(messages=[{"role": "user", "content": "again"}])
+    finally:
+        lm.close()
+        server.close()

@@ -184,7 +184,8 @@ def run_interruptible(fn: Callable[[], T], *, check: Callable[[], None], poll_s:
         try:
             return future.result(timeout=poll)
         except cf.TimeoutError:
-            check()
+            if not future.done():  # an outcome that came as the deadline passed is the outcome (a 401 is a 401)
+                check()
 
 
 # The coroutine entry points (a system's ``acall``, an LM's ``acall``) run the same synchronous code

@@ -1,11 +1,9 @@
 """`LiteLLMBackend`: any litellm model string (or a litellm Router), with retries, dialects, a cache and usage.
 
-Calls go through ``litellm.completion`` (``Router.completion`` for a deployments file), except
-calls to an OpenAI-compatible server (``openai/<alias>`` with ``api_base``), which
-`teammed.backends.openai_http` sends directly (``transport="litellm"`` keeps litellm). What a
-failure means (retry, degrade the response format, or stop with a fix) is decided by
-`teammed.backends.faults.classify`; `close()` releases every caller at once. The design and its
-measured reasons: docs/architecture.md. API keys are read from the environment, never stored.
+Calls go through ``litellm.completion`` (``Router.completion`` for a deployments file), except to an
+OpenAI-compatible server (``openai/<alias>`` with ``api_base``), sent by `teammed.backends.openai_http`
+(``transport="litellm"`` keeps litellm). `teammed.backends.faults.classify` decides what a failure means;
+`close()` releases every caller at once; docs/architecture.md. API keys are read from the environment.
 """
 
 from __future__ import annotations
@@ -83,9 +81,11 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
             return False
 
 
-# the longest a streak of failed calls must last before a backend gives up on its server (or the request
-# timeout, when shorter): concurrent calls failing together within a moment are a blip, not a dead server
-GIVE_UP_AFTER_S = 30.0
+# how long a streak of failed calls lasts (or the request timeout) before a backend gives up: not a blip
+GIVE_UP_AFTER_S, LITELLM_GRACE_S = 30.0, 10.0  # and what litellm's own work may add to --timeout
+# no answer this long and a call failed after every attempt: given up on whatever the command (one call at the
+# default deadline and retries takes about 8 minutes, so every command stops within about 10 of a last answer)
+SILENT_S = 300.0
 
 
 def _redacted_base(api_base: Any) -> str | None:
@@ -173,6 +173,7 @@ class LiteLLMBackend(MeteredLM):
         self._answered = False  # a refused connection after the first answer is a restart, not a wrong URL
         self._failed_in_a_row = 0  # calls that failed after every attempt since the last answer
         self._streak_began: float | None = None  # when the first of them failed
+        self._silent_since = time.monotonic()  # the last answer (or the opening): how long the server is silent
         self._gave_up: str | None = None  # why the backend gave up on the server (every later call fails at once)
 
     @property
@@ -349,10 +350,13 @@ class LiteLLMBackend(MeteredLM):
                 began = self._streak_began = self._streak_began or now
                 # a streak, not a blip: K calls in a row, and no answer for at least one request's deadline
                 # (calls failing together in a burst of concurrent requests do not make a dead server)
+                silent = now - self._silent_since
                 if (self.retry.give_up_after and self._failed_in_a_row >= self.retry.give_up_after
                         and now - began >= min(self.timeout_s, GIVE_UP_AFTER_S)):
                     self._gave_up = (f"{self._failed_in_a_row} calls in a row failed after every attempt over "
                                      f"{now - began:.0f} s without an answer (the last: {said})")
+                elif silent >= SILENT_S:
+                    self._gave_up = f"no answer for {silent:.0f} s, and a call failed after every attempt ({said})"
             if self._gave_up is not None:
                 raise self._given_up() from None
             raise TransientBackendError(said) from None
@@ -373,6 +377,7 @@ class LiteLLMBackend(MeteredLM):
         if self._failed_in_a_row:
             with self._dialect_lock:
                 self._failed_in_a_row, self._streak_began = 0, None
+        self._silent_since = time.monotonic()
 
     def _call_with_retries(self, messages: list[dict[str, Any]], params: dict[str, Any]):
         if self._gave_up is not None:
@@ -407,10 +412,8 @@ class LiteLLMBackend(MeteredLM):
             self._slots.release()
 
     def _send_interruptible(self, messages: list[dict[str, Any]], params: dict[str, Any]):
-        """Send, and give up at once when the backend closes; the whole request ends by its deadline,
-        ``timeout_s`` from now (`RequestDeadlineExceeded`). The direct client sends on the calling thread;
-        the main thread (which must wake for signals) and litellm (which cannot be cut off) send on a
-        worker the caller waits on and leaves."""
+        """Send; give up at once when the backend closes, and at the deadline (`RequestDeadlineExceeded`). The
+        direct client sends on this thread; the main thread and litellm on a worker the caller can leave."""
         deadline = time.monotonic() + self.timeout_s
         if self._direct is not None and not interrupts.on_main_thread():
             def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
@@ -423,12 +426,18 @@ class LiteLLMBackend(MeteredLM):
                 self._check_open()  # cut off by close(): the run is stopping, the request did not fail
                 raise
 
+        began: list[float] = []  # litellm's request: timed from when a worker starts it, with its own CPU's grace
+
+        def send() -> Any:
+            began.append(time.monotonic())
+            return self._send(messages, params, deadline)
+
         def in_time() -> None:
             self._check_open()
-            if time.monotonic() > deadline:
+            if began and time.monotonic() > began[0] + self.timeout_s + LITELLM_GRACE_S:
                 raise RequestDeadlineExceeded.after(self.timeout_s)
 
-        return run_interruptible(lambda: self._send(messages, params, deadline), check=in_time)
+        return run_interruptible(send, check=in_time)
 
     def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], deadline: float | None = None):
         if self._direct is not None:

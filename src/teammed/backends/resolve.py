@@ -153,14 +153,8 @@ def shutdown_on_signals() -> Iterator[None]:
 
 # ---------------------------------------------------------------- deployments file
 def load_deployments_file(path: Path | str) -> list[dict[str, Any]]:
-    """Entries of a litellm Router ``model_list`` (YAML or JSON; a bare list or ``{"model_list": [...]}``).
-
-    Each entry: ``model_name`` (the group questions are sent to), ``litellm_params`` with
-    ``model``, optional ``api_base``, ``api_key_env`` (the NAME of the key's variable; a
-    literal ``api_key`` is refused), ``rpm``/``tpm``, ``max_parallel_requests``,
-    ``structured_output``. A top-level ``router_settings`` may set ``routing_strategy``,
-    ``fallbacks`` (e.g. ``[{team: [backup]}]``), ``cooldown_time`` and ``allowed_fails``.
-    """
+    """Entries of a litellm Router ``model_list`` (YAML or JSON; a bare list or ``{"model_list": [...]}``), each
+    checked; the fields (``api_key_env`` names a key's variable, a literal ``api_key`` is refused): docs/backends.md."""
     path = Path(path)
     return [_deployment(path, i, entry) for i, entry in enumerate(_model_list(path))]
 

@@ -16,7 +16,6 @@ function of the request and the seed, so no memo or cache can change a figure.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from teammed.backends.scripted import ScriptedCall, ScriptedLM
 
 __all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "FITTED_SHARED_DIFFICULTY",
            "infer_components",
-           "simulated_questions", "answer_key", "all_subsets", "CALIBRATIONS"]
+           "simulated_questions", "answer_key", "CALIBRATIONS"]
 
 _SMM_SAID = "(shared knowledge considered)"
 _ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
@@ -220,12 +219,6 @@ _TRACES: dict[str, dict[str, Any]] = {
     "Acknowledge": {"restatement": "Simulated restatement.", "agrees": True},
     "InitialAssessment": {"facts": ["Simulated fact one.", "Simulated fact two."], "justification": "Simulated."},
 }
-
-
-def all_subsets() -> list[tuple[str, ...]]:
-    """Every subset of the six components (valid or not), for tests."""
-    return [tuple(c for c, on in zip(_ORDER, flags, strict=True) if on)
-            for flags in itertools.product((False, True), repeat=len(_ORDER))]
 
 
 def simulated_questions(n: int, *, seed: int = 0, prefix: str = "sim") -> list[Any]:
