@@ -259,9 +259,9 @@ def test_on_litellm_the_deadline_counts_from_the_request_not_the_queue_before_it
 
 
 def test_on_litellm_a_status_the_server_sent_is_reported_as_that_status() -> None:
-    from teammed.errors import FatalBackendError
     from teammed.backends.litellm_backend import LiteLLMBackend
     from teammed.backends.retry import RetryPolicy
+    from teammed.errors import FatalBackendError
     from tests.fake_openai import FakeOpenAI
 
     unauthorized = {"error": {"message": "Invalid API key", "type": "invalid_request_error", "code": "invalid_api_key"}}
