@@ -74,3 +74,15 @@ def test_journal_forms_relative_and_absolute(tmp_path) -> None:
     assert storage_url("journal:x.log") == "journal:x.log"
     assert storage_url(f"journal:{tmp_path}/x.log") == f"journal:{tmp_path}/x.log"
     assert storage_url(f"journal://{tmp_path}/x.log") == f"journal://{tmp_path}/x.log"  # three slashes: absolute
+
+
+def test_a_full_disk_under_the_study_database_says_the_disk() -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from teammed.messages import storage_message
+
+    full = OperationalError("INSERT INTO trials ...", {}, Exception("database or disk is full"))
+    said = storage_message(full)
+    assert said is not None and "the disk is full" in said and "df -h" in said and "credentials" not in said
+    other = storage_message(OperationalError("SELECT 1", {}, Exception("could not connect to server")))
+    assert other is not None and "credentials" in other

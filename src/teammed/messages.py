@@ -64,6 +64,9 @@ def storage_message(exc: Exception, storage: str | None = None) -> str | None:
     """What a failure of the study database (--storage) says, or None for any other exception."""
     if type(exc).__module__.startswith("sqlalchemy"):  # the study database (--storage)
         first = one_line(str(exc).split("\n")[0].split("(Background on this error")[0])
+        if any(sign in first.lower() for sign in ("disk is full", "database or disk is full", "no space left")):
+            return (f"the --storage database cannot grow: the disk is full ({first}); free space on that disk "
+                    f"(`df -h`), or give --storage on another, then run the command again (it resumes)")
         return (f"cannot use the --storage database: {first}; check the URL, that the server runs "
                 f"and the credentials")
     if type(exc).__name__ == "StorageInternalError":  # the study storage, mid-command
