@@ -38,3 +38,11 @@ def test_a_mapping_of_fields_runs_and_anything_else_names_the_spec(tmp_path) -> 
         ex.run(42)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         ex.run({"data": "demo", "backend": "scripted", "no_such_field": 1})
+
+
+def test_a_cost_ratio_without_the_adaptive_front_is_refused(capsys) -> None:
+    with pytest.raises(ValidationError, match="add adaptive"):
+        ex.SearchSpec(data="demo", max_cost_ratio=0.5)
+    assert ex.SearchSpec(data="demo", max_cost_ratio=0.5, adaptive=True).max_cost_ratio == 0.5
+    assert main(["search", "--dataset", "demo", "--model", "scripted", "--max-cost-ratio", "0.5"]) == 2
+    assert "--adaptive" in capsys.readouterr().err

@@ -13,7 +13,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from teammed import inputs
 
@@ -283,6 +291,13 @@ class SearchSpec(_OnData):
     n_eval: int = Field(default=100, ge=1)
 
     _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
+
+    @model_validator(mode="after")
+    def _cost_ratio_needs_adaptive(self) -> SearchSpec:
+        if self.max_cost_ratio is not None and not self.adaptive:
+            raise ValueError("max_cost_ratio (--max-cost-ratio) chooses the adaptive operating point: add adaptive "
+                             "(--adaptive) or leave it out")
+        return self
 
 
 class TuneSpec(_OnData):
