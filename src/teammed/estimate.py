@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
     from teammed.types import Question
 
-__all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for"]
+__all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for", "BranchRange",
+           "branch_range", "BRANCH_POLICIES", "ANSWER_LENGTHS_SOURCE", "make_choices"]
 
 # Mean completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
@@ -55,6 +56,9 @@ ANSWER_TOKENS: dict[str, int] = {
     "WeakestReasoning": 46,
 }
 DEFAULT_ANSWER_TOKENS = 60
+ANSWER_LENGTHS_SOURCE = ("answer lengths: the embedded SmolLM2-135M's measured mean per behaviour "
+                         "(teammed.estimate.ANSWER_TOKENS), whatever the model; a hosted model's differ (gpt-4o "
+                         "billed 2 completion tokens for a zero-shot letter and 478 for a CoT answer on MedQA hard)")
 _OWN = ("local", "scripted", "simulated")
 
 
@@ -155,11 +159,35 @@ _FILLER = ("the findings favour this option over the others given the history ex
            "which together make the alternatives less likely ").split()
 
 
-def _filled(schema: dict[str, Any], words: int) -> Any:
-    """A schema-valid value whose text fields hold about ``words`` words in all."""
+# How the stand-in makes the choices a model makes (a route, a confidence, a yes/no), so every path a system
+# can take is priced: "first" takes each enum's first value and says yes (the figure a dry run has always
+# printed), "last" the last value and no, "last-yes" and "first-no" the two mixtures, "uniform" a seeded
+# draw per call (the expected figure when each option is equally likely: no measured shares).
+BRANCH_POLICIES = ("first", "last", "last-yes", "first-no")
+UNIFORM_DRAWS = 3  # seeded draws of the uniform policy: the expectation is their mean, the range includes them
+
+
+def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> Any:
+    """``value`` (a `schema_example`) with its enum and yes/no choices made by ``policy``."""
+    if "enum" in schema and schema.get("type") != "integer" and not all(isinstance(c, int) for c in schema["enum"]):
+        options = schema["enum"]
+        if policy == "uniform":
+            return options[rng.randrange(len(options))]
+        return options[-1] if policy in ("last", "last-yes") else options[0]
+    if schema.get("type") == "boolean":
+        return bool(rng.randrange(2)) if policy == "uniform" else policy not in ("last", "first-no")
+    if schema.get("type") == "object" and isinstance(value, dict):
+        return {k: make_choices(schema.get("properties", {}).get(k, {}), v, policy, rng) for k, v in value.items()}
+    return value
+
+
+def _filled(schema: dict[str, Any], words: int, policy: str = "first", rng: Any = None) -> Any:
+    """A schema-valid value whose text fields hold about ``words`` words in all, its choices by ``policy``."""
     from teammed.backends.scripted import schema_example
 
     value = schema_example(schema)
+    if policy != "first":
+        value = make_choices(schema, value, policy, rng)
     for name, prop in schema.get("properties", {}).items():  # a count: the middle choice (a team of 3 of 2-4)
         choices = prop.get("enum") or []
         if choices and all(isinstance(c, int) for c in choices) and isinstance(value, dict):
@@ -195,14 +223,17 @@ def _set(value: Any, path: tuple[Any, ...], text: str) -> None:
 class _Recorder:
     """Collects each call's messages and signature (from any thread of a deliberation)."""
 
-    def __init__(self) -> None:
+    def __init__(self, policy: str = "first", seed: int = 0) -> None:
+        import random
+
         self.calls: list[tuple[str, list[dict[str, Any]]]] = []
         self.lock = threading.Lock()
+        self.policy, self.rng = policy, random.Random(seed)
 
     def __call__(self, call: Any) -> Any:
         with self.lock:
             self.calls.append((call.signature, call.messages))
-        return _filled(call.schema, _answer_words(call.signature))
+            return _filled(call.schema, _answer_words(call.signature), self.policy, self.rng)
 
 
 def _answer_tokens(signature: str) -> int:
@@ -220,9 +251,11 @@ def _dialect(model: str, api_base: str | None) -> str:
 
 
 def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
-                     api_base: str | None = None, max_tokens: int = 512) -> CostEstimate:
-    """The calls, billable tokens and dollars of ``program_factory()`` on ``questions`` for ``model``;
-    no request is sent. A question whose deliberation fails against the stand-in is refused (a bug)."""
+                     api_base: str | None = None, max_tokens: int = 512, policy: str = "first",
+                     seed: int = 0) -> CostEstimate:
+    """The calls, billable tokens and dollars of ``program_factory()`` on ``questions`` for ``model``, the
+    model's choices made by ``policy`` (`BRANCH_POLICIES`, or "uniform"); no request is sent. A question
+    whose deliberation fails against the stand-in is refused (a bug)."""
     import dspy
 
     from teammed.adapter import SchemaAdapter
@@ -230,7 +263,7 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
 
     if not questions:
         raise ConfigError("nothing to estimate: no questions")
-    recorder = _Recorder()
+    recorder = _Recorder(policy, seed)
     lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
     lm.structured_output = _dialect(model, api_base)
     for question in questions:
@@ -253,3 +286,38 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
     usd = None if price is None else prompt * price[0] + completion * price[1]
     return CostEstimate(calls=len(recorder.calls), prompt_tokens=prompt, completion_tokens=completion, usd=usd,
                         price_note=why, questions=len(questions), tokenizer=name)
+
+
+class BranchRange(BaseModel):
+    """Per question: the cheapest and the dearest of the `BRANCH_POLICIES` tried, and the expectation when
+    each option of each choice is equally likely (``uniform``), on ``sample`` questions."""
+
+    model_config = ConfigDict(frozen=True)
+
+    low: tuple[float, float]  # (calls, billable tokens) per question
+    high: tuple[float, float]
+    expected: tuple[float, float]
+    sample: int
+
+    @property
+    def branches(self) -> bool:
+        """Whether the answers change what is called (not only a few words of a prompt)."""
+        return self.low[0] != self.high[0] or self.high[1] > 1.02 * self.low[1]
+
+
+def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
+                 api_base: str | None = None, max_tokens: int = 512, sample: int = 5) -> BranchRange:
+    """`BranchRange` of ``program_factory()`` on the first ``sample`` of ``questions`` (each policy runs the
+    program on them once more against the stand-in)."""
+    chosen = list(questions)[:sample]
+
+    def per_question(policy: str, seed: int = 0) -> tuple[float, float]:
+        found = estimate_program(program_factory, chosen, model=model, api_base=api_base, max_tokens=max_tokens,
+                                 policy=policy, seed=seed)
+        return found.calls / len(chosen), (found.prompt_tokens + found.completion_tokens) / len(chosen)
+
+    draws = [per_question("uniform", seed) for seed in range(UNIFORM_DRAWS)]
+    seen = [per_question(policy) for policy in BRANCH_POLICIES] + draws
+    expected = (sum(d[0] for d in draws) / len(draws), sum(d[1] for d in draws) / len(draws))
+    return BranchRange(low=min(seen, key=lambda c: (c[1], c[0])), high=max(seen, key=lambda c: (c[1], c[0])),
+                       expected=expected, sample=len(chosen))

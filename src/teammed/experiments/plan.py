@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import ConfigError
+from teammed.estimate import ANSWER_LENGTHS_SOURCE
 
 if TYPE_CHECKING:
     from teammed.experiments.specs import BackendSpec, CompileSpec, ReproduceSpec, RunSpec, SearchSpec, TuneSpec
@@ -34,6 +35,25 @@ class PlanPart(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     usd: float | None
+    # where the path depends on the model's answers: (calls, billable tokens) at the cheapest and the dearest
+    # path, and expected with each option of each choice equally likely; None where it was not priced
+    low: tuple[int, int] | None = None
+    high: tuple[int, int] | None = None
+    expected: tuple[int, int] | None = None
+
+    @property
+    def branches(self) -> bool:
+        return self.low is not None and self.high is not None and (
+            self.low[0] != self.high[0] or self.high[1] > 1.02 * self.low[1])
+
+    def branch_text(self) -> str:
+        if self.low is None or self.high is None or self.expected is None:
+            return ""
+        if not self.branches:
+            return " (one path: the model's answers do not change what is called)"
+        return (f" (the figure takes each choice's first option; paths range {self.low[0]:,}–{self.high[0]:,} calls, "
+                f"{self.low[1]:,}–{self.high[1]:,} tokens; expected with equal shares: {self.expected[0]:,} calls, "
+                f"{self.expected[1]:,} tokens)")
 
 
 class Plan(BaseModel):
@@ -65,36 +85,53 @@ class Plan(BaseModel):
         lines = [f"{self.command} would spend about {self.calls:,} calls, {self.prompt_tokens:,} prompt + "
                  f"{self.completion_tokens:,} completion tokens, {price} (tokens counted with {self.tokenizer}); "
                  f"no request was sent"]
-        lines += [f"  {p.what}: {p.calls:,} calls, {p.prompt_tokens:,}+{p.completion_tokens:,} tokens"
+        lines += [f"  {p.what}: {p.calls:,} calls, {p.prompt_tokens:,}+{p.completion_tokens:,} tokens{p.branch_text()}"
                   for p in self.parts]
         lines += [f"  note: {note}" for note in self.notes]
+        if any(p.branches for p in self.parts):
+            lines.append(f"  note: {BRANCH_NOTE}")
+        lines.append(f"  note: {ANSWER_LENGTHS_SOURCE}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
 
+BRANCH_NOTE = ("a system whose path depends on the model's answers (a route, a confidence, a yes/no) is priced on "
+               "up to 5 of its questions under each way of answering them (teammed.estimate.BRANCH_POLICIES) for the "
+               "range, and with each option equally likely for the expectation: no measured shares (no pilot yet)")
 AUTO_TEAM = ("a team of size auto is priced as a team of 3 (the model chooses 2 to 4: the embedded model chose 2, "
              "which billed 31% fewer tokens on base); --n-agents fixes it")
 
 
-def _part(what: str, estimate: Any, *, times: float = 1.0) -> PlanPart:
-    """``estimate`` (a `teammed.estimate.CostEstimate`) ``times`` over."""
+def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None) -> PlanPart:
+    """``estimate`` (a `teammed.estimate.CostEstimate`) ``times`` over, with its `BranchRange` scaled to it."""
+    n = estimate.questions * times
+
+    def scaled(pair: tuple[float, float]) -> tuple[int, int]:
+        return round(pair[0] * n), round(pair[1] * n)
+
+    ranges = {} if branch is None else {"low": scaled(branch.low), "high": scaled(branch.high),
+                                        "expected": scaled(branch.expected)}
     return PlanPart(what=what, calls=round(estimate.calls * times), prompt_tokens=round(estimate.prompt_tokens * times),
                     completion_tokens=round(estimate.completion_tokens * times),
-                    usd=None if estimate.usd is None else estimate.usd * times)
+                    usd=None if estimate.usd is None else estimate.usd * times, **ranges)
 
 
-def _estimator(backend: BackendSpec) -> Callable[..., Any]:
-    """``estimate(program_factory, questions)`` for the model ``backend`` calls (the first, for several)."""
-    from teammed.estimate import estimate_program
+def _estimator(backend: BackendSpec, *, branches: bool = False) -> Callable[..., Any]:
+    """``estimate(program_factory, questions)`` for the model ``backend`` calls (the first, for several);
+    with ``branches``, ``(estimate, its BranchRange)``."""
+    from teammed.estimate import branch_range, estimate_program
     from teammed.experiments._backend import model_specs
 
     model, api_base, params = model_specs(backend)[0]
     max_tokens = int(params.get("max_tokens") or backend.max_tokens)
 
     def estimate(factory: Callable[[], Any], questions: Sequence[Question]) -> Any:
-        return estimate_program(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens)
+        found = estimate_program(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens)
+        if not branches:
+            return found
+        return found, branch_range(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens)
 
     return estimate
 
@@ -124,15 +161,15 @@ def _plan_run(spec: RunSpec) -> Plan:
     from teammed.run_plan import few_shot_pool
 
     cells, choice, _ = plan_run(spec)
-    estimate = _estimator(spec.backend)
+    estimate = _estimator(spec.backend, branches=True)
     parts, estimates = [], []
     for cell in cells:
         pool = few_shot_pool(choice.source, cell.sampled or cell.questions)
         factory = program_factory(spec.team, cell.config, pool=pool, seed=cell.seed,
                                   vision=any(q.image for q in cell.questions))
-        found = estimate(factory, cell.questions)
+        found, branch = estimate(factory, cell.questions)
         estimates.append(found)
-        parts.append(_part(f"{cell.label} seed {cell.seed}, {len(cell.questions)} questions", found))
+        parts.append(_part(f"{cell.label} seed {cell.seed}, {len(cell.questions)} questions", found, branch=branch))
     auto = any(cell.config is not None and cell.config.n_agents == "auto" for cell in cells)
     return _finish("run", parts, estimates, notes=[AUTO_TEAM] if auto else [])
 
@@ -278,7 +315,7 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
     from teammed.programs.teamwork import TeamworkProgram
 
     datasets = load_paper_datasets(list(spec.datasets or DATASETS_001), data_dir=spec.data_dir, split=spec.split)
-    estimate = _estimator(spec.backend)
+    estimate = _estimator(spec.backend, branches=True)
     parts, estimates = [], []
     for code, questions in datasets.items():
         if isinstance(questions, str):
@@ -290,11 +327,11 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
                 cell = sample_questions(held_out, n=spec.n or 50, seed=seed)
                 # tuned later: priced as the preset all (the adaptive row: at most that, and one call more)
                 if ROWS_001[row][1] in ("special", "adaptive"):
-                    found = estimate(lambda: TeamworkProgram(preset("all")), cell)
+                    found, branch = estimate(lambda: TeamworkProgram(preset("all")), cell)
                 else:
-                    found = estimate(lambda row=row, seed=seed, pool=pool: row_program(row, pool, seed), cell)
+                    found, branch = estimate(lambda row=row, seed=seed, pool=pool: row_program(row, pool, seed), cell)
                 estimates.append(found)
-                parts.append(_part(f"{code} {row} seed {seed}, {len(cell)} questions", found))
+                parts.append(_part(f"{code} {row} seed {seed}, {len(cell)} questions", found, branch=branch))
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     notes = []
@@ -313,16 +350,16 @@ def _plan_medagentsbench(spec: ReproduceSpec) -> Plan:
     rows = tuple(spec.rows or DEFAULT_ROWS_MAB)
     check_rows(rows)
     datasets, pools, split = medagentsbench_inputs(spec)
-    estimate = _estimator(spec.backend)
+    estimate = _estimator(spec.backend, branches=True)
     parts, estimates = [], []
     for name, questions in datasets.items():
         if isinstance(questions, str):
             continue
         table, pool = sample_questions(list(questions), n=spec.n, seed=0), pools.get(name, [])
         for row in rows:
-            found = estimate(lambda row=row, pool=pool: row_program_mab(row, pool), table)
+            found, branch = estimate(lambda row=row, pool=pool: row_program_mab(row, pool), table)
             estimates.append(found)
-            parts.append(_part(f"{name} {split} {row}, {len(table)} questions", found))
+            parts.append(_part(f"{name} {split} {row}, {len(table)} questions", found, branch=branch))
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     return _finish("reproduce", parts, estimates,
