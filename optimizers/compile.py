@@ -8,11 +8,10 @@ configured globally.
 
 from __future__ import annotations
 
-import contextlib
 import difflib
 import logging
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -89,25 +88,6 @@ def evaluate(
     return accuracy_of(rows), rows
 
 
-@contextlib.contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """DSPy's optimizers draw tqdm bars on stderr; teammed's commands show their own progress, so
-    tqdm bars are off while a compile runs (restored after, also on error)."""
-    import tqdm
-
-    original = tqdm.tqdm.__init__
-
-    def quiet(self: Any, *args: Any, **kwargs: Any) -> None:
-        kwargs["disable"] = True
-        original(self, *args, **kwargs)
-
-    tqdm.tqdm.__init__ = quiet  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        tqdm.tqdm.__init__ = original  # type: ignore[method-assign]
-
-
 MAX_DEMOS = 2  # demos per predictor a compile may give (bootstrapped and labelled alike)
 
 
@@ -149,7 +129,7 @@ def compile_program(
     # each question's calls in order (IN_TURN_SETTING): the traces demos are drawn from, and so the
     # compiled program, are the same on every run; questions still run side by side (num_threads)
     with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True,
-                      **{IN_TURN_SETTING: True}), _no_progress_bars():
+                      **{IN_TURN_SETTING: True}):
         compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
     drop_unsound_demos(compiled, plan.degraded)
     return compiled

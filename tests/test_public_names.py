@@ -71,12 +71,15 @@ def test_the_command_line_takes_litellms_packaged_price_map_unless_the_user_chos
 
 _GLOBAL_WRITES = re.compile(r"environ\[[^]]*\] *=[^=]|environ\.(setdefault|update|pop|clear)\(|putenv|unsetenv|"
                            r"\bgc\.(freeze|set_threshold|disable)\(|setswitchinterval|"
-                           r"\b(litellm|module)\.\w+ *=[^=]")
+                           r"\b(litellm|module)\.\w+ *=[^=]|"
+                           # a stream swapped for every thread, or another library's method replaced (tqdm's)
+                           r"redirect_std(out|err)\(|\bsys\.std(out|err) *=[^=]|\.__(init|call|new)__ *=[^=]")
 
 
 def test_no_library_code_writes_process_global_state() -> None:
-    """Issue 34, item 2: the environment, the garbage collector, the switch interval and litellm's
-    settings are changed only by the command line's own `for_the_command_line`."""
+    """Issues 34 and 46: the environment, the garbage collector, the switch interval and litellm's settings
+    are changed only by the command line's own `for_the_command_line`; stdout/stderr are swapped and tqdm is
+    quieted only by the command line's display (`teammed.progress.relaying` and `quiet_libraries`)."""
     root = Path(__file__).resolve().parents[1]
     found = []
     for folder in ("src/teammed", "programs", "optimizers", "evals", "data", "signatures"):
@@ -84,9 +87,17 @@ def test_no_library_code_writes_process_global_state() -> None:
             for number, line in enumerate(path.read_text().splitlines(), start=1):
                 if _GLOBAL_WRITES.search(line.split("#")[0]):
                     found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
-    allowed = {"src/teammed/_litellm.py"}  # `for_the_command_line` and what it asks `litellm()` for
+    # `for_the_command_line` and what it asks `litellm()` for; the command line's display
+    allowed = {"src/teammed/_litellm.py": 2, "src/teammed/progress.py": 4}
     assert [f for f in found if f.split(":")[0] not in allowed] == []
-    assert len(found) == 2, found  # the variable's default and the banner, both for the command line
+    assert {f: sum(x.split(":")[0] == f for x in found) for f in allowed} == allowed, found
+
+
+@pytest.mark.parametrize("line", ["    with contextlib.redirect_stdout(printed):",
+                                  "    tqdm.tqdm.__init__ = quiet  # type: ignore", "    sys.stdout = io.StringIO()"])
+def test_the_process_state_check_catches_stream_swaps_and_patched_libraries(line: str) -> None:
+    """The two kinds issue 46 found in library code (compile's tqdm patch, tune's redirect_stdout)."""
+    assert _GLOBAL_WRITES.search(line.split("#")[0])
 
 
 @pytest.mark.parametrize("module", [teammed.programs, teammed.programs.peers, teammed.backends])
@@ -129,3 +140,20 @@ def test_the_backends_a_user_constructs_are_exported() -> None:
     assert {"LiteLLMBackend", "OpenAICompatibleClient"} <= set(dir(teammed.backends))
     with pytest.raises(AttributeError):
         teammed.backends.NoSuchBackend  # noqa: B018
+
+
+def test_the_dependency_check_finds_a_declared_package_nothing_imports() -> None:
+    """Issue 46, item 5: the check runs both ways; a runtime package the code stops importing is named."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("check_deps", root / "scripts" / "check_deps.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    files = [p for d in check.CODE for p in (root / d).rglob("*.py")]
+    modules = check.imported_modules(files)
+    assert check.unused_declarations(files, modules) == []  # today: every declared package is used
+    without_httpx = {m: where for m, where in modules.items() if m != "httpx"}
+    unused = check.unused_declarations([], without_httpx)
+    assert any(line.startswith("httpx: declared in pyproject.toml but never imported") for line in unused)

@@ -219,7 +219,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args)
-    with _display() as display:
+    from teammed.progress import quiet_libraries
+
+    with _display() as display, quiet_libraries():
         result = tune(spec_of(args), progress=display, say=_say)
     if not result.done:  # no Special Set: a script must not take this for a finished tune
         _say(result.stopped_text())
@@ -232,7 +234,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     if args.dry_run:
         return _dry_run(args)
-    with _display() as display:
+    from teammed.progress import quiet_libraries
+
+    with _display() as display, quiet_libraries():
         result = reproduce(spec_of(args), progress=display, say=_say)
     _emit(args, result)
     failure = result.failure()

@@ -82,11 +82,6 @@ class CostEstimate(BaseModel):
                             price_note=self.price_note or other.price_note, questions=self.questions + other.questions,
                             tokenizer=self.tokenizer)
 
-    def per_question(self) -> dict[str, float]:
-        n = max(1, self.questions)
-        return {"calls": self.calls / n, "prompt_tokens": self.prompt_tokens / n,
-                "completion_tokens": self.completion_tokens / n}
-
 
 def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | None, str | None]:
     """USD per prompt token and per completion token of ``model`` (litellm's price list), or None and why."""

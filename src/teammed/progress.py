@@ -328,6 +328,32 @@ def relaying(display: _Display, prefix: str) -> Iterator[None]:
             relay.flush_line()
 
 
+@contextlib.contextmanager
+def quiet_libraries() -> Iterator[None]:
+    """The command line's own, never the library's: while inside, what third-party libraries print to stdout
+    (DSPy's "Bootstrapped ...") goes to the debug log, for stdout carries results, and their tqdm bars are
+    off, for the command draws its own progress. From Python, DSPy's output is the caller's to keep or hide
+    (``TQDM_DISABLE=1`` before importing it turns the bars off)."""
+    import logging
+
+    import tqdm
+
+    original = tqdm.tqdm.__init__
+
+    def quiet(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["disable"] = True
+        original(self, *args, **kwargs)
+
+    relay = _LineRelay(lambda text: logging.getLogger("teammed.libraries").debug("%s", text))
+    tqdm.tqdm.__init__ = quiet  # type: ignore[method-assign]
+    try:
+        with contextlib.redirect_stdout(relay):  # type: ignore[type-var]
+            yield
+    finally:
+        tqdm.tqdm.__init__ = original  # type: ignore[method-assign]
+        relay.flush_line()
+
+
 class _LineRelay:
     """A write-only text stream that hands complete lines to ``emit``; a line redrawn with carriage
     returns (a progress bar) is dropped."""

@@ -12,7 +12,7 @@ any overlap with them out (`tuned_on`, `without_overlap`: matched by content, ne
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from teammed.errors import ConfigError, DataError
 from teammed.types import Question
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from teammed.experiments.specs import DataSpec
@@ -102,16 +104,15 @@ class TunedOn:
             same_content = record["dataset_sha256"] == dataset_sha256
             if same_content or record["dataset"] in (None, dataset):
                 if not same_content:
-                    print(f"warning: {self.source} records its tuning questions by id only (written before "
+                    logger.warning(f"{self.source} records its tuning questions by id only (written before "
                           f"fingerprints); matching them by id because its data set is named "
                           f"{record['dataset'] or 'nothing'}, like this one ({dataset}). Re-create it with this "
-                          f"teammed to match by content", file=sys.stderr)
+                          f"teammed to match by content")
                 by_id.update(record["question_ids"])
             else:
-                print(f"warning: {self.source} was tuned on {record['dataset']} (sha256 "
+                logger.warning(f"{self.source} was tuned on {record['dataset']} (sha256 "
                       f"{str(record['dataset_sha256'])[:12]}), not {dataset}, and records ids only: ids alone "
-                      f"cannot say which of these questions it saw, so none is left out for that record",
-                      file=sys.stderr)
+                      f"cannot say which of these questions it saw, so none is left out for that record")
         return [q.id for q in sample if question_fingerprint(q) in prints or q.id in by_id]
 
 
@@ -151,11 +152,11 @@ def without_overlap(sample: list[Question], tuned: TunedOn | None, choice: Datas
     record = {"source": source, "overlapping": len(overlap), "allowed": allow,
               "excluded_ids": [] if allow else overlap}
     if overlap and not allow:
-        print(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
-              f"(--allow-overlap keeps them)", file=sys.stderr)
+        logger.warning(f"left out {len(overlap)} of {len(sample)} questions that {source} was tuned on "
+                       f"(--allow-overlap keeps them)")
         left_out = set(overlap)
         sample = [q for q in sample if q.id not in left_out]
     elif overlap:
-        print(f"warning: {len(overlap)} of {len(sample)} questions were used to tune {source} "
-              f"(kept: --allow-overlap)", file=sys.stderr)
+        logger.warning(f"{len(overlap)} of {len(sample)} questions were used to tune {source} "
+                       f"(kept: --allow-overlap)")
     return sample, record

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-import sys
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError, WorkFailed
 from teammed.events import Progress, step, tracking
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from teammed.experiments.specs import CompileSpec, SearchSpec
@@ -93,8 +95,8 @@ def labeled(questions: list, what: str) -> list:
     """The questions with a gold answer (tuning needs them); what is left out is said on stderr."""
     kept = [q for q in questions if q.answer_idx is not None]
     if len(kept) < len(questions):
-        print(f"{what}: left out {len(questions) - len(kept)} unlabeled questions (tuning needs gold answers)",
-              file=sys.stderr)
+        logger.warning("%s: left out %d unlabeled questions (tuning needs gold answers)", what,
+                       len(questions) - len(kept))
     return kept
 
 
@@ -143,11 +145,11 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
         from teammed.optimizers.compile import check_labeled_useful
 
         check_labeled_useful(student, examples_from_questions(train))
-    print(f"compile: {len(train)} train + {len(val)} val + {len(test)} held-out questions from "
-          f"{choice.name} ({choice.split})", file=sys.stderr)
     b, threads = spec.backend, spec.backend.concurrency  # questions in flight; the backend bounds requests
     with open_backends(b, command="compile") as opened, contextlib.ExitStack() as extras, \
             tracking("compile", progress):
+        step("begin", f"compile: {len(train)} train + {len(val)} val + {len(test)} held-out questions from "
+                      f"{choice.name} ({choice.split})")
         lm = opened[0].lm  # teacher/reflection: the same backend options and shutdown as the model
         teacher = (extra_lm(b, spec.teacher_model, flag="--teacher-model", command="compile", stack=extras)
                    if spec.teacher_model else None)
@@ -204,13 +206,12 @@ def search(spec: SearchSpec, *, progress: ProgressCallback = None) -> SearchResu
                            f"pass another --split")
     study_name = spec.study or f"teammed-{choice.key}"
     work_dir = spec.out / f"{choice.key}_study"
-    print(f"search: {len(questions)} questions from {choice.name} ({choice.split}); study {study_name}",
-          file=sys.stderr)
 
     def on_trial(k: int, n: int, eta_s: float | None) -> None:
         step("trial", f"search: trial {k}/{n} done on {len(questions)} questions", done=k, total=n)
 
     with open_backends(spec.backend, command="search") as opened, tracking("search", progress):
+        step("begin", f"search: {len(questions)} questions from {choice.name} ({choice.split}); study {study_name}")
         step("begin", f"search: {spec.trials} trials on {len(questions)} questions", done=0, total=spec.trials)
         result = search_special_set(
             questions=questions, lm=opened[0].lm, trials=spec.trials, storage=spec.storage,

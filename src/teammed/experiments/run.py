@@ -235,9 +235,9 @@ def ask(spec: AskSpec, *, progress: Any = None) -> AskResult:
 
 # ---------------------------------------------------------------- run
 def _say(message: str) -> None:
-    import sys
+    import logging
 
-    print(message, file=sys.stderr)
+    logging.getLogger(__name__).warning("%s", message)
 
 
 def plan_run(spec: RunSpec) -> tuple[list[RunCell], DatasetChoice, dict[str, Any]]:
