@@ -98,7 +98,10 @@ class Run:
         """``"partial: k of N shards"`` for a merged run missing shards, else None."""
         if self.shards_planned is None or len(self.shards) >= self.shards_planned:
             return None
-        return f"partial: {len(self.shards)} of {self.shards_planned} shards"
+        have = {(_shard_of(s) or (0, 0))[0] for s in self.shards}
+        missing = [str(i) for i in range(1, self.shards_planned + 1) if i not in have]
+        return (f"partial: {len(self.shards)} of {self.shards_planned} shards (shard{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(missing)} missing)")
 
 
 @dataclass(frozen=True)
@@ -337,8 +340,8 @@ def _merge_family(family: Sequence[Run]) -> Run:
                      shards_planned=count,
                      n_planned=sum(n for n in planned if n is not None) if None not in planned else None)
     if len(parts) < count:
-        logger.warning("%s: %d of %d shards (%s missing); its row is marked partial", parts[0].path.parent,
-                       len(parts), count, ", ".join(str(i) for i in range(1, count + 1) if i not in indexes))
+        logger.warning("%s: %s; its row is marked partial and never bold", parts[0].path.parent,
+                       merged.shard_note)
     return merged
 
 

@@ -60,8 +60,9 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     if len(datasets) > 1:
         averages = _averages(cells, configs, datasets)
         columns.append("Average")
-    best = {
-        d: max((cells[(c, d)]["mean"] for c in configs if (c, d) in cells), default=None) for d in datasets
+    best = {  # a partial row (fewer questions than planned) is never marked the best of its column
+        d: max((cells[(c, d)]["mean"] for c in configs if (c, d) in cells and (c, d) not in partial), default=None)
+        for d in datasets
     }
     best["Average"] = max(averages.values(), default=None)
     body = []
@@ -73,7 +74,8 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
             else:
                 mean, text = _data_cell(cells.get((config, column)), (config, column) in partial,
                                         by_cell.get((config, column)))
-            row.append(f"**{text}**" if mean is not None and mean == best[column] else text)
+            bold = mean is not None and mean == best[column] and (config, column) not in partial
+            row.append(f"**{text}**" if bold else text)
         body.append(row)
     if majority:
         body.append(["*majority class*", *(_fmt(majority.get(c), ".1f", scale=100) if c != "Average" else _DASH

@@ -232,7 +232,7 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
         "*majority class*: the accuracy of always answering the most common gold letter, pooled over the "
         "questions of all seeds (a run's own summary line gives it for that run's questions). "
         "† marks a partial run (fewer rows than planned: stopped, killed or still running; or merged from "
-        "`--shard` parts with a shard missing, listed under *Partial runs*). The shards of one run "
+        "`--shard` parts with a shard missing, listed under *Partial runs*) and is never bold. The shards of one run "
         "(`run --shard I/N`) count as one run.",
     )
     lines += compared

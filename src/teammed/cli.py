@@ -347,7 +347,9 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--study", help="study name (default: teammed-<dataset name>-<hash8>, hash8: the first 8 "
                         "hex digits of the data set's content hash)")
     search.add_argument("--objectives", default="accuracy", choices=["accuracy", "accuracy,tokens"],
-                        help="what to maximise (default: accuracy)")
+                        metavar="{accuracy | accuracy,tokens}",
+                        help="what to maximise: accuracy, or accuracy and tokens per question together (a Pareto "
+                             "front); default: accuracy")
     search.add_argument("--sampler", default="tpe", choices=["tpe", "grid", "brute"],
                         help="Optuna sampler (default: tpe)")
     search.add_argument("--seed", type=int, default=111, help="sampling and sampler seed (default: 111)")
