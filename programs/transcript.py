@@ -85,11 +85,14 @@ def _aggregation(t: Transcript, d: Deliberation) -> None:
 def rationale_of(d: Deliberation, *, team: Team, options: dict[str, str]) -> str:
     """The answer, the vote behind it, the backers' reasons, the facts and the leader's last word."""
     answer = d.answer
-    lines = [f"Answer {answer} ({options[answer]}) by {d.aggregation.replace('_', ' ')}: "
-             + ", ".join(f"{k} {v:.2f}" for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1]))]
-    if d.leader_override is not None and d.leader_override.overridden:
-        o = d.leader_override
-        lines.append(f"The leader overrode the team's {o.original} with {o.answer}: {o.flaw}")
+    scores = ", ".join(f"{k} {v:.2f}" for k, v in sorted(d.scores.items(), key=lambda kv: -kv[1]))
+    o = d.leader_override
+    if o is not None and o.overridden:  # the leader's correction decided, not the vote
+        lines = [f"Answer {answer} ({options[answer]}) by the leader's correction of the team's {o.original} "
+                 f"({d.aggregation.replace('_', ' ')}: {scores})",
+                 f"The leader overrode the team's {o.original} with {o.answer}: {o.flaw}"]
+    else:
+        lines = [f"Answer {answer} ({options[answer]}) by {d.aggregation.replace('_', ' ')}: {scores}"]
     lines += [f"- {v.agent} ({team.role_of.get(v.agent, '?')}): {v.rationale}"
               for v in d.final if v.first == answer and v.rationale and not v.fell_back]
     if d.smm.verified_facts:

@@ -143,6 +143,9 @@ def test_leader_overrides_a_flawed_decision_and_it_is_recorded():
     assert override == {"original": "A", "answer": "B", "flaw": "The vote ignores the raised D-dimer.",
                         "overridden": True, "invalid_pick": False}
     assert out.answer == "B" and "overrode the team's A with B" in out.rationale
+    # the answer line names what decided: the leader's correction, not the vote it overrode
+    assert out.rationale.splitlines()[0].startswith("Answer B (") and "by the leader's correction of the team's A" \
+        in out.rationale.splitlines()[0]
     assert out.json_record["scores"]["A"] > out.json_record["scores"]["B"]  # the vote itself is kept
     assert usage.calls == len(lm.calls) == expected_calls(config, 2)
     assert [e.kind for e in out.transcript][-1] == "leader_override"
