@@ -57,8 +57,10 @@ def server_of(spec: BackendSpec) -> str:
 
 def open_backends(spec: BackendSpec, *, command: str) -> Any:
     """``with open_backends(spec, command=...) as deployments:`` for the models or the deployments file."""
-    from teammed.backends.resolve import open_deployments
+    from teammed.backends.resolve import Deployment, open_deployments
 
+    if spec.lm is not None:  # an LM the caller holds: called as it is, never closed here
+        return contextlib.nullcontext([Deployment(str(getattr(spec.lm, "model", "lm")), spec.lm, spec.concurrency)])
     return open_deployments(list(spec.models), concurrency=spec.concurrency, deployments_file=spec.deployments,
                             options=backend_options(spec, command=command))
 

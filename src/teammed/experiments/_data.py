@@ -60,7 +60,8 @@ def load_for(data: DataSpec, *, purpose: str) -> DatasetChoice:
 
     plan = plan_split(data.dataset, purpose=purpose, split=data.split, data_dir=data.data_dir)  # type: ignore[arg-type]
     pinned = {"revision": data.revision} if data.revision else {}  # hub revision, if given
-    source = load_dataset(data.dataset, data_dir=data.data_dir, split=plan.source_split, **pinned)
+    source = (list(data.questions) if data.questions is not None else
+              load_dataset(data.dataset, data_dir=data.data_dir, split=plan.source_split, **pinned))
     questions = apply_plan(source, plan)
     if not questions:
         raise DataError(f"the {plan.part} part of {data.dataset} is empty ({len(source)} questions, all in the "

@@ -57,9 +57,15 @@ def team_config(team: TeamSpec, preset_name: str | None = None) -> TeamworkConfi
     if team.components is not None and not team.components.replace(",", "").strip():
         raise TeammedError(f"--components {team.components!r} names no component; list some (e.g. smm,leadership) "
                            f"or use --preset base for none")
-    chosen = [x for x in (preset_name or team.preset, team.components, team.config) if x]
+    chosen = [x for x in (preset_name or team.preset, team.components, team.config, team.teamwork, team.module)
+              if x is not None and x != ""]
     if len(chosen) > 1:
-        raise TeammedError("give only one of --preset/--presets, --components and --config")
+        raise TeammedError("give only one of --preset/--presets, --components and --config (from Python: or a "
+                           "TeamworkConfig, or a program)")
+    if team.module is not None:
+        return team.module.config
+    if team.teamwork is not None:
+        return team.teamwork.model_copy(update={k: v for k, v in shape.items() if v is not None})
     if team.components:
         return config_from_components(team.components, **shape)
     if team.config:
@@ -73,6 +79,8 @@ def program_factory(team: TeamSpec, config: TeamworkConfig | None, *, pool: Sequ
                     seed: int = 0, vision: bool = False) -> Callable[[], dspy.Module]:
     """How to build the system; ``pool`` holds the questions few-shot examples may be drawn from."""
     system = team.system
+    if team.module is not None:  # a program the caller holds, called as it is
+        return lambda: team.module
     if team.program:
         from teammed.optimizers.saved import load_program
 

@@ -24,6 +24,8 @@ from pydantic import (
 )
 
 from teammed import inputs
+from teammed.config import TeamworkConfig
+from teammed.types import Question
 
 __all__ = ["DataSpec", "TeamSpec", "BackendSpec", "RunSpec", "AskSpec", "CompileSpec", "SearchSpec", "TuneSpec",
            "ReproduceSpec", "ReportSpec", "OPTIMIZERS", "TUNE_OPTIMIZERS"]
@@ -90,6 +92,8 @@ class DataSpec(_Spec):
     dataset: str
     data_dir: Path | None = None
     dataset_name: str | None = None  # the name results carry (default: the registry name or the file's stem)
+    # questions a caller holds (``data=[Question, ...]``): used instead of loading ``dataset``, which names them
+    questions: tuple[Question, ...] | None = None
     split: str | None = None  # see `teammed.data.splits.plan_split` (default: the purpose's part)
     revision: str | None = None  # a Hugging Face hub revision
 
@@ -108,6 +112,20 @@ class TeamSpec(_Spec):
     leader_correction: bool | None = None
     program: Path | None = None  # a compiled program (`compile`)
     escalate_below: float | None = Field(default=None, ge=0.0, le=1.01)  # `adaptive` only: its threshold
+    # objects a caller holds: a configuration, or a (compiled) teamwork program (never dumped: not JSON)
+    teamwork: TeamworkConfig | None = None
+    module: Any = Field(default=None, exclude=True)
+
+    @field_validator("module")
+    @classmethod
+    def _module(cls, value: Any) -> Any:
+        from teammed.programs.teamwork import TeamworkProgram
+
+        if value is not None and not isinstance(value, TeamworkProgram):
+            raise ValueError(f"module takes a (compiled) TeamworkProgram, not a {type(value).__name__}: run writes "
+                             f"the typed rows of teammed's own systems; evaluate another dspy.Module with "
+                             f"dspy.Evaluate, or name a system (system=...)")
+        return value
 
     @field_validator("n_agents", mode="before")
     @classmethod
@@ -134,6 +152,7 @@ class BackendSpec(_Spec):
     """Which model(s) and how every call is made (the CLI's backend flags)."""
 
     model: tuple[str, ...] | None = None  # litellm model strings, `local` (default) or `scripted`
+    lm: Any = Field(default=None, exclude=True)  # a `dspy.BaseLM` the caller holds, called as it is
     api_base: str | None = None
     deployments: Path | None = None  # a litellm Router model_list file (replaces model)
     concurrency: int = Field(default=4, ge=1)  # questions in flight
@@ -180,7 +199,9 @@ class _Experiment(_Spec):
     @field_validator("backend", mode="before")
     @classmethod
     def _backend(cls, value: Any) -> Any:
-        return _coerce("model", value)
+        import dspy
+
+        return {"lm": value} if isinstance(value, dspy.BaseLM) else _coerce("model", value)
 
 
 def _storage(value: str | None) -> str | None:
@@ -201,6 +222,8 @@ class _OnData(_Experiment):
     @field_validator("data", mode="before")
     @classmethod
     def _data(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple) and value and all(isinstance(q, Question) for q in value):
+            return {"dataset": "questions", "questions": tuple(value)}
         return _coerce("dataset", value)
 
 
@@ -210,6 +233,12 @@ class _WithTeam(_OnData):
     @field_validator("team", mode="before")
     @classmethod
     def _team(cls, value: Any) -> Any:
+        import dspy
+
+        if isinstance(value, TeamworkConfig):
+            return {"teamwork": value}
+        if isinstance(value, dspy.Module):
+            return {"module": value}
         return _coerce("preset", value)
 
 
