@@ -52,7 +52,7 @@ def test_tune_writes_the_shared_tuning_record(tuned):
 
 
 @pytest.mark.parametrize("flag", ["--config", "--program"])
-def test_run_after_tune_evaluates_no_tuning_question(tuned, tmp_path, capsys, flag):
+def test_run_after_tune_evaluates_no_tuning_question(tuned, tmp_path, capsys, caplog, flag):
     data, _, special, special_path = tuned
     tuned_ids = set(special["tuning"]["question_ids"])
     given = str(special_path) if flag == "--config" else special["program"]
@@ -62,7 +62,7 @@ def test_run_after_tune_evaluates_no_tuning_question(tuned, tmp_path, capsys, fl
                  "--out", str(run_out)]) == 0
     rows = {r["id"] for r in _rows(run_out)}
     assert rows and not rows & tuned_ids
-    assert f"left out {len(tuned_ids)} of 70 questions" in capsys.readouterr().err
+    assert f"left out {len(tuned_ids)} of 70 questions" in caplog.text
     manifest = json.loads((run_out / "run.json").read_text())
     assert manifest["overlap"]["overlapping"] == len(tuned_ids)
 

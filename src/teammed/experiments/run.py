@@ -237,7 +237,7 @@ def ask(spec: AskSpec, *, progress: Any = None) -> AskResult:
 def _say(message: str) -> None:
     import logging
 
-    logging.getLogger(__name__).warning("%s", message)
+    logging.getLogger(__name__).warning("%s", message.removeprefix("teammed: "))
 
 
 def plan_run(spec: RunSpec) -> tuple[list[RunCell], DatasetChoice, dict[str, Any]]:
