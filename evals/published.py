@@ -27,7 +27,8 @@ from teammed.errors import TeammedError
 from teammed.evals._runs import Group
 from teammed.evals.stats import discordant, holm, mcnemar, outcomes_of, pair_once
 
-__all__ = ["published_beside", "published_markdown", "PublishedError", "folder_of"]
+__all__ = ["published_beside", "published_markdown", "PublishedError", "folder_of", "compare_with_published",
+           "compare_published_markdown"]
 
 logger = logging.getLogger(__name__)
 
@@ -191,3 +192,56 @@ def published_markdown(numbers: Mapping[str, Any]) -> list[str]:
                   markdown_table(["Config", "Published method", "Data set", "Δ acc (pp)", "Pairs", "b", "c",
                                   "McNemar p", "Holm p"], body), ""]
     return lines
+
+
+def compare_with_published(groups: Sequence[Group], target: str, *, root: Path | None, model: str | None = None,
+                           split: str | None = None) -> dict[str, Any]:
+    """``report RUNS --compare METHOD_OR_FILE``: the runs' one configuration against one published method, question
+    by question (each question once: `pair_once`), with the exact McNemar test. ``target`` is a published file,
+    or a method name looked up under ``root`` (``--published``) for ``model``."""
+    if len(groups) != 1:
+        found = ", ".join(f"{g.config} on {g.dataset}" for g in groups)
+        raise PublishedError(f"--compare {target} sets one configuration against a published method; these runs hold "
+                             f"{len(groups)} ({found}): pass the run directories of one")
+    [group] = groups
+    path = Path(target).expanduser()
+    if not path.is_file():
+        if root is None:
+            raise PublishedError(f"--compare {target}: not a file; to name a published method, give --published DIR "
+                                 f"(MedAgentsBench's output/ folder) too")
+        folder = folder_of(group.dataset)
+        chosen = _pick_model(Path(root).expanduser(), folder, model, [r.identity.model for r in group.runs
+                                                                      if r.identity and r.identity.model])
+        paths = published_files(Path(root).expanduser() / folder, model=chosen, split=split or _split_of([group]),
+                                method=target)
+        if len(paths) > 1:
+            raise PublishedError(f"--compare {target}: {len(paths)} files match ({', '.join(map(str, paths))}); give "
+                                 f"--published-split or the file itself")
+        path = paths[0]
+    run = read_published(path, reference=_reference([group], [path]))
+    ours = outcomes_of(group.rows)
+    seeds = sorted({seed for seed, _ in ours})
+    pairing = pair_once(ours, {(seed, row.id): row.correct for row in run.rows for seed in seeds})
+    fixed = [k[1] for k, (a, b) in zip(pairing.keys, pairing.pairs, strict=True) if a and not b]
+    broken = [k[1] for k, (a, b) in zip(pairing.keys, pairing.pairs, strict=True) if b and not a]
+    both = sum(a and b for a, b in pairing.pairs)
+    return {"dataset": group.dataset, "config": group.config, "published": run.method, "model": run.model,
+            "path": run.path, "n": pairing.n, "both_right": both, "fixed": len(fixed), "broken": len(broken),
+            "both_wrong": pairing.n - both - len(fixed) - len(broken), "repeats": pairing.repeats,
+            "unpaired": pairing.unpaired, "p_mcnemar": mcnemar(len(fixed), len(broken)),
+            "fixed_ids": fixed, "broken_ids": broken, "notes": run.notes()}
+
+
+def compare_published_markdown(view: Mapping[str, Any]) -> list[str]:
+    """The report's section for `compare_with_published`: the 2x2 table and McNemar."""
+    mine, theirs = f"`{view['config']}`", f"`{view['published']}` ({view['model']}, published)"
+    said = f" ({view['repeats']} answers of questions another seed also drew are left out)" if view["repeats"] else ""
+    return [f"## Paired comparison on {view['dataset']}: {mine} against {theirs}", "",
+            f"On the {view['n']} questions both answered{said}: **fixed {view['fixed']}** (only {mine} right) and "
+            f"**broken {view['broken']}** (only the published method right); exact McNemar p = "
+            f"{view['p_mcnemar']:.3f}. The published answers are scored as published; "
+            + ("; ".join(view["notes"]) or "the file has no quirk to note") + ".", "",
+            f"| | {mine} right | {mine} wrong |", "|---|---|---|",
+            f"| published right | both right: {view['both_right']} | broken: {view['broken']} |",
+            f"| published wrong | fixed: {view['fixed']} | both wrong: {view['both_wrong']} |", "",
+            f"Fixed: {', '.join(view['fixed_ids']) or 'none'}. Broken: {', '.join(view['broken_ids']) or 'none'}.", ""]

@@ -297,7 +297,7 @@ def build_report(
     baseline: str | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
-    compare: bool = False,
+    compare: bool | str = False,
     published: Path | None = None,
     published_model: str | None = None,
     published_split: str | None = None,
@@ -324,7 +324,8 @@ def build_report(
     _check_out_dir(Path(out_dir), run_dirs)
     runs = distinguish_datasets(merge_shards(unique_runs([load_run(d) for d in unique_dirs(run_dirs)])))
     groups = group_runs(runs)
-    pair = pick_pair(groups) if compare else None
+    against = compare if isinstance(compare, str) else None  # a published method or file
+    pair = pick_pair(groups) if compare is True else None
     if pair is not None and baseline is None:
         baseline = pair[0].config
     configs = _configs(groups, baseline)
@@ -348,6 +349,12 @@ def build_report(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     compared = _write_compare(pair, out_dir, numbers) if pair is not None else []
+    if against is not None:
+        from teammed.evals.published import compare_published_markdown, compare_with_published
+
+        numbers["compare"] = compare_with_published(groups, against, root=published, model=published_model,
+                                                    split=published_split)
+        compared = compare_published_markdown(numbers["compare"])
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
     figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])

@@ -146,3 +146,22 @@ def test_the_command_reads_the_folder_and_refuses_an_unknown_model(output: Path,
     done = subprocess.run([*cmd, "--model", "gpt-4o-mini"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "| zero_shot | gpt-4o-mini (published) | 12 | 100.0 |" in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_compare_sets_one_configuration_against_a_published_method_or_file(output: Path, tmp_path: Path) -> None:
+    right = {0, 1, 2, 3, 8, 9}  # zero_shot (published) right on 0-5
+    runs = [_write_run(tmp_path / "runs", "base", 1, right, list(range(8))),
+            _write_run(tmp_path / "runs", "base", 2, right, list(range(4, 12)))]
+    by_name = build_report(runs, tmp_path / "a", compare="zero_shot", published=output, published_model="gpt-4o")
+    view = json.loads((by_name.parent / "summary.json").read_text())["compare"]
+    # each of the 12 questions once: ours only on 8, 9; published only on 4, 5
+    assert (view["n"], view["fixed"], view["broken"], view["repeats"]) == (N, 2, 2, 4)
+    assert view["fixed_ids"] == ["8", "9"] and view["broken_ids"] == ["4", "5"] and view["p_mcnemar"] == mcnemar(2, 2)
+    assert "`base` against `zero_shot` (gpt-4o, published)" in by_name.read_text()
+    by_file = build_report(runs, tmp_path / "b", compare=str(output / "medqa" / "gpt-4o-medqa-test_hard-zero_shot.json"))
+    assert json.loads((by_file.parent / "summary.json").read_text())["compare"]["fixed_ids"] == ["8", "9"]
+    two = [*runs, _write_run(tmp_path / "runs", "all", 1, right, list(range(8)))]
+    with pytest.raises(Exception, match="sets one configuration against a published method"):
+        build_report(two, tmp_path / "c", compare="zero_shot", published=output, published_model="gpt-4o")
+    with pytest.raises(Exception, match="give --published DIR"):
+        build_report(runs, tmp_path / "d", compare="zero_shot")

@@ -310,9 +310,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="report", help="report directory (default: report)")
     report.add_argument("--baseline", help="label to test every other configuration against (default: base, "
                         "when a run is labelled base)")
-    report.add_argument("--compare", action="store_true",
-                        help="the runs hold two configurations of one data set: compare the second with the first "
-                             "question by question (fixed, broken, McNemar) in the report and in compare.html")
+    report.add_argument("--compare", nargs="?", const=True, default=False, metavar="METHOD_OR_FILE",
+                        help="alone: the runs hold two configurations of one data set, and the second is compared "
+                             "with the first question by question (fixed, broken, McNemar) in the report and in "
+                             "compare.html; with a published method (and --published) or a published file: the "
+                             "runs' one configuration against it, the same way")
     report.add_argument("--published", metavar="DIR",
                         help="MedAgentsBench's output/ folder: set its published methods beside the runs, on the "
                              "questions they answered, with paired tests and an accuracy x tokens plot")

@@ -77,9 +77,12 @@ def report(spec: ReportSpec) -> Report:
         raise TeammedError("--model names whose published outputs to set beside the runs: give --published DIR "
                            "(MedAgentsBench's output/ folder) too")
     published = {"published": spec.published, "published_model": spec.model, "published_split": spec.published_split}
-    if spec.compare:
+    if spec.compare is True:
         path = build_report(found, Path(spec.out), baseline=spec.baseline, compare=True, **published)
         return Report(path=path, compare_path=Path(spec.out) / "compare.html")
+    if spec.compare:  # a published method or file: its section is in report.md and summary.json
+        return Report(path=build_report(found, Path(spec.out), baseline=spec.baseline, compare=spec.compare,
+                                        **published))
     try:
         return Report(path=build_report(found, Path(spec.out), baseline=spec.baseline or "base", **published))
     except ReportError as exc:

@@ -382,7 +382,7 @@ class ReportSpec(_Spec):
     dirs: tuple[Path, ...] = Field(min_length=1)  # at least one run directory
     out: Path = Path("report")
     baseline: str | None = None
-    compare: bool = False
+    compare: bool | str = False  # True: the runs' two configurations; a published method's name or file
     published: Path | None = None  # MedAgentsBench's output/ folder: its published methods beside the runs
     model: str | None = None  # whose published outputs (default: the runs' model, or the folder's only one)
     published_split: str | None = None  # default: the runs' split
