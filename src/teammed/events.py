@@ -124,11 +124,12 @@ class Tracker:
                 self._latency_n += 1
             if self._ramp_at is None and self._calls >= self.concurrency:
                 self._ramp_at, self._ramp_calls = time.monotonic(), self._calls
-            if not cache_hit:
-                self._prompt += prompt_tokens
-                self._completion += completion_tokens
-                if self._usd is not None:
-                    self._usd += cost_usd
+            # billable, as the calls are: a call the response cache answered counts what it billed when it was
+            # made (the README's basis, and the budgets'), so calls and tokens never mix two bases on one line
+            self._prompt += prompt_tokens
+            self._completion += completion_tokens
+            if self._usd is not None:
+                self._usd += cost_usd
         self._send("call")
 
     # ------------------------------------------------------------ what the work says
