@@ -158,7 +158,8 @@ def test_compare_sets_one_configuration_against_a_published_method_or_file(outpu
     assert (view["n"], view["fixed"], view["broken"], view["repeats"]) == (N, 2, 2, 4)
     assert view["fixed_ids"] == ["8", "9"] and view["broken_ids"] == ["4", "5"] and view["p_mcnemar"] == mcnemar(2, 2)
     assert "`base` against `zero_shot` (gpt-4o, published)" in by_name.read_text()
-    by_file = build_report(runs, tmp_path / "b", compare=str(output / "medqa" / "gpt-4o-medqa-test_hard-zero_shot.json"))
+    file = output / "medqa" / "gpt-4o-medqa-test_hard-zero_shot.json"
+    by_file = build_report(runs, tmp_path / "b", compare=str(file))
     assert json.loads((by_file.parent / "summary.json").read_text())["compare"]["fixed_ids"] == ["8", "9"]
     two = [*runs, _write_run(tmp_path / "runs", "all", 1, right, list(range(8)))]
     with pytest.raises(Exception, match="sets one configuration against a published method"):
