@@ -125,7 +125,8 @@ def noise_text(versus: dict) -> str:
     runner = subset_label(versus["runner_up"]) if isinstance(versus.get("runner_up"), list) else versus["runner_up"]
     acc = versus.get("runner_up_accuracy")
     se = versus.get("runner_up_se")
-    shown = (f"{runner} ({_fmt(acc)}%{f' ± {_fmt(se)}' if se is not None else ''})" if acc is not None
+    measured = f" on {versus['runner_up_n']} questions" if versus.get("runner_up_n") is not None else ""
+    shown = (f"{runner} ({_fmt(acc)}%{f' ± {_fmt(se)}' if se is not None else ''}{measured})" if acc is not None
              else str(runner))
     if versus.get("p_mcnemar") is not None:
         test = (f"{versus['test']}: b={versus['b']}, c={versus['c']} on {versus['n_pairs']} questions, "

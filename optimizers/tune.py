@@ -645,10 +645,14 @@ def _runner_up(queue: WorkQueue, winner: str) -> dict[str, Any] | None:
     others = {label: seen for (label, p), seen in outcomes.items() if p == prompts and label != winner and seen}
     if not others:
         return None
-    runner = max(others, key=lambda label: (sum(others[label].values()) / len(others[label]), len(others[label])))
-    seen = others[runner]
+    # the strongest rival measured on at least half the winner's questions (one dropped after 4 questions is not a
+    # runner-up whose accuracy means much); any rival when none was
+    raced = {label: seen for label, seen in others.items() if 2 * len(seen) >= len(won)} or others
+    runner = max(raced, key=lambda label: (sum(raced[label].values()) / len(raced[label]), len(raced[label])))
+    seen = raced[runner]
     return {"runner_up": runner, "runner_up_accuracy": round(sum(seen.values()) / len(seen), 4),
-            "runner_up_se": None, "prompts": prompts, **versus_runner_up(won, seen)}
+            "runner_up_se": None, "runner_up_n": len(seen), "winner_n": len(won), "prompts": prompts,
+            **versus_runner_up(won, seen)}
 
 
 def _spent(queue: WorkQueue) -> dict[str, Any]:
@@ -940,7 +944,8 @@ def _racing_lines(r: Mapping[str, Any]) -> list[str]:
               "look) reaches the threshold 1/alpha; *fixed-n p* is the one-sided sign test's p for reference "
               "only.", "",
               "| race | round | dropped | incumbent | n | wins | losses | e-value | threshold | fixed-n p |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|---|"] if r["history"] else ["No configuration was dropped: every "
+                                                                              "race ran to its end."]
     lines += [f"| {h['race']} | {h['round']} | {h['dropped']} | {h['incumbent']} | {h['n']} | {h['wins']} | "
               f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
               for h in r["history"]]
