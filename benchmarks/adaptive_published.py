@@ -36,18 +36,18 @@ HERE = Path(__file__).resolve().parent
 def outcomes_from_files(root: Path, *, dataset: str, model: str, split: str, single: str, signal_with: str,
                         teams: list[str]) -> list[Any]:
     """One `Outcome` per question every named file answered (matched by text), as described above."""
-    from teammed.data.published import published_files, read_published, reference_of
+    from teammed.data.published import published_files, read_all
+    from teammed.evals.stats import natural_key
     from teammed.optimizers.adaptive import Outcome
 
     files = {m: published_files(root, dataset=dataset, model=model, split=split, method=m)[0]
              for m in dict.fromkeys([single, signal_with, *teams])}
-    reference = reference_of(list(files.values()))
-    runs = {m: read_published(path, reference=reference) for m, path in files.items()}
+    runs = dict(zip(files, read_all(list(files.values())), strict=True))
     for method, run in runs.items():
         if not run.tokens_reported:
             raise SystemExit(f"{run.path}: reports no token usage, so {method} cannot be priced; pick another method")
     by_id = {m: {row.id: row for row in run.rows} for m, run in runs.items()}
-    shared = sorted(set.intersection(*(set(rows) for rows in by_id.values())), key=_natural)
+    shared = sorted(set.intersection(*(set(rows) for rows in by_id.values())), key=natural_key)
 
     def tokens(method: str, qid: str) -> int:
         row = by_id[method][qid]
@@ -58,10 +58,6 @@ def outcomes_from_files(root: Path, *, dataset: str, model: str, split: str, sin
                     single_tokens=tokens(single, qid) + tokens(signal_with, qid),
                     team_correct={t: by_id[t][qid].correct for t in teams},
                     team_tokens={t: tokens(t, qid) for t in teams}) for qid in shared]
-
-
-def _natural(text: str) -> tuple[int, str]:
-    return (int(text), "") if text.isdigit() else (1 << 62, text)
 
 
 def one_split(outcomes: list[Any], k: int, seed: int, tolerance: float) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from teammed.data.published import published_files, read_published, reference_of
+    from teammed.data.published import published_files, read_all
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, required=True)
@@ -30,8 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--team", default="mdagents")
     args = parser.parse_args(argv)
     paths = published_files(args.root, dataset=args.dataset, model=args.model, split=args.split)
-    reference = reference_of(paths)
-    runs = {run.method: run for run in (read_published(p, reference=reference) for p in paths)}
+    runs = {run.method: run for run in read_all(paths)}
     single = {r.id: r for r in runs[args.single].rows}
     team = {r.id: r for r in runs[args.team].rows}
     ids = sorted(single.keys() & team.keys())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
-    from teammed.data.published import published_files, read_published, reference_of
+    from teammed.data.published import published_files, read_all
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, required=True)
@@ -23,11 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", default="test_hard")
     args = parser.parse_args(argv)
     paths = published_files(args.root, dataset=args.dataset, model=args.model, split=args.split)
-    reference = reference_of(paths)
     print("| method | n | accuracy | tokens / question | seconds / question | notes |")
     print("|---|---:|---:|---:|---:|---|")
-    for path in paths:
-        run = read_published(path, reference=reference)
+    for run in read_all(paths):
         s = run.summary()
         tokens = "not reported" if s.tokens_per_question is None else f"{s.tokens_per_question:,.0f}"
         seconds = "" if s.seconds_per_question is None else f"{s.seconds_per_question:.1f}"

@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError
 
-__all__ = ["PublishedRow", "PublishedRun", "PublishedSummary", "PublishedFormatError", "read_published",
+__all__ = ["PublishedRow", "PublishedRun", "PublishedSummary", "PublishedFormatError", "read_published", "read_all",
            "published_files", "reference_of", "text_key", "parse_name"]
 
 _REQUIRED = ("question", "answer_idx", "predicted_answer")
@@ -238,21 +238,35 @@ def _letters(options: Any) -> set[str]:
     return {str(k) for k in options} if isinstance(options, Mapping) else set()
 
 
-def reference_of(paths: Sequence[Path]) -> dict[str, str]:
-    """Question text (`text_key`) -> id, from published files: for each text, the ``realidx`` most files give."""
+def _majority(contents: Iterable[list[dict[str, Any]]]) -> dict[str, str]:
     votes: dict[str, Counter[str]] = {}
-    for path in paths:
-        for row in _load(path):
+    for data in contents:
+        for row in data:
             if row.get("realidx") is not None:
                 votes.setdefault(text_key(str(row["question"])), Counter())[str(row["realidx"])] += 1
     return {text: counts.most_common(1)[0][0] for text, counts in votes.items()}
 
 
+def reference_of(paths: Sequence[Path]) -> dict[str, str]:
+    """Question text (`text_key`) -> id, from published files: for each text, the ``realidx`` most files give."""
+    return _majority(_load(path) for path in paths)
+
+
+def read_all(paths: Sequence[Path], *, known: Mapping[str, str] | None = None) -> list[PublishedRun]:
+    """Published files, each read once, their questions matched by text to ``known`` (text -> id: the
+    caller's questions) first, else to the ``realidx`` most of these files give (`reference_of`)."""
+    loaded = [(Path(path), _load(path)) for path in paths]
+    reference = _majority(data for _, data in loaded) | dict(known or {})
+    return [_parsed(path, data, reference) for path, data in loaded]
+
+
 def read_published(path: Path, *, reference: Mapping[str, str] | None = None) -> PublishedRun:
     """One published file as a `PublishedRun` (the module docstring gives the rules)."""
-    path = Path(path)
+    return _parsed(Path(path), _load(path), reference)
+
+
+def _parsed(path: Path, data: list[dict[str, Any]], reference: Mapping[str, str] | None) -> PublishedRun:
     model, dataset, split, method = parse_name(path)
-    data = _load(path)
     rows: list[PublishedRow] = []
     seen: set[str] = set()
     duplicates = renumbered = unscored = 0

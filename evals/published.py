@@ -12,7 +12,7 @@
 
 Questions are matched by text where the runs' rows hold it, else by the files' ``realidx`` (the
 id teammed's MedAgentsBench loader gives a question); a method that renumbered its questions is
-matched by text either way (`teammed.data.published.reference_of`).
+matched by text either way (`teammed.data.published.read_all`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from teammed.data.published import PublishedRun, published_files, read_published, reference_of, text_key
+from teammed.data.published import PublishedRun, parse_name, published_files, read_all, text_key
 from teammed.errors import TeammedError
 from teammed.evals._runs import Group
-from teammed.evals.stats import discordant, holm, mcnemar, outcomes_of, pair_once
+from teammed.evals.stats import Pairing, discordant, holm, mcnemar, outcomes_of, pair_once
 
 __all__ = ["published_beside", "published_markdown", "PublishedError", "folder_of", "compare_with_published",
            "compare_published_markdown"]
@@ -46,8 +46,6 @@ def folder_of(dataset: str) -> str:
 
 
 def _models_in(root: Path, folder: str) -> list[str]:
-    from teammed.data.published import parse_name
-
     folder_path = root / folder
     return sorted({parse_name(p)[0] for p in folder_path.glob("*.json")}) if folder_path.is_dir() else []
 
@@ -71,16 +69,16 @@ def _pick_model(root: Path, folder: str, model: str | None, run_models: Sequence
                          f"with --model")
 
 
-def _reference(groups: Sequence[Group], paths: Sequence[Path]) -> dict[str, str]:
-    """Published question text -> the runs' id: the runs' own texts first, the files' realidx otherwise."""
-    reference = reference_of(paths)
+def _read(groups: Sequence[Group], paths: Sequence[Path]) -> list[PublishedRun]:
+    """The published files, their questions matched to the runs' own question texts first (`read_all`)."""
     ids = {row.id for g in groups for row in g.rows}
-    for group in groups:
-        for run in group.runs:
-            for row in run.rows_of(ids):
-                if row.question:
-                    reference[text_key(row.question)] = row.id
-    return reference
+    known = {text_key(row.question): row.id for g in groups for run in g.runs for row in run.rows_of(ids)
+             if row.question}
+    return read_all(paths, known=known)
+
+
+def _run_models(groups: Sequence[Group]) -> list[str]:
+    return [r.identity.model for g in groups for r in g.runs if r.identity is not None and r.identity.model]
 
 
 def _split_of(groups: Sequence[Group]) -> str | None:
@@ -99,11 +97,16 @@ def _ours_on(group: Group, ids: set[str]) -> dict[str, Any]:
             "seconds_per_question": sum(seconds) / len(seconds) if seconds else None}
 
 
-def _paired(group: Group, run: PublishedRun) -> dict[str, Any] | None:
+def _pairing(group: Group, run: PublishedRun) -> Pairing:
+    """``group`` against ``run`` by `pair_once`: the method answered each question once, so its answer stands at
+    every seed, and the pair is taken at the first seed of ours that drew the question."""
     ours = outcomes_of(group.rows)
     seeds = sorted({seed for seed, _ in ours})
-    theirs = {(seed, row.id): row.correct for row in run.rows for seed in seeds}  # answered once, at every seed
-    pairing = pair_once(ours, theirs)
+    return pair_once(ours, {(seed, row.id): row.correct for row in run.rows for seed in seeds})
+
+
+def _paired(group: Group, run: PublishedRun) -> dict[str, Any] | None:
+    pairing = _pairing(group, run)
     if not pairing.n:
         return None
     b, c = discordant(pairing.pairs)
@@ -123,16 +126,14 @@ def published_beside(groups: Sequence[Group], root: Path, *, model: str | None =
     for dataset in dict.fromkeys(g.dataset for g in groups):
         mine = [g for g in groups if g.dataset == dataset]
         folder = folder_of(dataset)
-        chosen = _pick_model(root, folder, model, [m for g in mine for r in g.runs for m in
-                                                   ([r.identity.model] if r.identity and r.identity.model else [])])
+        chosen = _pick_model(root, folder, model, _run_models(mine))
         want_split = split or _split_of(mine)
         paths = published_files(root / folder, model=chosen, split=want_split)
-        splits = sorted({p.stem.split(f"-{folder}-", 1)[-1].split("-", 1)[0] for p in paths})
+        splits = sorted({parse_name(p)[2] for p in paths})
         if len(splits) > 1:
             raise PublishedError(f"{root / folder}: {chosen} has outputs for splits {', '.join(splits)}; pick one "
                                  f"with --published-split")
-        reference = _reference(mine, paths)
-        runs = [read_published(p, reference=reference) for p in paths]
+        runs = _read(mine, paths)
         ids = {row.id for g in mine for row in g.rows if row.labeled}
         methods = []
         for run in runs:
@@ -210,18 +211,15 @@ def compare_with_published(groups: Sequence[Group], target: str, *, root: Path |
             raise PublishedError(f"--compare {target}: not a file; to name a published method, give --published DIR "
                                  f"(MedAgentsBench's output/ folder) too")
         folder = folder_of(group.dataset)
-        chosen = _pick_model(Path(root).expanduser(), folder, model, [r.identity.model for r in group.runs
-                                                                      if r.identity and r.identity.model])
+        chosen = _pick_model(Path(root).expanduser(), folder, model, _run_models([group]))
         paths = published_files(Path(root).expanduser() / folder, model=chosen, split=split or _split_of([group]),
                                 method=target)
         if len(paths) > 1:
             raise PublishedError(f"--compare {target}: {len(paths)} files match ({', '.join(map(str, paths))}); give "
                                  f"--published-split or the file itself")
         path = paths[0]
-    run = read_published(path, reference=_reference([group], [path]))
-    ours = outcomes_of(group.rows)
-    seeds = sorted({seed for seed, _ in ours})
-    pairing = pair_once(ours, {(seed, row.id): row.correct for row in run.rows for seed in seeds})
+    [run] = _read([group], [path])
+    pairing = _pairing(group, run)
     fixed = [k[1] for k, (a, b) in zip(pairing.keys, pairing.pairs, strict=True) if a and not b]
     broken = [k[1] for k, (a, b) in zip(pairing.keys, pairing.pairs, strict=True) if b and not a]
     both = sum(a and b for a, b in pairing.pairs)

@@ -96,7 +96,6 @@ ROWS_001: dict[str, tuple[str, str, str]] = {
 DEFAULT_ROWS_001 = tuple(row for row in ROWS_001 if ROWS_001[row][1] != "adaptive")
 # The paper's protocol: every published cell is the mean ± SE of 3 seeds x 50 questions.
 PAPER_SEEDS, PAPER_N = 3, 50
-_POOLED = {"few_shot": "trainset", "mdagents": "examples"}  # systems that draw worked examples from a pool
 PROTOCOLS = ("001-table1",)
 # a cell tested with the binomial SE (one seed, or seeds that agree) needs this many expected right and
 # wrong answers under the published accuracy for the SE's normal approximation to hold (n p >= 5)
@@ -140,13 +139,9 @@ def row_program(row: str, pool: Sequence[Question], seed: int) -> dspy.Module:
         from teammed.programs.teamwork import TeamworkProgram
 
         return TeamworkProgram(preset(what))
-    from teammed.programs.peers import build_system
+    from teammed.programs.peers import build_with_examples
 
-    if what in _POOLED:
-        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
-                     "context": q.context} for q in pool]
-        return build_system(what, **{_POOLED[what]: examples, "seed": seed})
-    return build_system(what)
+    return build_with_examples(what, pool, seed=seed)
 
 
 def reproduce_table1(
@@ -205,13 +200,20 @@ def _check_rows(rows: Sequence[str]) -> None:
 
 
 def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: ReproduceSettings) -> Any:
-    """The grid's study; one that reproduces another model, seeds or n is refused."""
+    """The grid's study; one that reproduces another model, server, seeds or n is refused."""
+    return open_protocol_study(storage, study_name, out_dir, {
+        "protocol": "001-table1", "model": settings.model, "server": settings.server, "seeds": list(settings.seeds),
+        "n": settings.n})
+
+
+def open_protocol_study(storage: str | None, study_name: str, out_dir: Path, identity: Mapping[str, Any]) -> Any:
+    """A reproduce protocol's study, recording ``identity`` (protocol, model, server, sample) when new and
+    refusing to resume one recorded with another."""
     from teammed.optimizers.tune import open_tune_study
 
     study, _ = open_tune_study(storage, study_name, out_dir)
     previous = study.user_attrs.get("reproduce")
-    identity = {"protocol": "001-table1", "model": settings.model, "server": settings.server,
-                "seeds": list(settings.seeds), "n": settings.n}
+    identity = dict(identity)
     if previous is None:
         study.set_user_attr("reproduce", identity)
     elif previous != identity:
@@ -250,7 +252,9 @@ def _program_for(row: str, code: str, seed: int, pools: Mapping[str, list[Questi
         return AdaptiveTeam(_tuned(special[code]), threshold=special[code]["adaptive"]["threshold"])
     if kind == "special":
         return _tuned(special[code])
-    if ROWS_001[row][2] in _POOLED and not pools[code]:
+    from teammed.programs.peers import WORKED_EXAMPLES
+
+    if ROWS_001[row][2] in WORKED_EXAMPLES and not pools[code]:
         raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
                           f"question; leave the row out or give a larger data set")
     return row_program(row, pools[code], seed)
@@ -522,4 +526,4 @@ def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None,
     return found
 
 
-__all__ += ["load_paper_datasets", "Table1Result", "Budget"]
+__all__ += ["load_paper_datasets", "Table1Result", "Budget", "open_protocol_study"]

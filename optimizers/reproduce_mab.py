@@ -45,7 +45,6 @@ ROWS_MAB: dict[str, tuple[str, str | None, str]] = {
     "All Compon.": ("preset:all5", None, "none: TeamMedAgents' five components, not published by MedAgentsBench"),
 }
 DEFAULT_ROWS_MAB = ("Zero-Shot", "Few-Shot", "CoT", "MDAgents")
-_POOLED = {"few_shot": "trainset", "mdagents": "examples"}
 
 
 @dataclass(frozen=True)
@@ -84,36 +83,16 @@ def pool_without(pool: Sequence[Question], table: Sequence[Question]) -> list[Qu
 def row_program_mab(row: str, pool: Sequence[Question], seed: int = 0) -> dspy.Module:
     """The program of a row; Few-Shot and MDAgents take their worked examples from ``pool``."""
     from teammed.config import preset
-    from teammed.programs.peers import build_system
+    from teammed.programs.peers import WORKED_EXAMPLES, build_with_examples
     from teammed.programs.teamwork import TeamworkProgram
 
     kind, _, what = ROWS_MAB[row][0].partition(":")
     if kind == "preset":
         return TeamworkProgram(preset(what))
-    if what in _POOLED:
-        if not pool:
-            raise ConfigError(f"{row} needs worked examples, and the pool split has no labelled question outside the "
-                              f"table; give --pool-split, or leave the row out with --rows")
-        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
-                     "context": q.context} for q in pool]
-        return build_system(what, **{_POOLED[what]: examples, "seed": seed})
-    return build_system(what, n_experts=5) if what == "majority_vote" else build_system(what)
-
-
-def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: MabSettings,
-                datasets: Sequence[str]) -> Any:
-    from teammed.optimizers.tune import open_tune_study
-
-    study, _ = open_tune_study(storage, study_name, out_dir)
-    identity = {"protocol": PROTOCOL, "model": settings.model, "server": settings.server, "split": settings.split,
-                "n": settings.n}
-    previous = study.user_attrs.get("reproduce")
-    if previous is None:
-        study.set_user_attr("reproduce", identity)
-    elif previous != identity:
-        raise ConfigError(f"study {study_name!r} reproduces {previous}, not {identity}; repeat its flags or choose "
-                          f"another --study")
-    return study
+    if what in WORKED_EXAMPLES and not pool:
+        raise ConfigError(f"{row} needs worked examples, and the pool split has no labelled question outside the "
+                          f"table; give --pool-split, or leave the row out with --rows")
+    return build_with_examples(what, pool, seed=seed, **({"n_experts": 5} if what == "majority_vote" else {}))
 
 
 def _scored(rows: Sequence[Any]) -> dict[str, Any]:
@@ -124,12 +103,11 @@ def _scored(rows: Sequence[Any]) -> dict[str, Any]:
 
 
 def _published(root: Path, code: str, questions: Sequence[Question], settings: MabSettings) -> list[Any]:
-    from teammed.data.published import published_files, read_published, reference_of, text_key
+    from teammed.data.published import published_files, read_all, text_key
     from teammed.evals.published import folder_of
 
     paths = published_files(Path(root) / folder_of(code), model=settings.published_model, split=settings.split)
-    reference = reference_of(paths) | {text_key(q.question): q.id for q in questions}
-    return [read_published(p, reference=reference) for p in paths]
+    return read_all(paths, known={text_key(q.question): q.id for q in questions})
 
 
 def reproduce_medagentsbench(*, datasets: Mapping[str, Sequence[Question] | str], pools: Mapping[str, list[Question]],
@@ -145,7 +123,11 @@ def reproduce_medagentsbench(*, datasets: Mapping[str, Sequence[Question] | str]
     if not table:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     published = {code: _published(published_root, code, qs, settings) for code, qs in table.items()}
-    study = _open_study(storage, study_name, out_dir, settings, list(table))
+    from teammed.optimizers.reproduce import open_protocol_study
+
+    study = open_protocol_study(storage, study_name, out_dir, {
+        "protocol": PROTOCOL, "model": settings.model, "server": settings.server, "split": settings.split,
+        "n": settings.n})
     by_code = {code: {q.id: q for q in qs} for code, qs in table.items()}
 
     def execute(cell: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import dspy
@@ -26,6 +26,8 @@ from teammed.programs.peers.voting import ConsensusVote, MajorityVote
 __all__ = [
     "SYSTEMS",
     "build_system",
+    "WORKED_EXAMPLES",
+    "build_with_examples",
     "ZeroShot",
     "FewShot",
     "SingleAgentCoT",
@@ -70,6 +72,20 @@ def build_system(name: str, **kwargs: Any) -> dspy.Module:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise ConfigError(f"system {name!r} takes no parameter {key!r}.{hint} Available: {options}.")
     return factory(**kwargs)
+
+
+# the systems that take worked examples, and the parameter that takes them
+WORKED_EXAMPLES = {"few_shot": "trainset", "mdagents": "examples"}
+
+
+def build_with_examples(name: str, pool: Sequence[Any], *, seed: int = 0, **kwargs: Any) -> dspy.Module:
+    """`build_system`, given the labelled questions of ``pool`` (`teammed.types.Question`) as worked examples,
+    drawn by ``seed``, when the system takes them (`WORKED_EXAMPLES`)."""
+    if name not in WORKED_EXAMPLES:
+        return build_system(name, **kwargs)
+    examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx, "context": q.context}
+                for q in pool if q.answer_idx]
+    return build_system(name, **{WORKED_EXAMPLES[name]: examples, "seed": seed}, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

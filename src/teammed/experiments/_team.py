@@ -97,13 +97,10 @@ def program_factory(team: TeamSpec, config: TeamworkConfig | None, *, pool: Sequ
 
         threshold = 1.0 if team.escalate_below is None else team.escalate_below
         return lambda: AdaptiveTeam(config, threshold=threshold)
-    from teammed.programs.peers import build_system
+    from teammed.programs.peers import build_system, build_with_examples
 
-    if system in ("few_shot", "mdagents") and pool:
-        key = "trainset" if system == "few_shot" else "examples"
-        examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx,
-                     "context": q.context} for q in pool if q.answer_idx]
-        return lambda: build_system(system, **{key: examples, "seed": seed})
+    if pool:
+        return lambda: build_with_examples(system, pool, seed=seed)
     return lambda: build_system(system)
 
 
