@@ -1,8 +1,9 @@
 """The space of teamwork configurations a search samples from: only valid ones, ever.
 
-Two encodings of the same valid space. The tree (TPE, brute force) suggests the six
-component booleans, and ``mutual_monitoring`` only when leadership is on (and there are
-at least two turns). The flat one (grid) has one categorical ``components`` parameter
+Two encodings of the same valid space, both derived from the component table
+(`teammed.components`). The tree (TPE, brute force) suggests one boolean per component: first
+those that require no other, then each of the rest only when what it requires is on; a component
+is suggested only when the turns reach its minimum. The flat one (grid) has one categorical ``components`` parameter
 whose choices are exactly the valid subsets, because a grid cannot be conditional.
 """
 
@@ -15,12 +16,13 @@ from typing import Any
 
 import optuna
 
-from teammed.config import COMPONENTS, TeamworkConfig, config_from_components
+from teammed.components import COMPONENTS, TABLE, valid
+from teammed.config import TeamworkConfig, config_from_components
 
 __all__ = ["SearchSpace", "valid_subsets", "subset_label"]
 
-_FREE = ("shared_mental_model", "leadership", "team_orientation", "trust", "closed_loop")
-_NEEDS_TWO_TURNS = ("mutual_monitoring", "closed_loop")
+# the suggestion order: independent components first (the order TPE's streams were drawn in)
+_ORDER = sorted(TABLE, key=lambda c: bool(c.requires))
 
 
 def subset_label(components: tuple[str, ...] | list[str]) -> str:
@@ -31,12 +33,9 @@ def valid_subsets(*, min_turns: int = 2) -> list[tuple[str, ...]]:
     """Every component subset the rules allow, in canonical order (48 with two or more turns)."""
     subsets = []
     for flags in itertools.product((False, True), repeat=len(COMPONENTS)):
-        on = dict(zip(COMPONENTS, flags, strict=True))
-        if on["mutual_monitoring"] and not on["leadership"]:
-            continue
-        if min_turns < 2 and any(on[name] for name in _NEEDS_TWO_TURNS):
-            continue
-        subsets.append(tuple(name for name in COMPONENTS if on[name]))
+        on = tuple(name for name, flag in zip(COMPONENTS, flags, strict=True) if flag)
+        if valid(on, min_turns):
+            subsets.append(on)
     return subsets
 
 
@@ -83,10 +82,10 @@ class SearchSpace:
             label = trial.suggest_categorical("components", self.grid()["components"])
             names = [] if label == "base" else label.split("+")
         else:
-            on = {name: trial.suggest_categorical(name, [False, True]) for name in _FREE
-                  if name != "closed_loop" or turns >= 2}
-            if on["leadership"] and turns >= 2:
-                on["mutual_monitoring"] = trial.suggest_categorical("mutual_monitoring", [False, True])
-            names = [name for name in COMPONENTS if on.get(name)]
+            on: set[str] = set()
+            for c in _ORDER:
+                if turns >= c.min_turns and set(c.requires) <= on and trial.suggest_categorical(c.name, [False, True]):
+                    on.add(c.name)
+            names = [name for name in COMPONENTS if name in on]
         fixed = {k: v for k, v in self.base.model_dump().items() if k not in COMPONENTS}
         return config_from_components(names, **{**fixed, **values})

@@ -42,7 +42,8 @@ import optuna
 
 from teammed import usage
 from teammed.backends.base import MeteredLM
-from teammed.config import ALIASES, COMPONENTS, PRESETS, TeamworkConfig, config_from_components
+from teammed.components import COMPONENTS, TABLE, completed, satisfied
+from teammed.config import PRESETS, TeamworkConfig, config_from_components
 from teammed.errors import ConfigError, DataError, WorkFailed
 from teammed.events import step
 from teammed.optimizers._evaluated import pareto_front
@@ -70,8 +71,8 @@ __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disj
 
 logger = logging.getLogger(__name__)
 
-# each component's own preset (the component with what it requires), derived from the presets' names
-_PRESET_OF = {c: next(name for name in PRESETS if ALIASES.get(name) == c) for c in COMPONENTS}
+# each component's own preset (the component with its companions), from the component table
+_PRESET_OF = {c.name: c.presets[0] for c in TABLE}
 
 
 @dataclass(frozen=True)
@@ -567,12 +568,8 @@ def neighbours(config: Mapping[str, Any], settings: TuneSettings) -> list[dict[s
     found = []
     for c in COMPONENTS:
         other = on ^ {c}
-        if c == "leadership" and c not in other:
-            other.discard("mutual_monitoring")
-        if c == "mutual_monitoring" and c in other:
-            other.add("leadership")
         try:
-            found.append(_config_json([x for x in COMPONENTS if x in other], settings))
+            found.append(_config_json(completed(other) if c in other else satisfied(other), settings))
         except ConfigError:  # not valid with these settings (e.g. one turn)
             continue
     return found
@@ -581,9 +578,7 @@ def neighbours(config: Mapping[str, Any], settings: TuneSettings) -> list[dict[s
 def sample_pool(influence: Mapping[str, float], *, settings: TuneSettings) -> list[dict[str, Any]]:
     """Distinct valid configurations: every positive-influence component together, then draws from
     `SearchSpace`'s conditional space with on-probabilities from `on_probabilities` (deterministic)."""
-    greedy = [c for c in COMPONENTS if influence.get(c, 0) > 0]
-    if "mutual_monitoring" in greedy and "leadership" not in greedy:
-        greedy.remove("mutual_monitoring")
+    greedy = satisfied([c for c in COMPONENTS if influence.get(c, 0) > 0])
     pool = {subset_label(greedy): _config_json(greedy, settings)}
     space = SearchSpace(base=TeamworkConfig.build(n_turns=settings.n_turns, n_agents=settings.n_agents))
     size = min(settings.pool_size, len(valid_subsets(min_turns=settings.n_turns)))

@@ -33,7 +33,7 @@ from teammed.cli_args import (
     system_name,
 )
 from teammed.cli_backend import add_model_flags
-from teammed.components import PRESET_COMPONENTS
+from teammed.components import PRESET_COMPONENTS, TABLE
 from teammed.errors import BackendError, FatalBackendError, TeammedError, WorkFailed
 from teammed.messages import storage_message, value_message
 
@@ -63,7 +63,8 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
                        help=f"comma-separated presets to run as a grid ({', '.join(PRESET_COMPONENTS)})")
     g.add_argument("--preset", type=lambda raw: preset_list(raw)[0],
                    help=f"a named configuration: {', '.join(PRESET_COMPONENTS)} (default: base)")
-    g.add_argument("--components", help="exactly these components: smm,leadership,team_orientation,trust,mm,cl")
+    g.add_argument("--components", help="exactly these components (name or short name): "
+                   + ", ".join(f"{c.name} ({'/'.join(c.aliases)})" for c in TABLE))
     g.add_argument("--config", type=Path, help='a TeamworkConfig JSON (e.g. {"leadership": true, "trust": true}) '
                    "or a special_sets/<dataset>.json file written by `teammed search`")
     g.add_argument("--n-agents", choices=["auto", "2", "3", "4"], help="team size (default: auto)")

@@ -9,39 +9,26 @@ from __future__ import annotations
 import difflib
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
 
-from teammed.components import COMPONENTS, PRESET_COMPONENTS
+from teammed.components import ALIASES, COMPONENTS, PRESET_COMPONENTS, TABLE
 from teammed.errors import ConfigError
 
-__all__ = ["TeamworkConfig", "PRESETS", "COMPONENTS", "preset", "config_from_components"]
+__all__ = ["TeamworkConfig", "PRESETS", "COMPONENTS", "ALIASES", "preset", "config_from_components"]
 
-# Short names accepted on the command line (``--components smm,leadership``).
-ALIASES = {
-    "smm": "shared_mental_model",
-    "shared_mental_model": "shared_mental_model",
-    "leadership": "leadership",
-    "l": "leadership",
-    "team_orientation": "team_orientation",
-    "to": "team_orientation",
-    "orientation": "team_orientation",
-    "trust": "trust",
-    "t": "trust",
-    "mutual_monitoring": "mutual_monitoring",
-    "mm": "mutual_monitoring",
-    "monitoring": "mutual_monitoring",
-    "closed_loop": "closed_loop",
-    "cl": "closed_loop",
-}
+# The component flags, one per row of the table (teammed.components), before the shape fields.
+_Flags: type[BaseModel] = create_model(
+    "_Flags", __config__=ConfigDict(frozen=True, extra="forbid"),
+    **{c.name: (bool, Field(default=False, description=c.summary)) for c in TABLE})  # type: ignore[call-overload]
 
 
-class TeamworkConfig(BaseModel):
+class TeamworkConfig(_Flags):  # type: ignore[misc,valid-type]
     """Which teamwork components are on, and the shape of the deliberation.
 
-    Rules (checked on construction):
-      * mutual monitoring requires leadership: the leader raises and judges challenges;
-      * mutual monitoring and closed-loop communication act between discussion turns,
-        so they require ``n_turns >= 2``;
+    One boolean field per component of `teammed.components.TABLE`. Rules (checked on construction):
+      * a component's requirements are on (mutual monitoring requires leadership: the leader raises
+        and judges challenges), and ``n_turns`` is at least its minimum (mutual monitoring and
+        closed-loop communication act between discussion turns, so they need two);
       * ``early_consensus`` is a share of agents in (0.5, 1.0], or None for off;
       * ``leader_correction`` (the leader's authority to override the aggregated answer when
         the reasoning behind it is flawed, spec §3.2) requires leadership; left unset it is
@@ -50,12 +37,6 @@ class TeamworkConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    shared_mental_model: bool = False
-    leadership: bool = False
-    team_orientation: bool = False
-    trust: bool = False
-    mutual_monitoring: bool = False
-    closed_loop: bool = False
     n_agents: Literal["auto", 2, 3, 4] = "auto"
     n_turns: int = Field(default=2, ge=1, le=5)
     early_consensus: float | None = None
@@ -82,22 +63,21 @@ class TeamworkConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check_rules(self) -> TeamworkConfig:
-        if self.mutual_monitoring and not self.leadership:
-            raise ValueError(
-                "mutual_monitoring requires leadership (got leadership=False); "
-                "enable leadership or disable mutual_monitoring"
-            )
+        for c in TABLE:
+            if not getattr(self, c.name):
+                continue
+            for needed in c.requires:
+                if not getattr(self, needed):
+                    raise ValueError(f"{c.name} requires {needed} ({c.requires_why}; got {needed}=False); "
+                                     f"enable {needed} or disable {c.name}")
+            if self.n_turns < c.min_turns:
+                raise ValueError(f"{c.name} runs between discussion turns and requires n_turns >= {c.min_turns} "
+                                 f"(got n_turns={self.n_turns}); raise n_turns or disable {c.name}")
         if self.leader_correction is not None and not self.leadership:
             raise ValueError(
                 "leader_correction requires leadership (got leadership=False); "
                 "enable leadership or set leader_correction=False"
             )
-        for name in ("mutual_monitoring", "closed_loop"):
-            if getattr(self, name) and self.n_turns < 2:
-                raise ValueError(
-                    f"{name} runs between discussion turns and requires n_turns >= 2 "
-                    f"(got n_turns={self.n_turns}); raise n_turns or disable {name}"
-                )
         if self.early_consensus is not None and not 0.5 < self.early_consensus <= 1.0:
             raise ValueError(
                 f"early_consensus is the share of agents whose first choices must agree, in (0.5, 1.0] "

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
+from teammed.components import COMPONENTS, TABLE
 
 __all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE", "FITTED_SHARED_DIFFICULTY",
            "infer_components",
            "simulated_questions", "answer_key", "CALIBRATIONS"]
 
-_SMM_SAID = "(shared knowledge considered)"
-_ORDER = ("shared_mental_model", "leadership", "team_orientation", "trust", "mutual_monitoring", "closed_loop")
+_SMM_SAID = "(shared knowledge considered)"  # shared_mental_model's evidence in the history
 _FINAL = {"FinalRanking"}
 _SINGLE = {"DirectAnswer", "ReasonedAnswer"}
 
@@ -71,7 +71,7 @@ class PlantedTable:
     def best(self, subsets: Sequence[Sequence[str]]) -> tuple[str, ...]:
         """The planted best of ``subsets`` (ties: fewer components, then canonical order)."""
         def rank(s: tuple[str, ...]) -> tuple[float, int, list[int]]:
-            return round(self.accuracy(s), 9), -len(s), [-_ORDER.index(c) for c in s]
+            return round(self.accuracy(s), 9), -len(s), [-COMPONENTS.index(c) for c in s]
 
         return max((tuple(s) for s in subsets), key=rank)
 
@@ -111,22 +111,10 @@ CALIBRATIONS: dict[str, float] = {"informative": 0.95, "weak": 0.5, "none": 0.0}
 
 
 def infer_components(inputs: Mapping[str, Any]) -> tuple[str, ...]:
-    """The components that shaped a final-ranking request, read from its inputs only: the team context
-    holds "Shared knowledge:" (or the history says it was considered), the leader's latest mediation,
-    "Reliability" (trust); the role a "; focus:" brief; the history "leader challenged" (mutual
-    monitoring) or a closed-loop " clarified: " note."""
-    context = str(inputs.get("team_context", ""))
-    history = str(inputs.get("history", ""))
-    role = str(inputs.get("role", ""))
-    on = {
-        "shared_mental_model": "Shared knowledge:" in context or _SMM_SAID in history,
-        "leadership": "Leader's latest mediation" in context,
-        "team_orientation": "; focus:" in role,
-        "trust": "Reliability" in context,
-        "mutual_monitoring": "leader challenged" in history,
-        "closed_loop": " clarified: " in history,
-    }
-    return tuple(name for name in _ORDER if on[name])
+    """The components that shaped a final-ranking request, read from its inputs only: each component's
+    `evidence` in the table (the team context holds "Shared knowledge:", the role a "; focus:" brief, the
+    history "leader challenged", ...). A component without evidence is never inferred."""
+    return tuple(c.name for c in TABLE if any(text in str(inputs.get(field, "")) for field, text in c.evidence))
 
 
 class SimulatedTeamLM(ScriptedLM):

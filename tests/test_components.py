@@ -1,0 +1,172 @@
+"""The component table (`teammed.components.TABLE`) is the one declaration every layer derives from."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from teammed.backends.simulated import infer_components
+from teammed.components import ALIASES, PRESET_COMPONENTS, TABLE, CallShape, completed, satisfied
+from teammed.config import COMPONENTS, PRESETS, TeamworkConfig, config_from_components
+from teammed.errors import ConfigError
+from teammed.optimizers._space import SearchSpace, valid_subsets
+from teammed.optimizers.tune import TuneSettings, neighbours
+from teammed.programs.accounting import expected_calls
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("c", TABLE, ids=lambda c: c.name)
+def test_every_row_of_the_table_reaches_every_layer(c):
+    assert TeamworkConfig.model_fields[c.name].default is False
+    for alias in (c.name, *c.aliases):
+        assert ALIASES[alias] == c.name
+    assert c.name in PRESET_COMPONENTS[c.presets[0]] and c.name in PRESETS[c.presets[0]].components
+    assert all(c.name in PRESET_COMPONENTS[p] for p in c.presets)
+    needed = {"n_turns": max(2, c.min_turns), **{r: True for r in c.requires}}
+    for lead in {c.name == "leadership", True}:  # its term in the call count, with and without a leader
+        on = config_from_components([c.name, *(["leadership"] if lead else [])], **needed)
+        off = on.model_copy(update={c.name: False})
+        for n, tie in ((2, False), (4, True)):
+            shape = CallShape(n=n, turns=on.n_turns, lead=on.leadership, tie=tie, corrects=on.corrects)
+            assert expected_calls(on, n, tie=tie) - expected_calls(off, n, tie=tie) == c.calls(shape)
+    for r in c.requires:
+        with pytest.raises(ConfigError, match=f"{c.name} requires {r}"):
+            config_from_components([c.name], n_turns=needed["n_turns"], **{k: v for k, v in needed.items()
+                                                                            if k not in (r, "n_turns")})
+    if c.min_turns > 1:
+        with pytest.raises(ConfigError, match=f"requires n_turns >= {c.min_turns}"):
+            config_from_components([c.name, *c.requires], n_turns=c.min_turns - 1)
+    assert any(c.name in s for s in valid_subsets(min_turns=max(2, c.min_turns)))
+    assert completed({c.name}) == tuple(n for n in COMPONENTS if n in {c.name, *c.requires})
+    for field, text in c.evidence:  # the simulated team sees it act
+        assert c.name in infer_components({field: text})
+
+
+def test_the_derived_space_is_the_brute_force_space_of_the_rules():
+    for turns in (1, 2):
+        brute = [s for n in range(len(COMPONENTS) + 1) for s in itertools.combinations(COMPONENTS, n)
+                 if _builds(s, turns)]
+        assert sorted(valid_subsets(min_turns=turns)) == sorted(brute)
+    assert len(valid_subsets(min_turns=2)) == 48 and len(valid_subsets(min_turns=1)) == 16
+
+
+def _builds(subset, turns):
+    try:
+        config_from_components(list(subset), n_turns=turns)
+        return True
+    except ConfigError:
+        return False
+
+
+def test_tune_moves_follow_the_requirements():
+    settings = TuneSettings(dataset="demo", model="scripted", n_turns=2)
+    everything = config_from_components(list(COMPONENTS)).model_dump(mode="json")
+    moves = [tuple(n for n in COMPONENTS if m[n]) for m in neighbours(everything, settings)]
+    assert satisfied(set(COMPONENTS) - {"leadership"}) in moves  # leadership off takes monitoring with it
+    assert "mutual_monitoring" not in satisfied({"mutual_monitoring", "trust"})
+    assert all(_builds(m, 2) for m in moves)
+
+
+def test_a_table_that_breaks_its_own_rules_is_refused_at_import(tmp_path):
+    src = _copy_package(tmp_path)
+    table = src / "components.py"
+    text = table.read_text()
+    table.write_text(text.replace('requires=("leadership",)', 'requires=("closed_loop",)', 1))
+    out = subprocess.run([sys.executable, "-c", "import teammed.config"], cwd=tmp_path, env=_env(tmp_path),
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "requires ['closed_loop'], which must be declared before it" in out.stderr
+
+
+DUMMY = '''    Component(
+        "devils_advocate", ("da",), "one member argues against the leading answer each turn",
+        calls=lambda s: s.turns * int(s.discussed), presets=("devils_advocate",), min_turns=2, papers=(),
+        evidence=(("history", "devil's advocate:"),)),
+'''
+
+
+def test_a_new_component_added_by_the_documented_path_is_toggled_by_flags_search_and_calls(tmp_path):
+    """docs/add-a-component.md: one record in the table (its signature, module and hook are its own files
+    and one line in a phase); the flags, presets, search space, tune's moves and the call count follow."""
+    src = _copy_package(tmp_path)
+    table = src / "components.py"
+    text = table.read_text()
+    anchor = "\n)\n\n# The presets of several components"
+    assert anchor in text
+    table.write_text(text.replace(anchor, "\n" + DUMMY.rstrip("\n") + anchor, 1))
+    probe = """
+import json
+from teammed.config import COMPONENTS, PRESETS, config_from_components
+from teammed.optimizers._space import SearchSpace, valid_subsets
+from teammed.programs.accounting import expected_calls
+from teammed.backends.simulated import infer_components
+import optuna
+cfg = config_from_components("smm,da")
+space = SearchSpace(base=cfg.model_copy(update={"shared_mental_model": False, "devils_advocate": False}))
+study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=0))
+seen = set()
+for _ in range(40):
+    t = study.ask(); seen.add(space.suggest(t).devils_advocate); study.tell(t, 0.0)
+print(json.dumps({
+  "components": cfg.components, "names": COMPONENTS, "in_all": "devils_advocate" in PRESETS["all"].components,
+  "own_preset": PRESETS["devils_advocate"].components,
+  "calls": expected_calls(cfg, 3) - expected_calls(cfg.model_copy(update={"devils_advocate": False}), 3),
+  "subsets": len(valid_subsets(min_turns=2)), "one_turn": len(valid_subsets(min_turns=1)),
+  "suggested": sorted(seen),
+  "inferred": infer_components({"history": "devil's advocate: no"}),
+}))
+"""
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=_env(tmp_path), capture_output=True,
+                         text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["components"] == ["shared_mental_model", "devils_advocate"]
+    assert got["names"][-1] == "devils_advocate"
+    assert got["in_all"] is False  # a group preset gains it only if its record says so
+    assert got["own_preset"] == ["devils_advocate"]
+    assert got["calls"] == 2  # its term: one call per turn, two turns
+    assert got["subsets"] == 96 and got["one_turn"] == 16  # doubled with two turns; absent with one
+    assert got["suggested"] == [False, True] and got["inferred"] == ["devils_advocate"]
+    run = subprocess.run([sys.executable, "-m", "teammed", "run", "--components", "da,smm", "--model", "scripted",
+                          "--dataset", "demo", "--n", "1", "--dry-run"], cwd=tmp_path, env=_env(tmp_path),
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "shared_mental_model+devils_advocate seed" in run.stdout + run.stderr
+    helped = subprocess.run([sys.executable, "-m", "teammed", "run", "--help"], cwd=tmp_path, env=_env(tmp_path),
+                            capture_output=True, text=True)
+    assert "devils_advocate (da)" in " ".join(helped.stdout.split())
+
+
+def _copy_package(tmp_path: Path) -> Path:
+    """The installed layout of teammed (src/teammed with its top-level subpackages) under ``tmp_path``."""
+    pkg = tmp_path / "teammed"
+    shutil.copytree(ROOT / "src" / "teammed", pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    for sub in ("programs", "signatures", "optimizers", "data", "evals"):
+        shutil.copytree(ROOT / sub, pkg / sub, ignore=shutil.ignore_patterns("__pycache__"))
+    return pkg
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "PYTHONPATH": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+def test_the_copied_package_is_the_one_imported(tmp_path):
+    """The dummy test above would pass vacuously if the subprocess imported the installed package."""
+    _copy_package(tmp_path)
+    out = subprocess.run([sys.executable, "-c", "import teammed.config, teammed.programs; "
+                          "print(teammed.config.__file__); print(teammed.programs.__file__)"],
+                         cwd=tmp_path, env=_env(tmp_path), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert all(line.startswith(str(tmp_path)) for line in out.stdout.split())
+
+
+def test_search_space_describes_every_component():
+    assert SearchSpace(base=TeamworkConfig()).describe()["components"] == list(COMPONENTS)
