@@ -35,7 +35,7 @@ from teammed.adapter import SchemaAdapter  # noqa: E402
 from teammed.backends.litellm_backend import LiteLLMBackend  # noqa: E402
 from teammed.config import preset  # noqa: E402
 from teammed.programs import TeamworkProgram, build_system  # noqa: E402
-from teammed.programs.peers import SYSTEMS  # noqa: E402
+from teammed.systems import names  # noqa: E402
 
 QUESTIONS = [json.loads(line) for line in (HERE.parent / "data" / "demo.jsonl").read_text().splitlines() if line]
 
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="teammed-acall-"))
     print(f"{'system':<16} {'one (s)':>8} {f'{args.k} at once (s)':>15} {'ratio':>6} {'threads':>8}")
-    for system in ["teamwork:base", "teamwork:all", *sorted(SYSTEMS)]:
+    for system in ["teamwork:base", "teamwork:all", *sorted(n for n in names() if n != "teamwork")]:
         server = Server(args.latency, work / f"{system.replace(':', '-')}.jsonl")
         try:
             lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", temperature=0.0, max_tokens=512)

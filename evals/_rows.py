@@ -69,7 +69,7 @@ def peer_record(row: ResultRow) -> PeerRecord | None:
 
 def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
     """The row's `Deliberation`, else its peer system's record, else None."""
-    return row.record
+    return row.record if isinstance(row.record, Deliberation | PeerRecord) else None
 
 
 def events(row: ResultRow) -> list[TranscriptEvent]:

@@ -252,9 +252,9 @@ def _program_for(row: str, code: str, seed: int, pools: Mapping[str, list[Questi
         return AdaptiveTeam(_tuned(special[code]), threshold=special[code]["adaptive"]["threshold"])
     if kind == "special":
         return _tuned(special[code])
-    from teammed.programs.peers import WORKED_EXAMPLES
+    from teammed.systems import takes_examples
 
-    if ROWS_001[row][2] in WORKED_EXAMPLES and not pools[code]:
+    if takes_examples(ROWS_001[row][2]) and not pools[code]:
         raise ConfigError(f"{row} needs worked examples, but the tune part of {code} has no labeled "
                           f"question; leave the row out or give a larger data set")
     return row_program(row, pools[code], seed)

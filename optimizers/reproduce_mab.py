@@ -83,13 +83,14 @@ def pool_without(pool: Sequence[Question], table: Sequence[Question]) -> list[Qu
 def row_program_mab(row: str, pool: Sequence[Question], seed: int = 0) -> dspy.Module:
     """The program of a row; Few-Shot and MDAgents take their worked examples from ``pool``."""
     from teammed.config import preset
-    from teammed.programs.peers import WORKED_EXAMPLES, build_with_examples
+    from teammed.programs.peers import build_with_examples
     from teammed.programs.teamwork import TeamworkProgram
+    from teammed.systems import takes_examples
 
     kind, _, what = ROWS_MAB[row][0].partition(":")
     if kind == "preset":
         return TeamworkProgram(preset(what))
-    if what in WORKED_EXAMPLES and not pool:
+    if takes_examples(what) and not pool:
         raise ConfigError(f"{row} needs worked examples, and the pool split has no labelled question outside the "
                           f"table; give --pool-split, or leave the row out with --rows")
     return build_with_examples(what, pool, seed=seed, **({"n_experts": 5} if what == "majority_vote" else {}))

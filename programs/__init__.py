@@ -31,7 +31,7 @@ __all__ = [
     "COMPONENTS",
     "preset",
     "config_from_components",
-    # peer systems
+    # peer systems (every system by name: teammed.systems.registry())
     "SYSTEMS",
     "build_system",
     "ZeroShot",

@@ -16,7 +16,7 @@ import dspy
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, ProgramMismatchError
-from teammed.programs.peers import SYSTEMS, build_system
+from teammed.programs.peers import build_system
 from teammed.programs.persist import (
     OVERRIDABLE,
     _behaviours,
@@ -28,6 +28,7 @@ from teammed.programs.persist import (
     read_program,
 )
 from teammed.programs.teamwork import TeamworkProgram
+from teammed.systems import registry
 
 __all__ = ["load_program"]
 
@@ -116,7 +117,7 @@ def _other_system(path: Path, document: Mapping[str, Any], envelope: Mapping[str
     if build is not None:
         program = build()
     else:
-        if system not in SYSTEMS:
+        if system not in registry():
             raise ConfigError(f"loading a {system!r} program needs build=, a function returning a fresh "
                               f"{system} module")
         program = build_system(system, **(envelope.get("settings") or {}))

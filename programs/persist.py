@@ -279,7 +279,7 @@ class SavesConfig:
     """Mixin for a `dspy.Module` (put it first in the bases): ``save``/``load`` in the format above."""
 
     # The name the program is saved and rebuilt under: ``teamwork``, or its key in
-    # `teammed.programs.peers.SYSTEMS`. None: `save_program` needs ``system=``.
+    # `teammed.systems.registry()`. None: `save_program` needs ``system=``.
     system_name: ClassVar[str | None] = None
 
     def save(self, path: Any, save_program: bool = False, modules_to_serialize: Any = None, *,

@@ -159,7 +159,7 @@ def test_registry_names() -> None:
 
 
 def test_unknown_system_suggests_a_name() -> None:
-    with pytest.raises(ConfigError, match=r"Did you mean 'kamac'\?.*Available: zero_shot, few_shot"):
+    with pytest.raises(ConfigError, match=r"Did you mean 'kamac'\?.*Available: teamwork, zero_shot, few_shot"):
         build_system("kamak")
 
 

@@ -11,7 +11,8 @@ from teammed.backends.scripted import ScriptedLM
 from teammed.config import preset
 from teammed.programs.peers import SYSTEMS, AdaptiveComplexity, build_system
 from teammed.programs.teamwork import TeamworkProgram
-from teammed.results import RECORDS, Deliberation, TranscriptEvent
+from teammed.results import Deliberation, TranscriptEvent
+from teammed.systems import record_model
 from teammed.types import Question
 
 from .helpers import run
@@ -25,9 +26,9 @@ def test_every_system_returns_its_record_model_and_typed_events(name):
     if name == "teamwork":
         program, model = TeamworkProgram(preset("all", n_agents=3)), Deliberation
     elif name == "mdagents-light":
-        program, model = AdaptiveComplexity(variant="light"), RECORDS["mdagents"]
+        program, model = AdaptiveComplexity(variant="light"), record_model("mdagents")
     else:
-        program, model = build_system(name), RECORDS[name]
+        program, model = build_system(name), record_model(name)
     prediction, _, _ = run(program, lambda call: None, question=QUESTION, options=OPTIONS)
     assert type(prediction.record) is model and isinstance(prediction.record, BaseModel)
     assert prediction.transcript and all(isinstance(e, TranscriptEvent) for e in prediction.transcript)

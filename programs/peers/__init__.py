@@ -3,7 +3,7 @@
 Every system is a `dspy.Module` with the `TeamworkProgram` contract: ``forward(question,
 options, context=None)`` returns a `dspy.Prediction` with ``answer`` (always a valid
 letter), ``rationale``, ``confidence`` (High/Medium/Low), ``record`` and ``transcript``.
-Build one by name with `build_system`.
+Build one by name with `build_system`; the names are those of `teammed.systems.registry()`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from teammed.programs.peers.consultation import ConsultationTeam
 from teammed.programs.peers.kamac import KnowledgeDrivenTeam
 from teammed.programs.peers.mdagents import AdaptiveComplexity
 from teammed.programs.peers.voting import ConsensusVote, MajorityVote
+from teammed.systems import registry, takes_examples
 
 __all__ = [
     "SYSTEMS",
     "build_system",
-    "WORKED_EXAMPLES",
     "build_with_examples",
     "ZeroShot",
     "FewShot",
@@ -39,12 +39,10 @@ __all__ = [
     "AdaptiveTeam",
 ]
 
-# Each system by the name it is saved under (its class's ``system_name``).
+# Each peer system's class by name, read from the registry (teammed.systems): the built-ins and any a
+# package registers.
 SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
-    cls.system_name: cls
-    for cls in (ZeroShot, FewShot, SingleAgentCoT, AdaptiveComplexity, KnowledgeDrivenTeam, ConsultationTeam,
-                MajorityVote, ConsensusVote, AdaptiveTeam)
-}
+    name: system.program_class() for name, system in registry().items() if name != "teamwork"}
 
 
 def _suggest(name: str, choices: list[str]) -> str:
@@ -59,9 +57,10 @@ def build_system(name: str, **kwargs: Any) -> dspy.Module:
     Raises `ConfigError` for an unknown name or a parameter the system does not take, naming
     the closest match and the alternatives, and for a parameter value out of bounds.
     """
-    if name not in SYSTEMS:
-        raise ConfigError(f"unknown system {name!r}.{_suggest(name, list(SYSTEMS))}")
-    factory = SYSTEMS[name]
+    systems = registry()
+    if name not in systems:
+        raise ConfigError(f"unknown system {name!r}.{_suggest(name, list(systems))}")
+    factory = systems[name].program_class()
     # dspy's metaclass hides a class's own signature: read it from __init__.
     target = vars(factory).get("__init__", factory) if isinstance(factory, type) else factory
     accepted = [p for p in inspect.signature(target).parameters if p != "self"]
@@ -74,18 +73,16 @@ def build_system(name: str, **kwargs: Any) -> dspy.Module:
     return factory(**kwargs)
 
 
-# the systems that take worked examples, and the parameter that takes them
-WORKED_EXAMPLES = {"few_shot": "trainset", "mdagents": "examples"}
-
 
 def build_with_examples(name: str, pool: Sequence[Any], *, seed: int = 0, **kwargs: Any) -> dspy.Module:
     """`build_system`, given the labelled questions of ``pool`` (`teammed.types.Question`) as worked examples,
-    drawn by ``seed``, when the system takes them (`WORKED_EXAMPLES`)."""
-    if name not in WORKED_EXAMPLES:
+    drawn by ``seed``, when the system takes them (its registration's ``examples``)."""
+    parameter = takes_examples(name)
+    if parameter is None:
         return build_system(name, **kwargs)
     examples = [{"question": q.question, "options": dict(q.options), "answer": q.answer_idx, "context": q.context}
                 for q in pool if q.answer_idx]
-    return build_system(name, **{WORKED_EXAMPLES[name]: examples, "seed": seed}, **kwargs)
+    return build_system(name, **{parameter: examples, "seed": seed}, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

@@ -34,7 +34,7 @@ from teammed.programs.options import validated_options
 from teammed.programs.parallel import AsyncForward
 from teammed.programs.persist import SavesConfig
 from teammed.programs.team import Agent
-from teammed.results import PEER_RECORDS
+from teammed.systems import record_model
 
 __all__ = [
     "CONFIDENCE",
@@ -85,7 +85,7 @@ class PeerSystem(SavesConfig, AsyncForward, dspy.Module):
     when no letter any agent gave named an option, the call raises `NoAnswerError`.
     """
 
-    system_name: ClassVar[str]  # each system's name in `teammed.programs.peers.SYSTEMS`
+    system_name: ClassVar[str]  # each system's name in `teammed.systems.registry()`
 
     def __call__(self, *args: Any, image: Any = None, **kwargs: Any) -> Any:
         args, kwargs = _checked(args, kwargs)
@@ -154,7 +154,7 @@ class _LetterTally:
             self.by_behaviour[behaviour] = self.by_behaviour.get(behaviour, 0) + 1
 
     def finish(self, system: str, name: str, prediction: Any) -> Any:
-        """``prediction`` with its record typed as system ``name``'s model (`teammed.results.PEER_RECORDS`),
+        """``prediction`` with its record typed as system ``name``'s model (`teammed.systems`),
         the fallbacks in it; `NoAnswerError` when no letter named an option. A record its model refuses
         raises `pydantic.ValidationError`: a bug of the system, never written as an untyped dict."""
         if self.dropped and not self.parsed:
@@ -163,7 +163,7 @@ class _LetterTally:
                                 "returns the requested JSON")
         record = getattr(prediction, "record", None)
         if isinstance(record, dict):
-            prediction.record = PEER_RECORDS[name].model_validate({
+            prediction.record = record_model(name).model_validate({
                 **record, "system": name, "fallbacks": sum(self.by_behaviour.values()),
                 "fallbacks_by_behaviour": dict(sorted(self.by_behaviour.items()))})
         return prediction

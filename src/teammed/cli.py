@@ -36,6 +36,7 @@ from teammed.cli_backend import add_model_flags
 from teammed.components import PRESET_COMPONENTS, TABLE
 from teammed.errors import BackendError, FatalBackendError, TeammedError, WorkFailed
 from teammed.messages import storage_message, value_message
+from teammed.systems import BUILTIN
 
 __all__ = ["main", "build_parser", "spec_of"]
 
@@ -74,8 +75,8 @@ def _add_config_flags(p: argparse.ArgumentParser, *, many: bool = False) -> None
     g.add_argument("--no-leader-correction", dest="leader_correction", action="store_const", const=False,
                    help="with leadership: do not let the leader override the aggregated answer (default: it may)")
     g.add_argument("--system", type=system_name, default="teamwork",
-                   help="teamwork (default) or a peer system: zero_shot, few_shot, cot, mdagents, kamac, "
-                   "consultation, majority_vote, consensus, adaptive (hyphens allowed: zero-shot)")
+                   help="teamwork (default), a peer system (" + ", ".join(s.name for s in BUILTIN[1:])
+                   + ") or one an installed package registers (hyphens allowed: zero-shot)")
     g.add_argument("--escalate-below", type=float, help="adaptive: call the team when the single agent's signal "
                    "(High 1, Medium 0.5, Low 0) is below this (default: 1.0, all but High)")
     g.add_argument("--program", type=Path, help="a compiled program written by `teammed compile`")

@@ -46,10 +46,8 @@ __all__ = [
     "one_line",
     "printable",
     "describe_os_error",
-    "SYSTEM_NAMES",
-]
 
-SYSTEM_NAMES = inputs.SYSTEM_NAMES
+]
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from teammed import systems
 from teammed.errors import ConfigError, TeammedError
 
 if TYPE_CHECKING:  # pydantic and the config model load when a check needs them, not for --help
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # pydantic and the config model load when a check needs them,
 
 __all__ = ["read_json_object", "config_values", "validation_message", "load_config_file", "check_unique_ids",
            "check_writable_dir", "did_you_mean", "parse_options", "shard", "preset_name", "system_name",
-           "model_string", "api_base", "storage_url", "SYSTEM_NAMES"]
+           "model_string", "api_base", "storage_url"]
 
 
 def did_you_mean(name: str, choices: Sequence[str]) -> str:
@@ -143,10 +144,6 @@ def parse_options(items: Sequence[str] | None) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- values (the CLI's flags and the specs' fields)
-# The teamwork program and the peer systems (programs/peers SYSTEMS); kept here so that checking a
-# name does not import DSPy.
-SYSTEM_NAMES = ("teamwork", "zero_shot", "few_shot", "cot", "mdagents", "kamac", "consultation",
-                "majority_vote", "consensus", "adaptive")
 
 
 def shard(raw: str | tuple[int, int]) -> tuple[int, int]:
@@ -176,8 +173,9 @@ def preset_name(raw: str) -> str:
 def system_name(raw: str) -> str:
     """A system name; ``zero-shot`` and ``Zero_Shot`` both mean ``zero_shot``."""
     name = raw.strip().lower().replace("-", "_")
-    if name not in SYSTEM_NAMES:
-        raise ConfigError(f"unknown system {raw!r}{did_you_mean(name, SYSTEM_NAMES)}")
+    known = systems.names()  # the registry: checking a name imports no DSPy
+    if name not in known:
+        raise ConfigError(f"unknown system {raw!r}{did_you_mean(name, known)}")
     return name
 
 

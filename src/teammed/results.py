@@ -6,10 +6,11 @@ data set (name + content hash), split, sample (n, seed, question ids) and teamme
 ``--resume`` continues a run directory only under the same identity (`identity_differences`
 names what differs).
 
-`ResultRow` is one question's outcome. Its ``record`` is a `Record`: a union discriminated by
-``system``, one model per system: teamwork's `Deliberation` and a `PeerRecord` subclass for each
+`ResultRow` is one question's outcome. Its ``record`` is a `Record`: the model its ``system``
+registers (`teammed.systems`): teamwork's `Deliberation` and a `SystemRecord` subclass for each
 peer system (`MajorityVoteRecord`, `ConsensusRecord`, `ConsultationRecord`, `MdagentsRecord`,
-`KamacRecord`, `ZeroShotRecord`, `CotRecord`, `FewShotRecord`), never a dict; None for a failed
+`KamacRecord`, `ZeroShotRecord`, `CotRecord`, `FewShotRecord`, `AdaptiveRecord`, and any a package
+registers), never a dict; None for a failed
 question without a record and for a system teammed has no model for (a user's own program, whose
 record is kept as written in ``custom_record``). Its ``transcript`` is a list of `TranscriptEvent`
 and its ``confidence`` one of High, Medium, Low (or None).
@@ -22,8 +23,8 @@ model knows and loses only the ones that do not validate); a record that still d
 becomes None, logged and marked ``legacy_record_unread``. A row from a newer schema is refused with
 a message naming the fix. `load_rows` reads a run directory's rows.
 
-This module is the bottom layer of results: it imports only `teammed.errors` and
-`teammed.deliberation`.
+This module is the bottom layer of results: it imports only `teammed.errors`, `teammed.deliberation`
+and the system registry (`teammed.systems`).
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from collections.abc import Container, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeAlias
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
 from teammed.deliberation import Deliberation
 from teammed.errors import DataError
+from teammed.systems import record_model
 
 logger = logging.getLogger(__name__)
 
@@ -47,10 +49,10 @@ __all__ = [
     "RunIdentity",
     "ResultRow",
     "Record",
-    "RECORDS",
     "PeerAgent",
     "PeerVote",
     "PeerRecord",
+    "SystemRecord",
     "VoteRecord",
     "MajorityVoteRecord",
     "ConsensusRecord",
@@ -285,14 +287,17 @@ class PeerRecord(_Reader):
     fallbacks_by_behaviour: Annotated[dict[str, int], BeforeValidator(_counts)] = Field(default_factory=dict)
 
 
-class _SystemRecord(PeerRecord):
+class SystemRecord(PeerRecord):
+    """The base of a system's record model: frozen, refusing keys it does not declare, its ``system`` tag
+    always written. A system's model adds ``system: Literal[name]`` and its own fields."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     def model_post_init(self, context: Any, /) -> None:
         self.__pydantic_fields_set__.add("system")  # the union's tag is always written, even by exclude_unset
 
 
-class VoteRecord(_SystemRecord):
+class VoteRecord(SystemRecord):
     """Majority vote and consensus: ``share`` is the winner's share of the whole panel."""
 
     share: float | None = None
@@ -337,7 +342,7 @@ class HistorySummary(_Frozen):
     tokens_after: int
 
 
-class ConsultationRecord(_SystemRecord):
+class ConsultationRecord(SystemRecord):
     """``consultation``: teams consulted in turn (``rounds_by_team``, ``reassignments``), their
     anti-groupthink setting (``dissent``, ``devil_advocates``), history sizes and summaries, and the
     manager's decision."""
@@ -352,7 +357,7 @@ class ConsultationRecord(_SystemRecord):
     manager: dict[str, str | None] | None = None
 
 
-class KamacRecord(_SystemRecord):
+class KamacRecord(SystemRecord):
     """``kamac``: the specialists recruited in each round and the answer a consensus reached."""
 
     system: Literal["kamac"] = "kamac"
@@ -368,7 +373,7 @@ class MdagentsTeam(_Frozen):
     answer: str | None = None
 
 
-class MdagentsRecord(_SystemRecord):
+class MdagentsRecord(SystemRecord):
     """``mdagents``: the ``route`` triage chose (``route_fell_back`` when it named none) and why,
     the advanced route's ``teams``, and the ``variant`` that ran (``paper``: MDAgents' own
     discussion; ``light``: the lighter one; None in records written before variants existed)."""
@@ -380,19 +385,19 @@ class MdagentsRecord(_SystemRecord):
     variant: str | None = None
 
 
-class ZeroShotRecord(_SystemRecord):
+class ZeroShotRecord(SystemRecord):
     """``zero_shot``: one answer, no team."""
 
     system: Literal["zero_shot"] = "zero_shot"
 
 
-class CotRecord(_SystemRecord):
+class CotRecord(SystemRecord):
     """``cot``: one reasoned answer, no team."""
 
     system: Literal["cot"] = "cot"
 
 
-class FewShotRecord(_SystemRecord):
+class FewShotRecord(SystemRecord):
     """``few_shot``: one answer after worked examples, no team."""
 
     system: Literal["few_shot"] = "few_shot"
@@ -409,7 +414,7 @@ class AdaptiveStage(_Frozen):
     cost_usd: float = 0.0
 
 
-class AdaptiveRecord(_SystemRecord):
+class AdaptiveRecord(SystemRecord):
     """``adaptive``: the ``stage`` whose answer stands, stage 1's ``signal`` against the
     ``threshold``, each stage's spend, and the ``team`` configuration escalated to."""
 
@@ -422,22 +427,8 @@ class AdaptiveRecord(_SystemRecord):
     team: str = ""
 
 
-Record: TypeAlias = Annotated[
-    Deliberation | MajorityVoteRecord | ConsensusRecord | ConsultationRecord | KamacRecord | MdagentsRecord
-    | ZeroShotRecord | CotRecord | FewShotRecord | AdaptiveRecord,
-    Field(discriminator="system"),
-]
-"""One system's record, tagged by ``system``."""
-
-PEER_RECORDS: dict[str, type[_SystemRecord]] = {
-    str(cls.model_fields["system"].default): cls
-    for cls in (MajorityVoteRecord, ConsensusRecord, ConsultationRecord, KamacRecord, MdagentsRecord,
-                ZeroShotRecord, CotRecord, FewShotRecord, AdaptiveRecord)
-}
-RECORDS: dict[str, type[BaseModel]] = {"teamwork": Deliberation, **PEER_RECORDS}
-"""Each system's record model by the system's name (``teammed run --system``)."""
-
-_TYPED: tuple[type[BaseModel], ...] = (Deliberation, *PEER_RECORDS.values())
+Record: TypeAlias = Deliberation | PeerRecord
+"""One system's record: its registered model (`teammed.systems`), tagged by ``system``."""
 
 
 class ResultRow(BaseModel):
@@ -504,7 +495,7 @@ class ResultRow(BaseModel):
     trust: Any = None
     config: dict[str, Any] | None = None
     rationale: str | None = None
-    record: Record | None = None
+    record: SerializeAsAny[BaseModel] | None = None  # a `Record`, typed by the row's system (_nulls_and_ids)
     custom_record: dict[str, Any] | None = None
     transcript: list[TranscriptEvent] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
@@ -518,6 +509,16 @@ class ResultRow(BaseModel):
         data = dict(data)
         if not data.get("record"):  # null or {}: no record
             data["record"] = None
+        elif not isinstance(data["record"], BaseModel):
+            system = data["record"].get("system") if isinstance(data["record"], Mapping) else None
+            try:
+                data["record"] = typed_record(data["record"], system=data.get("system"))
+            except ValidationError as exc:
+                raise ValueError(f"the {system or data.get('system')} record does not match its model: "
+                                 f"{exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}") from None
+            if data["record"] is None:
+                raise ValueError(f"record: no model is registered for system {system or data.get('system')!r} "
+                                 f"(teammed.systems); a system without one writes custom_record")
         for key, empty in (("transcript", []), ("options", {}), ("roles", []), ("meta", {}),
                            ("calls_by_signature", {}), ("answered_by", [])):
             if key in data and data[key] is None:
@@ -538,20 +539,26 @@ class ResultRow(BaseModel):
         return "+".join(models) or None
 
 
+def _is_typed(value: Any) -> bool:
+    """Whether ``value`` is a record of its system's registered model."""
+    model = record_model(getattr(value, "system", None)) if isinstance(value, BaseModel) else None
+    return model is not None and isinstance(value, model)
+
+
 def typed_record(value: Any, *, system: str | None) -> Record | None:
     """The program's record as its system's model: a model already typed is kept, a dict is
-    validated into the `RECORDS` model of its ``system`` key, else of ``system``; None for no record (empty or
-    null) or a system without a model. Raises `ValidationError` for a record its model refuses
-    (a system writing a key its model does not declare)."""
-    if isinstance(value, _TYPED):
-        typed: Record = value  # type: ignore[assignment]  # one of the union's models
+    validated into the registered model (`teammed.systems`) of its ``system`` key, else of ``system``;
+    None for no record (empty or null) or a system without a model. Raises `ValidationError` for a
+    record its model refuses (a system writing a key its model does not declare)."""
+    if _is_typed(value):
+        typed: Record = value
         return typed
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     if not isinstance(value, Mapping) or not value:
         return None
     name = value.get("system") if isinstance(value.get("system"), str) else system
-    model = RECORDS.get(name or "")
+    model = record_model(name)
     if model is None:
         return None
     found: Record = model.model_validate({**value, "system": name})  # type: ignore[assignment]
@@ -575,8 +582,9 @@ def read_record(value: Any, *, answer: str | None = None,
     if not isinstance(value, Mapping) or not value:
         return None
     name = value.get("system") if isinstance(value.get("system"), str) else system
-    if name in PEER_RECORDS:
-        return _salvage_peer(PEER_RECORDS[name], value)
+    model = record_model(name)
+    if model is not None and name != "teamwork":
+        return _salvage_peer(model, value)
     if name == "teamwork" or _TEAMWORK_KEYS <= set(value):
         return _read_deliberation(value, answer)
     try:
@@ -595,7 +603,7 @@ def _read_deliberation(value: Mapping[str, Any], answer: str | None) -> Delibera
     return _salvage_deliberation(value, answer)
 
 
-def _salvage_peer(model: type[_SystemRecord], value: Mapping[str, Any]) -> PeerRecord | None:
+def _salvage_peer(model: type[SystemRecord], value: Mapping[str, Any]) -> PeerRecord | None:
     """A peer system's stored record as its model: the keys the model declares, less those whose
     values do not validate (each tried once); None when even that does not validate."""
     data = {k: v for k, v in value.items() if k in model.model_fields and k != "system"}
@@ -780,7 +788,7 @@ def _upgrade_record(row: dict[str, Any], where: str) -> None:
     system = row.get("system") if isinstance(row.get("system"), str) else None
     prediction = row.get("prediction") if isinstance(row.get("prediction"), str) else None
     found = read_record(raw, answer=prediction, system=system)
-    if isinstance(found, _TYPED):
+    if _is_typed(found):
         row["record"] = found
         return
     row["record"] = None
