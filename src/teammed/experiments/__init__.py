@@ -28,7 +28,7 @@ from teammed.events import Progress
 from teammed.experiments.optimize import CompileResult, SearchResult, compile_program, search
 from teammed.experiments.plan import Plan, plan
 from teammed.experiments.report import Report, report
-from teammed.experiments.run import AskResult, RunCellResult, RunResult, ask, run
+from teammed.experiments.run import AskResult, RunCellResult, RunResult, RunSummary, ask, run
 from teammed.experiments.specs import (
     AskSpec,
     BackendSpec,
@@ -47,6 +47,6 @@ __all__ = [
     "ask", "run", "report", "compile_program", "search", "tune", "reproduce", "plan", "Plan",
     "AskSpec", "RunSpec", "ReportSpec", "CompileSpec", "SearchSpec", "TuneSpec", "ReproduceSpec",
     "DataSpec", "TeamSpec", "BackendSpec",
-    "AskResult", "RunResult", "RunCellResult", "Report", "CompileResult", "SearchResult", "TuneResult",
+    "AskResult", "RunResult", "RunCellResult", "RunSummary", "Report", "CompileResult", "SearchResult", "TuneResult",
     "ReproduceResult", "Progress",
 ]

@@ -19,9 +19,49 @@ if TYPE_CHECKING:
     from teammed.run_plan import RunCell
     from teammed.types import Question
 
-__all__ = ["run", "ask", "RunResult", "RunCellResult", "AskResult"]
+__all__ = ["run", "ask", "RunResult", "RunCellResult", "RunSummary", "AskResult"]
 
 ProgressCallback = Callable[[Progress], None] | None
+
+
+class RunSummary(BaseModel):
+    """A cell's ``summary.json``, typed: counts, accuracy, billable spend per question and in all (``spent_*``:
+    what this session paid), repairs and fallbacks; the identity fields and the metrics (``metrics``:
+    calibration, confusion, ...) as written. Keys a newer teammed writes are kept. ``summary["key"]`` reads
+    a field too."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    n: int
+    n_failed: int
+    n_unlabeled: int
+    n_labeled: int
+    accuracy: float | None
+    majority_baseline: dict[str, Any]
+    answer_spread: dict[str, Any]
+    calls: int
+    calls_per_question: float
+    prompt_tokens: int
+    prompt_tokens_per_question: float
+    completion_tokens_per_question: float
+    cost_usd_per_question: float
+    latency_s_per_question: float
+    spent_prompt_tokens_per_question: float | None = None
+    spent_completion_tokens_per_question: float | None = None
+    cache_hits: int = 0
+    parse_failures: int = 0
+    repaired: int = 0
+    ranking_repairs: int = 0
+    fallbacks: int = 0
+    complete: bool = True
+    label: str
+    seed: int
+    system: str
+    model: str | None = None
+    metrics: dict[str, Any] = {}
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
 
 
 class RunCellResult(BaseModel):
@@ -32,11 +72,11 @@ class RunCellResult(BaseModel):
     label: str
     seed: int
     out: Path
-    summary: dict[str, Any]
+    summary: RunSummary
 
     @property
     def accuracy(self) -> float | None:
-        return self.summary["accuracy"]
+        return self.summary.accuracy
 
     @property
     def results_path(self) -> Path:
@@ -51,8 +91,8 @@ class RunCellResult(BaseModel):
     def text(self) -> str:
         """What ``teammed run`` prints for this cell."""
         s = self.summary
-        accuracy = "n/a (no labeled questions)" if s["accuracy"] is None else f"{s['accuracy']:.1%}"
-        baseline = s["majority_baseline"]
+        accuracy = "n/a (no labeled questions)" if s.accuracy is None else f"{s.accuracy:.1%}"
+        baseline = s.majority_baseline
         majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
         return (f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
                 f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
@@ -64,7 +104,7 @@ class RunCellResult(BaseModel):
                 f"  results: {self.results_path}\n  summary: {self.out / 'summary.json'}")
 
     def warning(self) -> str | None:
-        spread = self.summary["answer_spread"]
+        spread = self.summary.answer_spread
         if spread["constant"]:
             return (f"warning: answered {spread['top']} to {spread['share']:.0%} of {spread['n_answered']} "
                     f"questions: a constant predictor")
@@ -91,8 +131,8 @@ class RunResult(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """``run --json``: every cell's label, seed, directory and summary."""
-        return {"cells": [{"label": c.label, "seed": c.seed, "out": str(c.out), "summary": c.summary}
-                          for c in self.cells]}
+        return {"cells": [{"label": c.label, "seed": c.seed, "out": str(c.out),
+                           "summary": c.summary.model_dump(mode="json")} for c in self.cells]}
 
     def to_pandas(self) -> Any:
         """The rows as a pandas DataFrame, one row per question and cell (pandas is not a dependency:
@@ -295,7 +335,8 @@ def run(spec: RunSpec, *, progress: ProgressCallback = None) -> RunResult:
             for cell in cells:
                 summary = _run_cell(spec, cell, choice=choice, program=program, deployments=deployments,
                                     in_flight=in_flight)
-                results.append(RunCellResult(label=cell.label, seed=cell.seed, out=cell.out, summary=summary))
+                results.append(RunCellResult(label=cell.label, seed=cell.seed, out=cell.out,
+                                             summary=RunSummary.model_validate(summary)))
     return RunResult(cells=tuple(results))
 
 
