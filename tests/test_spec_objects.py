@@ -37,6 +37,8 @@ def test_objects_run_as_the_equivalent_strings(tmp_path: Path) -> None:
     assert _rows(by_object) == _rows(by_name) and _rows(by_object)
     assert by_object.cells[0].accuracy == by_name.cells[0].accuracy
     assert by_object.cells[0].label == by_name.cells[0].label == config.label()
+    typed, named = by_object.cells[0].summary, by_name.cells[0].summary
+    assert isinstance(typed, ex.RunSummary) and typed.calls == named.calls > 0 and typed["n"] == typed.n == 12
     program = ex.run(ex.RunSpec(data=QUESTIONS, team=TeamworkProgram(config), backend="scripted",
                                 out=str(tmp_path / "program")))
     assert _rows(program) == _rows(by_name)
