@@ -38,7 +38,7 @@ def test_objects_run_as_the_equivalent_strings(tmp_path: Path) -> None:
     assert by_object.cells[0].accuracy == by_name.cells[0].accuracy
     assert by_object.cells[0].label == by_name.cells[0].label == config.label()
     typed, named = by_object.cells[0].summary, by_name.cells[0].summary
-    assert isinstance(typed, ex.RunSummary) and typed.calls == named.calls > 0 and typed["n"] == typed.n == 12
+    assert isinstance(typed, ex.RunSummary) and typed.calls == named.calls > 0 and typed["n"] == typed.n == named.n > 0
     program = ex.run(ex.RunSpec(data=QUESTIONS, team=TeamworkProgram(config), backend="scripted",
                                 out=str(tmp_path / "program")))
     assert _rows(program) == _rows(by_name)
