@@ -1,13 +1,17 @@
 """litellm, imported on first use and in one place; and the ``teammed`` command's own settings of it.
 
 Importing teammed (or DSPy) does not import litellm, and library code changes none of its settings
-nor the environment. The command line (`for_the_command_line`, from `teammed.cli.main`) asks for
-prices from the installed litellm's packaged map and no banners on stdout.
+nor, after the import, the environment. When teammed is the first to import litellm and the user has
+not set ``LITELLM_LOCAL_MODEL_COST_MAP``, it is set for the import only (litellm reads it there, to
+take its packaged price map instead of fetching one, which stalls and warns offline) and removed
+again. The command line (`for_the_command_line`, from `teammed.cli.main`) keeps it for the process
+and asks for no banners on stdout.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from typing import Any
 
@@ -16,8 +20,22 @@ __all__ = ["litellm", "for_the_command_line"]
 _CLI = threading.Event()
 
 
+_IMPORTING = threading.Lock()
+_PACKAGED_MAP = "LITELLM_LOCAL_MODEL_COST_MAP"
+
+
 def litellm() -> Any:
-    """The litellm module (quiet under the command line)."""
+    """The litellm module (quiet under the command line); its packaged price map unless the user chose."""
+    if "litellm" not in sys.modules:
+        with _IMPORTING:
+            chose = _PACKAGED_MAP in os.environ
+            if not chose:
+                os.environ[_PACKAGED_MAP] = "True"
+            try:
+                import litellm  # noqa: F401
+            finally:
+                if not chose:
+                    os.environ.pop(_PACKAGED_MAP, None)
     import litellm as module
 
     if _CLI.is_set():
