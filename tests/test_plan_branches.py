@@ -37,7 +37,8 @@ def test_a_routed_system_is_priced_over_its_paths(system: str) -> None:
     assert part.low is not None and part.high is not None and part.expected is not None
     assert part.branches and part.low[0] < part.high[0]
     assert part.low[1] <= part.expected[1] <= part.high[1]
-    assert "the figure takes each choice's first option" in _plan(system).text()
+    assert "expected with each option of each choice equally likely" in _plan(system).text()
+    assert "range, assuming nothing of the model" in _plan(system).text()
 
 
 def test_a_system_with_one_path_says_so() -> None:
@@ -55,4 +56,70 @@ def test_what_a_server_answering_the_dearest_way_bills_lies_in_the_range(system:
         billed = len(server.requests)
     assert part.low is not None and part.high is not None
     assert part.low[0] <= billed <= part.high[0], (part.low, part.high, billed)
-    assert billed > part.calls  # the figure alone (each choice's first option) would have been too low
+    assert part.low[0] < part.calls  # the figure is the expectation, not the cheapest path
+
+
+def _server_answering(body: dict[str, Any]) -> Any:
+    """Every request answered with a schema-valid JSON of ten-word texts, its choices drawn by the request."""
+    import random
+
+    from teammed.backends.scripted import schema_example
+    from teammed.estimate import make_choices
+
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or \
+        (body.get("response_format") or {}).get("schema") or {}
+    rng = random.Random(json.dumps(body.get("messages"), sort_keys=True))
+    value = make_choices(schema, schema_example(schema), "uniform", rng)
+    text = json.dumps(value).replace('"noted"', '"' + " ".join(["finding"] * 10) + '"')
+    return 200, {}, completion(text)
+
+
+@pytest.mark.parametrize("system", ["zero_shot", "mdagents"])
+def test_a_pilot_runs_k_questions_for_real_and_prices_from_what_they_measured(system: str, tmp_path, caplog) -> None:
+    """``plan(spec, pilot=K)``: K questions sent and billed (said before they start), each behaviour's
+    measured answer length used, the pilot's cost a line of its own, its answers kept in the response cache."""
+    with FakeOpenAI(lambda n, body: _server_answering(body)) as server:
+        spec = ex.RunSpec(data="demo", n=6, team={"system": system},
+                          backend={"model": "openai/fake", "api_base": server.api_base, "cache_dir": str(tmp_path)})
+        plain = ex.plan(spec)
+        assert len(server.requests) == 0
+        with caplog.at_level("WARNING"):
+            piloted = ex.plan(spec, pilot=2)
+        sent = len(server.requests)
+        assert "are sent to openai/fake for real and billed" in caplog.text
+        assert piloted.pilot is not None and piloted.pilot.questions == 2 and piloted.pilot.calls == sent > 0
+        assert piloted.pilot.cached and "the run reads them instead of paying again" in piloted.text()
+        assert "measured by the pilot" in piloted.text() and "ANSWER_TOKENS), whatever the model" not in piloted.text()
+        assert all(v > 0 for v in piloted.pilot.lengths.values())
+        asked = {json.dumps(r["messages"], sort_keys=True) for r in server.requests}
+        ex.run(spec.model_copy(update={"out": tmp_path / "run"}))
+        again = [r for r in server.requests[sent:] if json.dumps(r["messages"], sort_keys=True) in asked]
+        assert len(server.requests) > sent and again == []  # the pilot's answers are read from the cache
+    [part], [before] = piloted.parts, plain.parts
+    if system == "zero_shot":  # one path: measured lengths, no share
+        assert part.share is None and part.calls == before.calls
+        assert part.completion_tokens != before.completion_tokens
+    else:
+        assert part.share is not None and part.interval is not None
+        assert 0 <= part.share[1] <= part.share[0] <= part.share[2] <= 1
+        assert part.interval[0] <= part.prompt_tokens + part.completion_tokens <= part.interval[1]
+
+
+def test_a_pilot_is_refused_without_a_dry_run_and_below_one_question(capsys) -> None:
+    with pytest.raises(SystemExit, match="2"):
+        main(["run", "--dataset", "demo", "--model", "scripted", "--pilot", "2"])
+    assert "--pilot prices the command before it runs: add --dry-run" in capsys.readouterr().err
+    with pytest.raises(SystemExit, match="2"):
+        main(["run", "--dataset", "demo", "--model", "scripted", "--dry-run", "--pilot", "0"])
+    assert "--pilot takes a number of questions of at least 1 (got 0)" in capsys.readouterr().err
+    with pytest.raises(Exception, match="at least 1 question"):
+        ex.plan(ex.RunSpec(data="demo", n=2, backend="scripted"), pilot=0)
+
+
+def test_share_interval_is_exact_and_clipped() -> None:
+    from teammed.experiments.pilot import share_interval
+
+    mean, low, high = share_interval([100, 100, 100], 100, 200)
+    assert (mean, low) == (0.0, 0.0) and 0.70 < high < 0.71  # Clopper-Pearson 97.5% upper of 0 of 3
+    mean, low, high = share_interval([300, 150], 100, 200)  # clipped to 1 and 0.5
+    assert mean == 0.75 and low > 0 and high == 1.0

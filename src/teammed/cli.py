@@ -132,10 +132,10 @@ def _emit(args: argparse.Namespace, result: Any) -> None:
 
 
 def _dry_run(args: argparse.Namespace) -> int:
-    """``--dry-run``: what the command would spend, and no request sent."""
+    """``--dry-run``: what the command would spend, and no request sent (but the ``--pilot``'s questions)."""
     from teammed.experiments import plan
 
-    _emit(args, plan(spec_of(args)))
+    _emit(args, plan(spec_of(args), pilot=args.pilot))
     return 0
 
 
@@ -385,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[name].add_argument("--dry-run", action="store_true", help="print the calls, prompt and "
                                        "completion tokens and $ the command would spend, estimated from its real "
                                        "prompts; send no request")
+        sub.choices[name].add_argument("--pilot", type=int, metavar="K", help="with --dry-run: first run K questions "
+                                       "of each part for real (billed; their answers stay in the response cache for "
+                                       "the real run) and price the rest from the answer lengths and paths measured")
     for name in ("run", "compile"):
         sub.choices[name].add_argument("--json", action="store_true", help="print the result (with --dry-run: the "
                                        "estimate) as one JSON document on stdout (everything else on stderr)")
@@ -441,7 +444,14 @@ def _closed_pipe(code: int = 141) -> int:
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The parsed command line; --help, --version and a usage error exit here, stdout flushed first."""
     try:
-        return build_parser().parse_args(argv)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "pilot", None) is not None and not args.dry_run:
+            parser.error("--pilot prices the command before it runs: add --dry-run (the pilot's questions are "
+                         "billed, and their answers stay in the response cache for the real run)")
+        if getattr(args, "pilot", None) is not None and args.pilot < 1:
+            parser.error(f"--pilot takes a number of questions of at least 1 (got {args.pilot})")
+        return args
     except SystemExit as exc:  # --help, --version (0) or a usage error (2): printed, maybe into a closed pipe
         try:
             sys.stdout.flush()

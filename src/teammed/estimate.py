@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -160,6 +160,10 @@ _FILLER = ("the findings favour this option over the others given the history ex
 # draw per call (the expected figure when each option is equally likely: no measured shares).
 BRANCH_POLICIES = ("first", "last", "last-yes", "first-no")
 UNIFORM_DRAWS = 3  # seeded draws of the uniform policy: the expectation is their mean, the range includes them
+# A list the schema does not bound (a recruiter's experts) holds its minimum under "first" and "first-no", this
+# many (or its maxItems) under "last" and "last-yes", and a seeded number between under "uniform": a model asked
+# for n specialists gives n, and the systems cap what they use.
+LIST_ITEMS_AT_MOST = 5
 
 
 def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> Any:
@@ -173,6 +177,13 @@ def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> A
         return bool(rng.randrange(2)) if policy == "uniform" else policy not in ("last", "first-no")
     if schema.get("type") == "object" and isinstance(value, dict):
         return {k: make_choices(schema.get("properties", {}).get(k, {}), v, policy, rng) for k, v in value.items()}
+    if schema.get("type") == "array" and isinstance(value, list) and value and "enum" not in schema.get("items", {}):
+        least = len(value)
+        most = max(least, int(schema.get("maxItems", LIST_ITEMS_AT_MOST)))
+        count = {"last": most, "last-yes": most, "uniform": rng.randint(least, most) if policy == "uniform" else 0}
+        items = [make_choices(schema.get("items", {}), json.loads(json.dumps(value[0])), policy, rng)
+                 for _ in range(count.get(policy, least))]
+        return items or value
     return value
 
 
@@ -187,7 +198,7 @@ def _filled(schema: dict[str, Any], words: int, policy: str = "first", rng: Any 
         choices = prop.get("enum") or []
         if choices and all(isinstance(c, int) for c in choices) and isinstance(value, dict):
             value[name] = sorted(choices)[len(choices) // 2]
-    texts = _text_paths(schema)
+    texts = _text_paths(schema, value)
     if not texts:
         return value
     share = max(1, words // len(texts))
@@ -197,14 +208,16 @@ def _filled(schema: dict[str, Any], words: int, policy: str = "first", rng: Any 
     return value
 
 
-def _text_paths(schema: dict[str, Any], path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+def _text_paths(schema: dict[str, Any], value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """The paths of ``value``'s free-text fields (every item of a list)."""
     kind = schema.get("type")
     if kind == "string" and "enum" not in schema:
         return [path]
-    if kind == "object":
-        return [p for k, v in schema.get("properties", {}).items() for p in _text_paths(v, (*path, k))]
-    if kind == "array" and "enum" not in schema.get("items", {}):
-        return _text_paths(schema.get("items", {}), (*path, 0))
+    if kind == "object" and isinstance(value, dict):
+        return [p for k, v in schema.get("properties", {}).items() if k in value
+                for p in _text_paths(v, value[k], (*path, k))]
+    if kind == "array" and "enum" not in schema.get("items", {}) and isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in _text_paths(schema.get("items", {}), item, (*path, i))]
     return []
 
 
@@ -218,25 +231,36 @@ def _set(value: Any, path: tuple[Any, ...], text: str) -> None:
 class _Recorder:
     """Collects each call's messages and signature (from any thread of a deliberation)."""
 
-    def __init__(self, policy: str = "first", seed: int = 0) -> None:
+    def __init__(self, policy: Policy = "first", seed: int = 0, lengths: Lengths = None) -> None:
         import random
 
         self.calls: list[tuple[str, list[dict[str, Any]]]] = []
+        self.choosing: set[str] = set()  # the behaviours whose answers hold a choice (an enum, a yes/no, a list)
         self.lock = threading.Lock()
-        self.policy, self.rng = policy, random.Random(seed)
+        self.policy, self.rng, self.lengths = policy, random.Random(seed), lengths
 
     def __call__(self, call: Any) -> Any:
         with self.lock:
             self.calls.append((call.signature, call.messages))
-            return _filled(call.schema, _answer_words(call.signature), self.policy, self.rng)
+            if _has_choice(call.schema):
+                self.choosing.add(call.signature)
+            words = max(1, int(_answer_tokens(call.signature, self.lengths) * 0.75))  # about 4 tokens to 3 words
+            policy = self.policy if isinstance(self.policy, str) else self.policy.get(call.signature, "first")
+            return _filled(call.schema, words, policy, self.rng)
 
 
-def _answer_tokens(signature: str) -> int:
+Policy = str | Mapping[str, str]  # one of BRANCH_POLICIES (or "uniform") for every call, or one per behaviour
+Lengths = Mapping[str, float] | float | None  # per behaviour (a pilot's means), one length for all, or the table
+
+
+def _answer_tokens(signature: str, lengths: Lengths = None) -> int:
+    """A behaviour's answer length: ``lengths``'s (one number for every behaviour, or a pilot's measured mean
+    when it has one for this behaviour), else the table's."""
+    if isinstance(lengths, int | float):
+        return max(1, round(lengths))
+    if lengths and signature in lengths:
+        return round(lengths[signature])
     return ANSWER_TOKENS.get(signature, DEFAULT_ANSWER_TOKENS)
-
-
-def _answer_words(signature: str) -> int:
-    return max(1, int(_answer_tokens(signature) * 0.75))  # about 4 tokens to 3 English words
 
 
 def _dialect(model: str, api_base: str | None) -> str:
@@ -246,11 +270,12 @@ def _dialect(model: str, api_base: str | None) -> str:
 
 
 def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
-                     api_base: str | None = None, max_tokens: int = 512, policy: str = "first",
-                     seed: int = 0) -> CostEstimate:
+                     api_base: str | None = None, max_tokens: int = 512, policy: Policy = "first",
+                     seed: int = 0, lengths: Lengths = None) -> CostEstimate:
     """The calls, billable tokens and dollars of ``program_factory()`` on ``questions`` for ``model``, the
-    model's choices made by ``policy`` (`BRANCH_POLICIES`, or "uniform"); no request is sent. A question
-    whose deliberation fails against the stand-in is refused (a bug)."""
+    model's choices made by ``policy`` (`BRANCH_POLICIES`, or "uniform"), each answer as long as ``lengths``
+    says for its behaviour (a pilot's measured means) or else `ANSWER_TOKENS`; no request is sent. A
+    question whose deliberation fails against the stand-in is refused (a bug)."""
     import dspy
 
     from teammed.adapter import SchemaAdapter
@@ -258,7 +283,7 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
 
     if not questions:
         raise ConfigError("nothing to estimate: no questions")
-    recorder = _Recorder(policy, seed)
+    recorder = _Recorder(policy, seed, lengths)
     lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
     lm.structured_output = _dialect(model, api_base)
     for question in questions:
@@ -276,7 +301,7 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
         if key not in seen:
             seen[key] = count(messages)
         prompt += seen[key]
-        completion += min(max_tokens, _answer_tokens(signature))
+        completion += min(max_tokens, _answer_tokens(signature, lengths))
     price, why = prices_for(model, api_base)
     usd = None if price is None else prompt * price[0] + completion * price[1]
     return CostEstimate(calls=len(recorder.calls), prompt_tokens=prompt, completion_tokens=completion, usd=usd,
@@ -284,35 +309,111 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
 
 
 class BranchRange(BaseModel):
-    """Per question: the cheapest and the dearest of the `BRANCH_POLICIES` tried, and the expectation when
-    each option of each choice is equally likely (``uniform``), on ``sample`` questions."""
+    """Per question, (calls, billable tokens): the cheapest and the dearest the program can cost, and the
+    expectation when each option of each choice is equally likely (``uniform``), on ``sample`` questions.
+
+    ``paths``: whether the model's answers change what is called (`BRANCH_POLICIES` differ). With measured
+    answer lengths (a pilot's), ``low`` and ``high`` are the cheapest and the dearest policy at those
+    lengths. Without, nothing is assumed of the model's verbosity: ``low`` is the cheapest policy with
+    one-word answers, ``high`` the dearest with every answer at ``max_tokens``."""
 
     model_config = ConfigDict(frozen=True)
 
-    low: tuple[float, float]  # (calls, billable tokens) per question
+    low: tuple[float, float]
     high: tuple[float, float]
     expected: tuple[float, float]
     sample: int
-
-    @property
-    def branches(self) -> bool:
-        """Whether the answers change what is called (not only a few words of a prompt)."""
-        return self.low[0] != self.high[0] or self.high[1] > 1.02 * self.low[1]
+    paths: bool
+    measured: bool  # the lengths were measured (a pilot); False: the range assumes nothing of them
 
 
 def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
-                 api_base: str | None = None, max_tokens: int = 512, sample: int = 5) -> BranchRange:
+                 api_base: str | None = None, max_tokens: int = 512, sample: int = 5,
+                 lengths: Mapping[str, float] | None = None) -> BranchRange:
     """`BranchRange` of ``program_factory()`` on the first ``sample`` of ``questions`` (each policy runs the
-    program on them once more against the stand-in)."""
+    program on them once more against the stand-in; without ``lengths``, two runs more at the extremes)."""
     chosen = list(questions)[:sample]
 
-    def per_question(policy: str, seed: int = 0) -> tuple[float, float]:
+    def per_question(policy: Policy, seed: int = 0, at: Lengths = lengths) -> tuple[float, float]:
         found = estimate_program(program_factory, chosen, model=model, api_base=api_base, max_tokens=max_tokens,
-                                 policy=policy, seed=seed)
+                                 policy=policy, seed=seed, lengths=at)
         return found.calls / len(chosen), (found.prompt_tokens + found.completion_tokens) / len(chosen)
 
     draws = [per_question("uniform", seed) for seed in range(UNIFORM_DRAWS)]
-    seen = [per_question(policy) for policy in BRANCH_POLICIES] + draws
+    by_policy = {policy: per_question(policy) for policy in BRANCH_POLICIES}
+    cheap = _mixed(per_question, by_policy, behaviours(program_factory, chosen, model=model, api_base=api_base),
+                   dearer=False)
+    dear = _mixed(per_question, by_policy, behaviours(program_factory, chosen, model=model, api_base=api_base),
+                  dearer=True)
+    by_policy.update({"mixed-cheapest": cheap[1], "mixed-dearest": dear[1]})
+    seen = [*by_policy.values(), *draws]
     expected = (sum(d[0] for d in draws) / len(draws), sum(d[1] for d in draws) / len(draws))
-    return BranchRange(low=min(seen, key=lambda c: (c[1], c[0])), high=max(seen, key=lambda c: (c[1], c[0])),
-                       expected=expected, sample=len(chosen))
+    low, high = min(seen, key=lambda c: (c[1], c[0])), max(seen, key=lambda c: (c[1], c[0]))
+    paths = low[0] != high[0] or high[1] > 1.02 * low[1]
+    if lengths is None:  # the model's verbosity unknown: the cheapest path in one word, the dearest at the cap
+        low = min(low, per_question(cheap[0], at=1.0), key=lambda c: c[1])
+        high = max(high, per_question(dear[0], at=float(max_tokens)), key=lambda c: c[1])
+    return BranchRange(low=low, high=high, expected=expected, sample=len(chosen), paths=paths,
+                       measured=lengths is not None)
+
+
+def behaviours(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
+               api_base: str | None = None) -> list[str]:
+    """The behaviours ``program_factory()`` calls on ``questions`` under any of `BRANCH_POLICIES` whose answers
+    hold a choice, in the order first called."""
+    seen: dict[str, None] = {}
+    for policy in BRANCH_POLICIES:
+        recorder = _record(program_factory, questions, model=model, api_base=api_base, policy=policy)
+        seen.update(dict.fromkeys(s for s, _ in recorder.calls if s in recorder.choosing))
+    return list(seen)
+
+
+def _has_choice(schema: dict[str, Any]) -> bool:
+    """Whether a policy can change an answer of ``schema``: a text enum, a yes/no or a list of free items."""
+    kind = schema.get("type")
+    if "enum" in schema:
+        return kind != "integer" and not all(isinstance(c, int) for c in schema["enum"])
+    if kind == "boolean":
+        return True
+    if kind == "object":
+        return any(_has_choice(v) for v in schema.get("properties", {}).values())
+    return kind == "array" and "enum" not in schema.get("items", {})
+
+
+def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
+            api_base: str | None, policy: Policy) -> _Recorder:
+    import dspy
+
+    from teammed.adapter import SchemaAdapter
+    from teammed.backends.scripted import ScriptedLM
+
+    recorder = _Recorder(policy)
+    lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
+    lm.structured_output = _dialect(model, api_base)
+    for question in questions:
+        with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]):
+            program_factory()(question=question.question, options=dict(question.options), context=question.context)
+    return recorder
+
+
+def _mixed(cost: Callable[..., tuple[float, float]], by_policy: Mapping[str, tuple[float, float]],
+           names: Sequence[str], *, dearer: bool) -> tuple[Policy, tuple[float, float]]:
+    """The cheapest (or the dearest) assignment of a policy to each behaviour, by one greedy pass from the best
+    single policy: paths that need one behaviour to say yes and another no (a gap found, no consensus yet)."""
+    sign = 1 if dearer else -1
+
+    def key(c: tuple[float, float]) -> tuple[float, float]:
+        return sign * c[1], sign * c[0]
+
+    start = max(by_policy, key=lambda p: key(by_policy[p]))
+    best: dict[str, str] = dict.fromkeys(names, start)
+    best_cost = by_policy[start]
+    for name in names:
+        for policy in BRANCH_POLICIES:
+            if policy == best[name]:
+                continue
+            trial = {**best, name: policy}
+            found = cost(trial)
+            if key(found) > key(best_cost):
+                best, best_cost = trial, found
+    return best, best_cost

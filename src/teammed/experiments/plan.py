@@ -10,6 +10,7 @@ stops) is planned from its settings; each part says how.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import ConfigError
 from teammed.estimate import ANSWER_LENGTHS_SOURCE
+from teammed.experiments.pilot import Pilot
 
 if TYPE_CHECKING:
     from teammed.experiments.specs import BackendSpec, CompileSpec, ReproduceSpec, RunSpec, SearchSpec, TuneSpec
@@ -35,25 +37,39 @@ class PlanPart(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     usd: float | None
-    # where the path depends on the model's answers: (calls, billable tokens) at the cheapest and the dearest
-    # path, and expected with each option of each choice equally likely; None where it was not priced
+    # (calls, billable tokens) of the part at its cheapest and its dearest (`teammed.estimate.BranchRange`: the
+    # paths, and without a pilot every answer length from one word to max_tokens), and expected with each option
+    # of each choice equally likely; None where it was not priced
     low: tuple[int, int] | None = None
     high: tuple[int, int] | None = None
     expected: tuple[int, int] | None = None
+    paths: bool = False  # the model's answers change what is called
+    measured: bool = False  # the answer lengths were measured by a pilot
+    # with a pilot: where its questions lay between the cheapest and the dearest path (0 to 1), and the
+    # billable tokens of the part at the interval's ends (the headline figure is that share's)
+    share: tuple[float, float, float] | None = None
+    interval: tuple[int, int] | None = None
 
     @property
     def branches(self) -> bool:
-        return self.low is not None and self.high is not None and (
-            self.low[0] != self.high[0] or self.high[1] > 1.02 * self.low[1])
+        return self.paths
 
     def branch_text(self) -> str:
         if self.low is None or self.high is None or self.expected is None:
             return ""
-        if not self.branches:
-            return " (one path: the model's answers do not change what is called)"
-        return (f" (the figure takes each choice's first option; paths range {self.low[0]:,}–{self.high[0]:,} calls, "
-                f"{self.low[1]:,}–{self.high[1]:,} tokens; expected with equal shares: {self.expected[0]:,} calls, "
-                f"{self.expected[1]:,} tokens)")
+        span = f"{self.low[0]:,}–{self.high[0]:,} calls, {self.low[1]:,}–{self.high[1]:,} tokens"
+        if self.measured:
+            if not self.paths:
+                return " (one path: the model's answers do not change what is called)"
+            if self.share is None or self.interval is None:
+                return f" (paths range {span})"
+            mean, lower, upper = self.share
+            return (f" (expected at the pilot's share: {mean:.2f} of the way from the cheapest path to the dearest, "
+                    f"95% interval {lower:.2f}–{upper:.2f}: {self.interval[0]:,}–{self.interval[1]:,} tokens; "
+                    f"paths range {span})")
+        figure = ("one path; at the embedded model's answer lengths" if not self.paths else
+                  "expected with each option of each choice equally likely, at the embedded model's answer lengths")
+        return f" ({figure}; range, assuming nothing of the model: {span})"
 
 
 class Plan(BaseModel):
@@ -70,27 +86,35 @@ class Plan(BaseModel):
     tokenizer: str
     parts: tuple[PlanPart, ...]
     notes: tuple[str, ...] = ()
+    pilot: Pilot | None = None  # the questions run for real first (`plan(spec, pilot=K)`), not in the totals
 
     @classmethod
     def of(cls, command: str, parts: Sequence[PlanPart], *, price_note: str | None, tokenizer: str,
-           notes: Sequence[str] = ()) -> Plan:
+           notes: Sequence[str] = (), pilot: Pilot | None = None) -> Plan:
         usd = None if any(p.usd is None for p in parts) else sum(p.usd or 0.0 for p in parts)
         return cls(command=command, calls=sum(p.calls for p in parts),
                    prompt_tokens=sum(p.prompt_tokens for p in parts),
                    completion_tokens=sum(p.completion_tokens for p in parts), usd=usd, price_note=price_note,
-                   tokenizer=tokenizer, parts=tuple(parts), notes=tuple(notes))
+                   tokenizer=tokenizer, parts=tuple(parts), notes=tuple(notes), pilot=pilot)
 
     def text(self) -> str:
         price = f"${self.usd:.4f}" if self.usd is not None else f"no price ({self.price_note})"
+        sent = (f"only the pilot's {self.pilot.questions} questions were sent" if self.pilot is not None
+                else "no request was sent")
         lines = [f"{self.command} would spend about {self.calls:,} calls, {self.prompt_tokens:,} prompt + "
-                 f"{self.completion_tokens:,} completion tokens, {price} (tokens counted with {self.tokenizer}); "
-                 f"no request was sent"]
+                 f"{self.completion_tokens:,} completion tokens (billable), {price} (tokens counted with "
+                 f"{self.tokenizer}); {sent}"]
         lines += [f"  {p.what}: {p.calls:,} calls, {p.prompt_tokens:,}+{p.completion_tokens:,} tokens{p.branch_text()}"
                   for p in self.parts]
         lines += [f"  note: {note}" for note in self.notes]
         if any(p.branches for p in self.parts):
-            lines.append(f"  note: {BRANCH_NOTE}")
-        lines.append(f"  note: {ANSWER_LENGTHS_SOURCE}")
+            lines.append(f"  note: {BRANCH_NOTE if self.pilot is None else PILOT_BRANCH_NOTE}")
+        if self.pilot is not None:
+            lines += [f"  {self.pilot.cost_line()}", f"  note: {self.pilot.lengths_source()}"]
+        else:
+            if any(p.low is not None for p in self.parts):
+                lines.append(f"  note: {RANGE_NOTE}")
+            lines.append(f"  note: {ANSWER_LENGTHS_SOURCE}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -98,80 +122,147 @@ class Plan(BaseModel):
 
 
 BRANCH_NOTE = ("a system whose path depends on the model's answers (a route, a confidence, a yes/no) is priced on "
-               "up to 5 of its questions under each way of answering them (teammed.estimate.BRANCH_POLICIES) for the "
-               "range, and with each option equally likely for the expectation: no measured shares (no pilot yet)")
+               "up to 5 of its questions under each way of answering them (teammed.estimate.BRANCH_POLICIES), and "
+               "with each option equally likely for the expectation: no measured shares; --pilot K measures them")
+RANGE_NOTE = ("each range assumes nothing of the model: from the cheapest path with one-word answers to the dearest "
+              "with every answer at --max-tokens; --pilot K measures the model's lengths and narrows it")
+PILOT_BRANCH_NOTE = ("a system whose path depends on the model's answers is priced between its cheapest and dearest "
+                     "path on the stand-in (answers of the pilot's lengths), at the share of that way the pilot's "
+                     "questions lay (their billable tokens), with an exact 95% interval from so few questions")
 AUTO_TEAM = ("a team of size auto is priced as a team of 3 (the model chooses 2 to 4: the embedded model chose 2, "
              "which billed 31% fewer tokens on base); --n-agents fixes it")
 
 
-def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None) -> PlanPart:
-    """``estimate`` (a `teammed.estimate.CostEstimate`) ``times`` over, with its `BranchRange` scaled to it."""
+def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None,
+          observed: Sequence[int] | None = None) -> PlanPart:
+    """``estimate`` (a `teammed.estimate.CostEstimate`) ``times`` over, with its `BranchRange` scaled to it;
+    with a pilot's ``observed`` billable tokens per question on a system with several paths, the figure
+    is the pilot's share of the way from the cheapest path to the dearest."""
+    from teammed.experiments.pilot import share_interval
+
     n = estimate.questions * times
 
     def scaled(pair: tuple[float, float]) -> tuple[int, int]:
         return round(pair[0] * n), round(pair[1] * n)
 
-    ranges = {} if branch is None else {"low": scaled(branch.low), "high": scaled(branch.high),
-                                        "expected": scaled(branch.expected)}
-    return PlanPart(what=what, calls=round(estimate.calls * times), prompt_tokens=round(estimate.prompt_tokens * times),
+    part = PlanPart(what=what, calls=round(estimate.calls * times), prompt_tokens=round(estimate.prompt_tokens * times),
                     completion_tokens=round(estimate.completion_tokens * times),
-                    usd=None if estimate.usd is None else estimate.usd * times, **ranges)
+                    usd=None if estimate.usd is None else estimate.usd * times,
+                    low=None if branch is None else scaled(branch.low),
+                    high=None if branch is None else scaled(branch.high),
+                    expected=None if branch is None else scaled(branch.expected),
+                    paths=branch is not None and branch.paths, measured=branch is not None and branch.measured)
+    if branch is None or not part.branches:
+        return part
+    if not observed:  # no pilot: the figure is the expectation with each option of each choice equally likely
+        ratio = branch.expected[1] * n / max(1, part.prompt_tokens + part.completion_tokens)
+        return part.model_copy(update={
+            "calls": round(branch.expected[0] * n), "prompt_tokens": round(part.prompt_tokens * ratio),
+            "completion_tokens": round(part.completion_tokens * ratio),
+            "usd": None if part.usd is None else part.usd * ratio})
+    # the stand-in's paths are the policies it tries; a pilot question dearer (or cheaper) than all of them
+    # shows a path they missed, so the range reaches it
+    low_t, high_t = min(branch.low[1], min(observed)), max(branch.high[1], max(observed))
+    share = share_interval(observed, low_t, high_t)
+
+    def at(x: float) -> tuple[float, float]:  # (calls, tokens) per question x of the way from low to high
+        return branch.low[0] + x * (branch.high[0] - branch.low[0]), low_t + x * (high_t - low_t)
+
+    calls, tokens = at(share[0])
+    ratio = tokens * n / max(1, part.prompt_tokens + part.completion_tokens)
+    return part.model_copy(update={
+        "calls": round(calls * n), "prompt_tokens": round(part.prompt_tokens * ratio),
+        "completion_tokens": round(part.completion_tokens * ratio),
+        "usd": None if part.usd is None else part.usd * ratio, "share": share,
+        "low": (part.low[0] if part.low else 0, round(low_t * n)),
+        "high": (part.high[0] if part.high else 0, round(high_t * n)),
+        "expected": (round(calls * n), round(tokens * n)),
+        "interval": (round(at(share[1])[1] * n), round(at(share[2])[1] * n))})
 
 
-def _estimator(backend: BackendSpec, *, branches: bool = False) -> Callable[..., Any]:
-    """``estimate(program_factory, questions)`` for the model ``backend`` calls (the first, for several);
-    with ``branches``, ``(estimate, its BranchRange)``."""
+def _estimator(backend: BackendSpec, *, branches: bool = False, pilot: Pilot | None = None) -> Callable[..., Any]:
+    """``estimate(program_factory, questions)`` for the model ``backend`` calls (the first, for several),
+    answers as long as the ``pilot`` measured them; with ``branches``, ``(estimate, its BranchRange)``."""
     from teammed.estimate import branch_range, estimate_program
     from teammed.experiments._backend import model_specs
 
     model, api_base, params = model_specs(backend)[0]
     max_tokens = int(params.get("max_tokens") or backend.max_tokens)
 
+    lengths = pilot.lengths if pilot is not None else None
+
     def estimate(factory: Callable[[], Any], questions: Sequence[Question]) -> Any:
-        found = estimate_program(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens)
+        found = estimate_program(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens,
+                                 lengths=lengths)
         if not branches:
             return found
-        return found, branch_range(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens)
+        return found, branch_range(factory, list(questions), model=model, api_base=api_base, max_tokens=max_tokens,
+                                   lengths=lengths)
 
     return estimate
 
 
-def plan(spec: Any) -> Plan:
-    """What ``spec``'s command would spend; sends no request and writes nothing."""
+def plan(spec: Any, *, pilot: int | None = None) -> Plan:
+    """What ``spec``'s command would spend; sends no request and writes nothing. With ``pilot=K``, the first
+    K questions of each part are first run for real (billed; their answers kept in the response cache), and
+    the plan is priced from what they measured (`teammed.experiments.pilot`)."""
     from teammed.experiments import specs
 
-    planners: dict[type, Callable[[Any], Plan]] = {specs.RunSpec: _plan_run, specs.CompileSpec: _plan_compile,
+    planners: dict[type, Callable[..., Plan]] = {specs.RunSpec: _plan_run, specs.CompileSpec: _plan_compile,
                                                    specs.SearchSpec: _plan_search, specs.TuneSpec: _plan_tune,
                                                    specs.ReproduceSpec: _plan_reproduce}
     planner = planners.get(type(spec))
     if planner is None:
         raise ConfigError(f"plan() prices run, compile, search, tune and reproduce specs, not {type(spec).__name__}")
-    return planner(spec)
+    if pilot is not None and pilot < 1:
+        raise ConfigError(f"a pilot runs at least 1 question of each part (got pilot={pilot}); leave it out for none")
+    return planner(spec, pilot=pilot)
 
 
-def _finish(command: str, parts: list[PlanPart], estimates: Sequence[Any], notes: Sequence[str] = ()) -> Plan:
+def _finish(command: str, parts: list[PlanPart], estimates: Sequence[Any], notes: Sequence[str] = (),
+            pilot: Pilot | None = None) -> Plan:
     first = estimates[0]
-    return Plan.of(command, parts, price_note=first.price_note, tokenizer=first.tokenizer, notes=notes)
+    return Plan.of(command, parts, price_note=first.price_note, tokenizer=first.tokenizer, notes=notes, pilot=pilot)
+
+
+def _pilot(backend: BackendSpec, parts: Sequence[tuple[str, Callable[[], Any], Sequence[Question]]],
+           k: int | None) -> Pilot | None:
+    """The pilot's measurements of ``parts`` (None without one)."""
+    if k is None:
+        return None
+    from teammed.estimate import prices_for
+    from teammed.experiments._backend import model_specs
+    from teammed.experiments.pilot import run_pilot
+
+    model, api_base, _ = model_specs(backend)[0]
+    return run_pilot(backend, parts, k, price=prices_for(model, api_base)[0])
+
+
+def _dearest(questions: Sequence[Question]) -> list[tuple[str, Callable[[], Any], Sequence[Question]]]:
+    """A pilot's one part where a command prices many configurations: the preset all, which calls every
+    behaviour of the deliberation."""
+    from teammed.config import preset
+    from teammed.programs.teamwork import TeamworkProgram
+
+    return [("all", lambda: TeamworkProgram(preset("all")), questions)]
 
 
 # ---------------------------------------------------------------- run
-def _plan_run(spec: RunSpec) -> Plan:
+def _plan_run(spec: RunSpec, *, pilot: int | None = None) -> Plan:
     from teammed.experiments._team import program_factory
     from teammed.experiments.run import plan_run
     from teammed.run_plan import few_shot_pool
 
     cells, choice, _ = plan_run(spec)
-    estimate = _estimator(spec.backend, branches=True)
-    parts, estimates = [], []
+    work: list[tuple[str, Callable[[], Any], Sequence[Question]]] = []
     for cell in cells:
         pool = few_shot_pool(choice.source, cell.sampled or cell.questions)
         factory = program_factory(spec.team, cell.config, pool=pool, seed=cell.seed,
                                   vision=any(q.image for q in cell.questions))
-        found, branch = estimate(factory, cell.questions)
-        estimates.append(found)
-        parts.append(_part(f"{cell.label} seed {cell.seed}, {len(cell.questions)} questions", found, branch=branch))
+        work.append((f"{cell.label} seed {cell.seed}", factory, cell.questions))
+    parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
     auto = any(cell.config is not None and cell.config.n_agents == "auto" for cell in cells)
-    return _finish("run", parts, estimates, notes=[AUTO_TEAM] if auto else [])
+    return _finish("run", parts, estimates, notes=[AUTO_TEAM] if auto else [], pilot=measured)
 
 
 # ---------------------------------------------------------------- compile
@@ -182,7 +273,7 @@ def _plan_run(spec: RunSpec) -> Plan:
 _PASSES = {"labeled": (0, 0), "bootstrap": (1, 0), "random-search": (4, 7), "mipro": (6, 10), "gepa": (4, 4)}
 
 
-def _plan_compile(spec: CompileSpec) -> Plan:
+def _plan_compile(spec: CompileSpec, *, pilot: int | None = None) -> Plan:
     from teammed.experiments._data import load_for
     from teammed.experiments._team import takes_config, team_config
     from teammed.experiments.optimize import labeled
@@ -192,8 +283,9 @@ def _plan_compile(spec: CompileSpec) -> Plan:
     choice = load_for(spec.data, purpose="tune")
     train, val, test = split_questions(labeled(choice.questions, "compile"), train=spec.train, val=spec.val,
                                        test=spec.test, seed=spec.seed)
-    estimate = _estimator(spec.backend)
     factory = _student(spec, config)
+    measured = _pilot(spec.backend, [("student", factory, train or test)], pilot)
+    estimate = _estimator(spec.backend, pilot=measured)
     parts, estimates = [], []
     if test:
         held_out = estimate(factory, test)
@@ -214,7 +306,7 @@ def _plan_compile(spec: CompileSpec) -> Plan:
         raise ConfigError("nothing to price: give --test or training questions")
     return _finish("compile", parts, estimates, notes=(
         f"the optimizer's passes are an upper bound of teammed's settings for {spec.optimizer}; a bootstrap that "
-        f"finds its demonstrations early stops early",))
+        f"finds its demonstrations early stops early",), pilot=measured)
 
 
 def _student(spec: Any, config: Any) -> Callable[[], Any]:
@@ -228,7 +320,7 @@ def _student(spec: Any, config: Any) -> Callable[[], Any]:
 
 
 # ---------------------------------------------------------------- search
-def _plan_search(spec: SearchSpec) -> Plan:
+def _plan_search(spec: SearchSpec, *, pilot: int | None = None) -> Plan:
     from teammed.config import preset
     from teammed.data import sample_questions
     from teammed.experiments._data import load_for
@@ -237,7 +329,8 @@ def _plan_search(spec: SearchSpec) -> Plan:
 
     choice = load_for(spec.data, purpose="tune")
     questions = sample_questions(labeled(choice.questions, "search"), n=spec.n, seed=spec.seed)
-    estimate = _estimator(spec.backend)
+    measured = _pilot(spec.backend, _dearest(questions), pilot)
+    estimate = _estimator(spec.backend, pilot=measured)
     cheapest = estimate(lambda: TeamworkProgram(preset("base")), questions)
     dearest = estimate(lambda: TeamworkProgram(preset("all")), questions)
     merged = _merged(f"{spec.trials} trials on {len(questions)} questions, at the mean of base and all",
@@ -245,11 +338,11 @@ def _plan_search(spec: SearchSpec) -> Plan:
     notes = [f"a trial costs between base ({cheapest.calls / max(1, len(questions)):.1f} calls a question) and all "
              f"({dearest.calls / max(1, len(questions)):.1f}); pruned trials cost less"]
     if not spec.adaptive:
-        return _finish("search", [merged], [cheapest], notes=notes)
+        return _finish("search", [merged], [cheapest], notes=notes, pilot=measured)
     adaptive = _plan_adaptive(spec, questions, estimate, dearest)
     notes.append("--adaptive: the Special Set priced as the preset all; the chosen policy at most the Special Set "
                  "and one call more")
-    return _finish("search", [merged, *adaptive], [cheapest], notes=notes)
+    return _finish("search", [merged, *adaptive], [cheapest], notes=notes, pilot=measured)
 
 
 def _plan_adaptive(spec: SearchSpec, tuning: list[Any], estimate: Callable[..., Any], team: Any) -> list[PlanPart]:
@@ -278,7 +371,7 @@ def _merged(what: str, *parts: PlanPart) -> PlanPart:
 
 
 # ---------------------------------------------------------------- tune
-def _plan_tune(spec: TuneSpec) -> Plan:
+def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     from teammed.config import preset
     from teammed.experiments.tune import _max_tokens, _settings, prices, tune_questions
     from teammed.optimizers.tune import first_rate, make_plan
@@ -293,7 +386,8 @@ def _plan_tune(spec: TuneSpec) -> Plan:
     rate = first_rate(settings, budget, tune_q, max_tokens=_max_tokens(spec.backend), prices=priced,
                       eval_questions=eval_q, model=model, api_base=spec.backend.api_base)
     tune_plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
-    estimate = _estimator(spec.backend)
+    measured = _pilot(spec.backend, _dearest(tune_q), pilot)
+    estimate = _estimator(spec.backend, pilot=measured)
     sample = tune_q[: max(1, min(len(tune_q), 10))]
     per_call = estimate(lambda: TeamworkProgram(preset("all")), sample)
     calls = tune_plan.budget_calls or tune_plan.minimum
@@ -301,13 +395,13 @@ def _plan_tune(spec: TuneSpec) -> Plan:
     part = _part(f"tune within {spec.budget}: {tune_plan.text()}", per_call, times=scale)
     return _finish("tune", [part], [per_call], notes=(
         "an upper bound: a tune spends at most its budget (tokens per call as in the preset all on the tuning "
-        "questions); racing usually stops earlier",))
+        "questions); racing usually stops earlier",), pilot=measured)
 
 
 # ---------------------------------------------------------------- reproduce
-def _plan_reproduce(spec: ReproduceSpec) -> Plan:
+def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
     if spec.protocol == "medagentsbench":
-        return _plan_medagentsbench(spec)
+        return _plan_medagentsbench(spec, pilot=pilot)
     from teammed.config import preset
     from teammed.data.sampling import sample_questions
     from teammed.data.splits import partition
@@ -315,8 +409,7 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
     from teammed.programs.teamwork import TeamworkProgram
 
     datasets = load_paper_datasets(list(spec.datasets or DATASETS_001), data_dir=spec.data_dir, split=spec.split)
-    estimate = _estimator(spec.backend, branches=True)
-    parts, estimates = [], []
+    work: list[tuple[str, Callable[[], Any], Sequence[Question]]] = []
     for code, questions in datasets.items():
         if isinstance(questions, str):
             continue
@@ -327,21 +420,36 @@ def _plan_reproduce(spec: ReproduceSpec) -> Plan:
                 cell = sample_questions(held_out, n=spec.n or 50, seed=seed)
                 # tuned later: priced as the preset all (the adaptive row: at most that, and one call more)
                 if ROWS_001[row][1] in ("special", "adaptive"):
-                    found, branch = estimate(lambda: TeamworkProgram(preset("all")), cell)
+                    work.append((f"{code} {row} seed {seed}", lambda: TeamworkProgram(preset("all")), cell))
                 else:
-                    found, branch = estimate(lambda row=row, seed=seed, pool=pool: row_program(row, pool, seed), cell)
-                estimates.append(found)
-                parts.append(_part(f"{code} {row} seed {seed}, {len(cell)} questions", found, branch=branch))
+                    work.append((f"{code} {row} seed {seed}", functools.partial(row_program, row, pool, seed), cell))
+    parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     notes = []
     if "TeamMed (tuned)" in (spec.rows or DEFAULT_ROWS_001):
         notes.append(f"each data set's special set is tuned first, within --tune-budget {spec.tune_budget} (not "
                      f"included above; `teammed tune --dry-run` prices one)")
-    return _finish("reproduce", parts, estimates, notes=notes)
+    return _finish("reproduce", parts, estimates, notes=notes, pilot=measured)
 
 
-def _plan_medagentsbench(spec: ReproduceSpec) -> Plan:
+def _priced_cells(backend: BackendSpec, work: Sequence[tuple[str, Callable[[], Any], Sequence[Question]]],
+                  pilot: int | None) -> tuple[list[PlanPart], list[Any], Pilot | None]:
+    """Each ``(name, program factory, questions)`` cell priced with its paths (after a pilot, if asked)."""
+    if not work:
+        return [], [], None
+    measured = _pilot(backend, work, pilot)
+    estimate = _estimator(backend, branches=True, pilot=measured)
+    parts, estimates = [], []
+    for name, factory, questions in work:
+        found, branch = estimate(factory, questions)
+        estimates.append(found)
+        parts.append(_part(f"{name}, {len(questions)} questions", found, branch=branch,
+                           observed=measured.tokens.get(name) if measured else None))
+    return parts, estimates, measured
+
+
+def _plan_medagentsbench(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
     """Each measured row of the medagentsbench table on its data set's questions (the published rows cost nothing)."""
     from teammed.data.sampling import sample_questions
     from teammed.experiments.tune import medagentsbench_inputs
@@ -350,17 +458,14 @@ def _plan_medagentsbench(spec: ReproduceSpec) -> Plan:
     rows = tuple(spec.rows or DEFAULT_ROWS_MAB)
     check_rows(rows)
     datasets, pools, split = medagentsbench_inputs(spec)
-    estimate = _estimator(spec.backend, branches=True)
-    parts, estimates = [], []
+    work: list[tuple[str, Callable[[], Any], Sequence[Question]]] = []
     for name, questions in datasets.items():
         if isinstance(questions, str):
             continue
         table, pool = sample_questions(list(questions), n=spec.n, seed=0), pools.get(name, [])
-        for row in rows:
-            found, branch = estimate(lambda row=row, pool=pool: row_program_mab(row, pool), table)
-            estimates.append(found)
-            parts.append(_part(f"{name} {split} {row}, {len(table)} questions", found, branch=branch))
+        work += [(f"{name} {split} {row}", functools.partial(row_program_mab, row, pool), table) for row in rows]
+    parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
-    return _finish("reproduce", parts, estimates,
+    return _finish("reproduce", parts, estimates, pilot=measured,
                    notes=("the published rows are read from --published and cost nothing",))
