@@ -11,7 +11,9 @@ confidences and yes/no choices vary; tokens counted with tiktoken), for each sys
    response cache, billable as ever).
 
     python benchmarks/pilot_accuracy.py --published ../shared/medagentsbench/output [--n 50] [--pilot 3]
-        [--systems base,all,zero_shot,mdagents,kamac,consultation,adaptive] [--out FILE.json]
+        [--systems base,all,zero_shot,mdagents,kamac,consultation,adaptive] [--out FILE.json] [--model local]
+
+``--model local`` runs the same against the embedded model's server instead (real completions).
 
 Prints (and writes, with --out) one JSON document: per system, billed tokens, the range, whether the
 billed lies in it, the pilot's expected and interval, the expected's ratio to the billed.
@@ -54,17 +56,20 @@ def write_medqa(published: Path, folder: Path) -> Path:
     return folder
 
 
-def spec_for(system: str, data: Path, *, n: int, api_base: str, cache: Path, out: Path) -> ex.RunSpec:
+def spec_for(system: str, data: Path, *, n: int, api_base: str | None, cache: Path, out: Path,
+             model: str = "openai/gpt-4o-mini") -> ex.RunSpec:
     team: dict[str, Any] = {"preset": system, "n_agents": 3} if system in ("base", "all") else {"system": system}
     if system == "adaptive":
         team.update(preset="all", n_agents=3)
     return ex.RunSpec(data={"dataset": "medqa", "data_dir": str(data), "split": "test_hard"}, team=team, n=n,
-                      backend={"model": "openai/gpt-4o-mini", "api_base": api_base, "cache_dir": str(cache),
-                               "concurrency": 4}, out=str(out))
+                      backend={"model": model, "api_base": api_base, "cache_dir": str(cache),
+                               "concurrency": 1 if model == "local" else 4}, out=str(out))
 
 
-def measure(system: str, data: Path, *, n: int, k: int, api_base: str, work: Path) -> dict[str, Any]:
-    spec = spec_for(system, data, n=n, api_base=api_base, cache=work / "cache", out=work / "runs" / system)
+def measure(system: str, data: Path, *, n: int, k: int, api_base: str | None, work: Path,
+            model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
+    spec = spec_for(system, data, n=n, api_base=api_base, cache=work / "cache", out=work / "runs" / system,
+                    model=model)
     started = time.perf_counter()
     dry = ex.plan(spec)
     dry_s = time.perf_counter() - started
@@ -98,14 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pilot", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--model", default="fake", help="fake (benchmarks/fake_server.py, default) or local (the "
+                        "embedded SmolLM2 model: real completions, one request at a time, 10-30 s a call)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = write_medqa(args.published, work / "data")
-        with Server(latency_s=0.0, log=work / "requests.jsonl") as server:
-            found = [measure(s, data, n=args.n, k=args.pilot, api_base=server.api_base, work=work)
+        if args.model == "local":
+            found = [measure(s, data, n=args.n, k=args.pilot, api_base=None, work=work, model="local")
                      for s in args.systems.split(",")]
-    document = {"n": args.n, "pilot": args.pilot, "server": "benchmarks/fake_server.py", "systems": found}
+        else:
+            with Server(latency_s=0.0, log=work / "requests.jsonl") as server:
+                found = [measure(s, data, n=args.n, k=args.pilot, api_base=server.api_base, work=work)
+                         for s in args.systems.split(",")]
+    server_name = "the embedded model (llama.cpp)" if args.model == "local" else "benchmarks/fake_server.py"
+    document = {"n": args.n, "pilot": args.pilot, "server": server_name, "systems": found}
     text = json.dumps(document, indent=2)
     print(text)
     if args.out:

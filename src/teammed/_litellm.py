@@ -17,11 +17,7 @@ from typing import Any
 
 __all__ = ["litellm", "for_the_command_line"]
 
-_CLI = threading.Event()
-
-
-_IMPORTING = threading.Lock()
-_PACKAGED_MAP = "LITELLM_LOCAL_MODEL_COST_MAP"
+_CLI, _IMPORTING, _PACKAGED_MAP = threading.Event(), threading.Lock(), "LITELLM_LOCAL_MODEL_COST_MAP"
 
 
 def litellm() -> Any:
@@ -29,8 +25,7 @@ def litellm() -> Any:
     if "litellm" not in sys.modules:
         with _IMPORTING:
             chose = _PACKAGED_MAP in os.environ
-            if not chose:
-                os.environ[_PACKAGED_MAP] = "True"
+            os.environ[_PACKAGED_MAP] = os.environ.get(_PACKAGED_MAP, "True")
             try:
                 import litellm  # noqa: F401
             finally:
@@ -48,5 +43,5 @@ def for_the_command_line() -> None:
     litellm's packaged map (``LITELLM_LOCAL_MODEL_COST_MAP=True`` unless the user set it: the same
     prices online and offline, and no fetch at import), and no "Give Feedback"/"Provider List"
     banner on stdout, which carries results, at each error or unknown model litellm meets."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault(_PACKAGED_MAP, "True")
     _CLI.set()
