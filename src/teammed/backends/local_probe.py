@@ -1,10 +1,9 @@
 """Is an ``--api-base`` server llama.cpp's? Then size requests in flight and the timeout to it.
 
-llama.cpp's server answers ``GET /props`` (``total_slots``) and ``GET /slots`` (one entry per
-slot) beside its OpenAI-compatible ``/v1`` routes. A server with N slots computes N requests at
-once; more only queue, and a request that times out keeps its slot busy, so a remote API's
-120 s timeout makes retries queue behind abandoned requests on a busy CPU. One short GET, made
-once when the backend opens; any failure means "not llama.cpp" and changes nothing.
+llama.cpp's server answers ``GET /props`` (``total_slots``) and ``GET /slots`` beside its ``/v1`` routes. N slots
+compute N requests at once; more only queue, and a request that times out keeps its slot busy, so a remote
+API's 120 s timeout makes retries queue behind abandoned requests on a busy CPU. One short GET when the
+backend opens; any failure means "not llama.cpp" and changes nothing.
 """
 
 from __future__ import annotations

@@ -135,8 +135,8 @@ class RunResult(BaseModel):
                            "summary": c.summary.model_dump(mode="json")} for c in self.cells]}
 
     def to_pandas(self) -> Any:
-        """The rows as a pandas DataFrame, one row per question and cell (pandas is not a dependency:
-        ``pip install pandas``). Nested fields (record, transcript, options) stay Python objects."""
+        """The rows as a pandas DataFrame, one row per question and cell (pandas comes with ``datasets``,
+        a dependency). Nested fields (record, transcript, options) stay Python objects."""
         try:
             import pandas as pd
         except ImportError:
