@@ -277,13 +277,21 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
     model's choices made by ``policy`` (`BRANCH_POLICIES`, or "uniform"), each answer as long as ``lengths``
     says for its behaviour (a pilot's measured means) or else `ANSWER_TOKENS`; no request is sent. A
     question whose deliberation fails against the stand-in is refused (a bug)."""
+    if not questions:
+        raise ConfigError("nothing to estimate: no questions")
+    return _costed(_record(program_factory, questions, model=model, api_base=api_base, policy=policy, seed=seed,
+                           lengths=lengths), len(questions), model=model, api_base=api_base, max_tokens=max_tokens,
+                   lengths=lengths)
+
+
+def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
+            api_base: str | None, policy: Policy, seed: int = 0, lengths: Lengths = None) -> _Recorder:
+    """The calls ``program_factory()`` makes on ``questions`` against the stand-in, its answers by ``policy``."""
     import dspy
 
     from teammed.adapter import SchemaAdapter
     from teammed.backends.scripted import ScriptedLM
 
-    if not questions:
-        raise ConfigError("nothing to estimate: no questions")
     recorder = _Recorder(policy, seed, lengths)
     lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
     lm.structured_output = _dialect(model, api_base)
@@ -294,6 +302,13 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
             inputs["image"] = question.image
         with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]):
             program_factory()(**inputs)
+    return recorder
+
+
+def _costed(recorder: _Recorder, questions: int, *, model: str, api_base: str | None, max_tokens: int,
+            lengths: Lengths) -> CostEstimate:
+    """What ``recorder``'s calls on ``questions`` questions bill: prompts by the model's tokenizer, answers by
+    ``lengths`` (capped at ``max_tokens``), dollars by litellm's price list."""
     name, count = tokenizer_for(model)
     seen: dict[str, int] = {}
     prompt = completion = 0
@@ -306,7 +321,7 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
     price, why = prices_for(model, api_base)
     usd = None if price is None else prompt * price[0] + completion * price[1]
     return CostEstimate(calls=len(recorder.calls), prompt_tokens=prompt, completion_tokens=completion, usd=usd,
-                        price_note=why, questions=len(questions), tokenizer=name)
+                        price_note=why, questions=questions, tokenizer=name)
 
 
 class BranchRange(BaseModel):
@@ -334,18 +349,21 @@ def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence
     """`BranchRange` of ``program_factory()`` on the first ``sample`` of ``questions`` (each policy runs the
     program on them once more against the stand-in; without ``lengths``, two runs more at the extremes)."""
     chosen = list(questions)[:sample]
+    choosing: dict[str, None] = {}  # the behaviours whose answers hold a choice, in the order first called
 
     def per_question(policy: Policy, seed: int = 0, at: Lengths = lengths) -> tuple[float, float]:
-        found = estimate_program(program_factory, chosen, model=model, api_base=api_base, max_tokens=max_tokens,
-                                 policy=policy, seed=seed, lengths=at)
+        recorder = _record(program_factory, chosen, model=model, api_base=api_base, policy=policy, seed=seed,
+                           lengths=at)
+        choosing.update(dict.fromkeys(s for s, _ in recorder.calls if s in recorder.choosing))
+        found = _costed(recorder, len(chosen), model=model, api_base=api_base, max_tokens=max_tokens, lengths=at)
         return found.calls / len(chosen), (found.prompt_tokens + found.completion_tokens) / len(chosen)
 
     draws = [per_question("uniform", seed) for seed in range(UNIFORM_DRAWS)]
+    choosing.clear()  # the single policies' behaviours, as the greedy pass below walks them
     by_policy = {policy: per_question(policy) for policy in BRANCH_POLICIES}
-    cheap = _mixed(per_question, by_policy, behaviours(program_factory, chosen, model=model, api_base=api_base),
-                   dearer=False)
-    dear = _mixed(per_question, by_policy, behaviours(program_factory, chosen, model=model, api_base=api_base),
-                  dearer=True)
+    names = list(choosing)
+    cheap = _mixed(per_question, by_policy, names, dearer=False)
+    dear = _mixed(per_question, by_policy, names, dearer=True)
     by_policy.update({"mixed-cheapest": cheap[1], "mixed-dearest": dear[1]})
     seen = [*by_policy.values(), *draws]
     expected = (sum(d[0] for d in draws) / len(draws), sum(d[1] for d in draws) / len(draws))
@@ -358,17 +376,6 @@ def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence
                        measured=lengths is not None)
 
 
-def behaviours(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
-               api_base: str | None = None) -> list[str]:
-    """The behaviours ``program_factory()`` calls on ``questions`` under any of `BRANCH_POLICIES` whose answers
-    hold a choice, in the order first called."""
-    seen: dict[str, None] = {}
-    for policy in BRANCH_POLICIES:
-        recorder = _record(program_factory, questions, model=model, api_base=api_base, policy=policy)
-        seen.update(dict.fromkeys(s for s, _ in recorder.calls if s in recorder.choosing))
-    return list(seen)
-
-
 def _has_choice(schema: dict[str, Any]) -> bool:
     """Whether a policy can change an answer of ``schema``: a text enum, a yes/no or a list of free items."""
     kind = schema.get("type")
@@ -379,22 +386,6 @@ def _has_choice(schema: dict[str, Any]) -> bool:
     if kind == "object":
         return any(_has_choice(v) for v in schema.get("properties", {}).values())
     return kind == "array" and "enum" not in schema.get("items", {})
-
-
-def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
-            api_base: str | None, policy: Policy) -> _Recorder:
-    import dspy
-
-    from teammed.adapter import SchemaAdapter
-    from teammed.backends.scripted import ScriptedLM
-
-    recorder = _Recorder(policy)
-    lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
-    lm.structured_output = _dialect(model, api_base)
-    for question in questions:
-        with dspy.context(lm=lm, adapter=SchemaAdapter(), disable_history=True, trace=[]):
-            program_factory()(question=question.question, options=dict(question.options), context=question.context)
-    return recorder
 
 
 def _mixed(cost: Callable[..., tuple[float, float]], by_policy: Mapping[str, tuple[float, float]],
