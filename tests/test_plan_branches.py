@@ -111,7 +111,7 @@ def test_a_pilot_is_refused_without_a_dry_run_and_below_one_question(capsys) -> 
     assert "--pilot prices the command before it runs: add --dry-run" in capsys.readouterr().err
     with pytest.raises(SystemExit, match="2"):
         main(["run", "--dataset", "demo", "--model", "scripted", "--dry-run", "--pilot", "0"])
-    assert "--pilot takes a number of questions of at least 1 (got 0)" in capsys.readouterr().err
+    assert "argument --pilot: must be at least 1 (got 0)" in capsys.readouterr().err
     with pytest.raises(Exception, match="at least 1 question"):
         ex.plan(ex.RunSpec(data="demo", n=2, backend="scripted"), pilot=0)
 

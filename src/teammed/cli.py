@@ -385,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.choices[name].add_argument("--dry-run", action="store_true", help="print the calls, prompt and "
                                        "completion tokens and $ the command would spend, estimated from its real "
                                        "prompts; send no request")
-        sub.choices[name].add_argument("--pilot", type=int, metavar="K", help="with --dry-run: first run K questions "
+        sub.choices[name].add_argument("--pilot", type=positive_int, metavar="K",
+                                       help="with --dry-run: first run K questions "
                                        "of each part for real (billed; their answers stay in the response cache for "
                                        "the real run) and price the rest from the answer lengths and paths measured")
     for name in ("run", "compile"):
@@ -449,8 +450,6 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, "pilot", None) is not None and not args.dry_run:
             parser.error("--pilot prices the command before it runs: add --dry-run (the pilot's questions are "
                          "billed, and their answers stay in the response cache for the real run)")
-        if getattr(args, "pilot", None) is not None and args.pilot < 1:
-            parser.error(f"--pilot takes a number of questions of at least 1 (got {args.pilot})")
         return args
     except SystemExit as exc:  # --help, --version (0) or a usage error (2): printed, maybe into a closed pipe
         try:
