@@ -54,7 +54,7 @@ def test_the_plan_shrinks_stages_before_dropping_the_proof_and_refuses_below_the
 # ---------------------------------------------------------------- tokens= and usd=
 def _rate(settings=SETTINGS, budget=None, *, questions=None, max_tokens=64, prices=None):
     return first_rate(settings, budget or Budget(tokens=1), questions or _world()[0], max_tokens=max_tokens,
-                      prices=prices)
+                      prices=prices, model="simulated")  # the simulated team's, as the tune rates it
 
 
 def test_the_estimated_rate_is_the_dry_run_s_tokens_a_call_and_demos_repeat_prompts_and_answers():
@@ -267,8 +267,9 @@ def test_held_out_questions_longer_than_the_tuning_ones_are_in_the_rate(tmp_path
     tq = simulated_questions(30, seed=3, prefix="t")
     eq = [q.model_copy(update={"question": q.question + " History: " + "the patient reports fatigue. " * 120})
           for q in simulated_questions(5, seed=4, prefix="e")]
-    tuning_only = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None)
-    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq)
+    tuning_only = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, model="simulated")
+    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq,
+                      model="simulated")
     assert rate.longest > 1.5 and rate.tokens > 1.5 * tuning_only.tokens
     free = make_plan(settings, None, n_tune=len(tq), n_eval=len(eq))
     tokens = (free.minimum + free.proof_calls) * rate.tokens
@@ -288,7 +289,8 @@ def test_resuming_with_the_budget_a_stop_names_keeps_stage_ones_compiles(tmp_pat
     settings = TuneSettings(dataset="sim", model="sim", optimizer="bootstrap", batch_size=5, stage1_batches=2,
                             pool_size=3, compile_train=3)
     tq, eq = simulated_questions(30, seed=3, prefix="t"), simulated_questions(5, seed=4, prefix="e")
-    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq)
+    rate = first_rate(settings, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq,
+                      model="simulated")
     tokens = make_plan(settings, None, n_tune=len(tq), n_eval=len(eq)).minimum * rate.tokens
     store = f"sqlite:///{tmp_path / 's.db'}"
 

@@ -6,9 +6,10 @@ structured-output dialect the real backend would be sent: the prompts counted ar
 messages the backend would get. Each call's prompt is tokenized with the model's own tokenizer: the
 GGUF's for the embedded model when llama-cpp-python (the ``local-source`` extra) is installed, else
 litellm's, as for every other model (tiktoken's encodings for OpenAI models, cl100k for an unknown one).
-Each answer is a schema-valid JSON whose text fields are filled to the mean answer length measured
-for that behaviour (`ANSWER_TOKENS`, by ``benchmarks/estimate_accuracy.py``), so later prompts that
-quote earlier answers grow as they would; completion tokens are those lengths, capped at
+Each answer is a schema-valid JSON whose text fields are filled to the answer length of that behaviour
+(a pilot's measurement, else the model family's, `verbosity_for`: the embedded model's measured means,
+`ANSWER_TOKENS`, or a hosted family's published figure), so later prompts that quote earlier answers
+grow as they would; completion tokens are those lengths, capped at
 ``max_tokens``. Dollars come from litellm's price list; teammed's own backends and a self-hosted
 server (``api_base``) have none.
 """
@@ -19,6 +20,7 @@ import functools
 import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
     from teammed.types import Question
 
 __all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for", "BranchRange",
-           "branch_range", "BRANCH_POLICIES", "ANSWER_LENGTHS_SOURCE", "make_choices"]
+           "branch_range", "BRANCH_POLICIES", "make_choices", "Verbosity", "verbosity_for", "PUBLISHED_VERBOSITY",
+           "published_answer_tokens"]
 
 # Mean completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
@@ -57,9 +60,59 @@ ANSWER_TOKENS: dict[str, int] = {
     "WeakestReasoning": 46,
 }
 DEFAULT_ANSWER_TOKENS = 60
-ANSWER_LENGTHS_SOURCE = ("answer lengths: the embedded SmolLM2-135M's measured mean per behaviour "
-                         "(teammed.estimate.ANSWER_TOKENS), whatever the model; a hosted model's differ (gpt-4o "
-                         "billed 2 completion tokens for a zero-shot letter and 478 for a CoT answer on MedQA hard)")
+
+
+@dataclass(frozen=True)
+class Verbosity:
+    """How long a model family's answers are assumed to be when no pilot measured them, and on what basis."""
+
+    family: str
+    lengths: Mapping[str, int] | int  # per behaviour, or one length for every answer
+    source: str
+
+    def text(self) -> str:
+        return f"answer lengths: {self.family}'s, {self.source}; --pilot K measures the model's own"
+
+
+EMBEDDED = "the embedded SmolLM2-135M"
+EMBEDDED_SOURCE = "its measured mean per behaviour (teammed.estimate.ANSWER_TOKENS, benchmarks/estimate_accuracy.py)"
+# The mean completion tokens billed for one chain-of-thought answer (one call a question) on MedQA's hard set
+# (100 questions), from MedAgentsBench's published outputs (<model>-medqa-test_hard-cot.json; computed by
+# `published_answer_tokens`, checked against the files by tests/test_verbosity.py). A hosted model's JSON
+# answer that reasons is taken at that length, whatever the behaviour: the files measure no other.
+PUBLISHED_VERBOSITY: dict[str, Verbosity] = {
+    model: Verbosity(model, tokens, f"every answer at {tokens} tokens, the mean billed for one chain-of-thought "
+                                    f"answer on MedQA hard (MedAgentsBench's published {model}-medqa-test_hard-cot)")
+    for model, tokens in (("gpt-4o-mini", 451), ("gpt-4o", 478))
+}
+
+
+def verbosity_for(model: str) -> Verbosity:
+    """The answer lengths a dry run assumes for ``model`` without a pilot: the embedded model's measured table
+    for teammed's own backends, a published family's figure (`PUBLISHED_VERBOSITY`, the longest name that
+    begins the model's), else the embedded model's table as a stated default."""
+    kind = model.split(":")[0]
+    name = model.rsplit("/", 1)[-1].lower()
+    if kind in _OWN or "smollm" in name:
+        return Verbosity(EMBEDDED, ANSWER_TOKENS, EMBEDDED_SOURCE)
+    for family in sorted(PUBLISHED_VERBOSITY, key=len, reverse=True):
+        if name.startswith(family):
+            return PUBLISHED_VERBOSITY[family]
+    return Verbosity(EMBEDDED, ANSWER_TOKENS, f"{EMBEDDED_SOURCE}, a stated default: no published lengths for {model}")
+
+
+def published_answer_tokens(root: Any, model: str) -> float:
+    """The mean billed completion tokens of ``model``'s chain-of-thought answers on MedQA hard, from MedAgentsBench's
+    published outputs under ``root`` (where `PUBLISHED_VERBOSITY` comes from)."""
+    from teammed.data.published import published_files, read_published
+
+    run = read_published(published_files(root, dataset="medqa", model=model, split="test_hard", method="cot")[0])
+    tokens = [r.completion_tokens for r in run.rows if r.completion_tokens is not None]
+    if not tokens:
+        raise ConfigError(f"{run.path} reports no completion tokens")
+    return sum(tokens) / len(tokens)
+
+
 _OWN = ("local", "scripted", "simulated")
 
 
@@ -75,13 +128,14 @@ class CostEstimate(BaseModel):
     price_note: str | None
     questions: int
     tokenizer: str
+    lengths: str = ""  # where the answer lengths came from (`Verbosity.text`; "" when a caller gave them)
 
     def __add__(self, other: CostEstimate) -> CostEstimate:
         usd = None if self.usd is None or other.usd is None else self.usd + other.usd
         return CostEstimate(calls=self.calls + other.calls, prompt_tokens=self.prompt_tokens + other.prompt_tokens,
                             completion_tokens=self.completion_tokens + other.completion_tokens, usd=usd,
                             price_note=self.price_note or other.price_note, questions=self.questions + other.questions,
-                            tokenizer=self.tokenizer)
+                            tokenizer=self.tokenizer, lengths=self.lengths)
 
 
 def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | None, str | None]:
@@ -264,6 +318,16 @@ def _answer_tokens(signature: str, lengths: Lengths = None) -> int:
     return ANSWER_TOKENS.get(signature, DEFAULT_ANSWER_TOKENS)
 
 
+def _resolved(lengths: Lengths, model: str) -> Lengths:
+    """``lengths`` where they name a behaviour (a pilot's), else the model family's (`verbosity_for`)."""
+    table = verbosity_for(model).lengths
+    if lengths is None:
+        return table
+    if isinstance(lengths, Mapping):
+        return {**(table if isinstance(table, Mapping) else dict.fromkeys(ANSWER_TOKENS, table)), **lengths}
+    return lengths
+
+
 def _dialect(model: str, api_base: str | None) -> str:
     from teammed.backends.dialects import default_dialect
 
@@ -275,13 +339,16 @@ def estimate_program(program_factory: Callable[[], dspy.Module], questions: Sequ
                      seed: int = 0, lengths: Lengths = None) -> CostEstimate:
     """The calls, billable tokens and dollars of ``program_factory()`` on ``questions`` for ``model``, the
     model's choices made by ``policy`` (`BRANCH_POLICIES`, or "uniform"), each answer as long as ``lengths``
-    says for its behaviour (a pilot's measured means) or else `ANSWER_TOKENS`; no request is sent. A
+    says for its behaviour (a pilot's measured means) or else the model family's (`verbosity_for`); no request
+    is sent. A
     question whose deliberation fails against the stand-in is refused (a bug)."""
     if not questions:
         raise ConfigError("nothing to estimate: no questions")
-    return _costed(_record(program_factory, questions, model=model, api_base=api_base, policy=policy, seed=seed,
-                           lengths=lengths), len(questions), model=model, api_base=api_base, max_tokens=max_tokens,
-                   lengths=lengths)
+    at = _resolved(lengths, model)
+    found = _costed(_record(program_factory, questions, model=model, api_base=api_base, policy=policy, seed=seed,
+                            lengths=at), len(questions), model=model, api_base=api_base, max_tokens=max_tokens,
+                    lengths=at)
+    return found.model_copy(update={"lengths": verbosity_for(model).text() if lengths is None else ""})
 
 
 def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Question], *, model: str,
@@ -349,9 +416,10 @@ def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence
     """`BranchRange` of ``program_factory()`` on the first ``sample`` of ``questions`` (each policy runs the
     program on them once more against the stand-in; without ``lengths``, two runs more at the extremes)."""
     chosen = list(questions)[:sample]
+    assumed = _resolved(lengths, model)
     choosing: dict[str, None] = {}  # the behaviours whose answers hold a choice, in the order first called
 
-    def per_question(policy: Policy, seed: int = 0, at: Lengths = lengths) -> tuple[float, float]:
+    def per_question(policy: Policy, seed: int = 0, at: Lengths = assumed) -> tuple[float, float]:
         recorder = _record(program_factory, chosen, model=model, api_base=api_base, policy=policy, seed=seed,
                            lengths=at)
         choosing.update(dict.fromkeys(s for s, _ in recorder.calls if s in recorder.choosing))

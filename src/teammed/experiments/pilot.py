@@ -1,9 +1,9 @@
 """``--pilot K``: K questions of each part of a command run for real, so that its price rests on the model.
 
-A dry run fills every answer to a table's lengths (the embedded model's) and, where a system's path
-depends on the model's answers, can only bracket it. A pilot sends the first K questions of each part
-(each cell of a run or a reproduction; the dearest configuration of a compile, search or tune) to the
-real backend, and measures:
+A dry run fills every answer to a table's lengths (the model family's, `teammed.estimate.verbosity_for`)
+and, where a system's path depends on the model's answers, can only bracket it. A pilot sends the first
+K questions of each part (each cell of a run or a reproduction; the dearest configuration of a compile,
+search or tune) to the real backend, and measures:
 
 - each behaviour's mean completion tokens (the answer lengths the plan then prices every call with);
 - each part's billable tokens per question, which place it between the cheapest and the dearest
@@ -57,7 +57,7 @@ class Pilot(BaseModel):
         measured = ", ".join(f"{name} {mean:.0f}" for name, mean in sorted(self.lengths.items()))
         return (f"answer lengths: measured by the pilot ({sum(self.behaviour_calls.values())} calls on "
                 f"{self.questions} questions; mean completion tokens {measured}); a behaviour it did not call "
-                f"takes the embedded model's table (teammed.estimate.ANSWER_TOKENS)")
+                f"takes the model family's (teammed.estimate.verbosity_for)")
 
     def cost_line(self) -> str:
         price = "" if self.usd is None else f", ${self.usd:.4f}"

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import ConfigError
-from teammed.estimate import ANSWER_LENGTHS_SOURCE
 from teammed.experiments.pilot import Pilot
 
 if TYPE_CHECKING:
@@ -67,8 +66,8 @@ class PlanPart(BaseModel):
             return (f" (expected at the pilot's share: {mean:.2f} of the way from the cheapest path to the dearest, "
                     f"95% interval {lower:.2f}–{upper:.2f}: {self.interval[0]:,}–{self.interval[1]:,} tokens; "
                     f"paths range {span})")
-        figure = ("one path; at the embedded model's answer lengths" if not self.paths else
-                  "expected with each option of each choice equally likely, at the embedded model's answer lengths")
+        figure = ("one path; at the answer lengths noted below" if not self.paths else
+                  "expected with each option of each choice equally likely, at the answer lengths noted below")
         return f" ({figure}; range, assuming nothing of the model: {span})"
 
 
@@ -84,18 +83,19 @@ class Plan(BaseModel):
     usd: float | None
     price_note: str | None  # why there is no $ (a self-hosted server, the embedded model, an unpriced model)
     tokenizer: str
+    lengths: str = ""  # where the answer lengths came from, without a pilot (`teammed.estimate.Verbosity.text`)
     parts: tuple[PlanPart, ...]
     notes: tuple[str, ...] = ()
     pilot: Pilot | None = None  # the questions run for real first (`plan(spec, pilot=K)`), not in the totals
 
     @classmethod
     def of(cls, command: str, parts: Sequence[PlanPart], *, price_note: str | None, tokenizer: str,
-           notes: Sequence[str] = (), pilot: Pilot | None = None) -> Plan:
+           notes: Sequence[str] = (), pilot: Pilot | None = None, lengths: str = "") -> Plan:
         usd = None if any(p.usd is None for p in parts) else sum(p.usd or 0.0 for p in parts)
         return cls(command=command, calls=sum(p.calls for p in parts),
                    prompt_tokens=sum(p.prompt_tokens for p in parts),
                    completion_tokens=sum(p.completion_tokens for p in parts), usd=usd, price_note=price_note,
-                   tokenizer=tokenizer, parts=tuple(parts), notes=tuple(notes), pilot=pilot)
+                   tokenizer=tokenizer, parts=tuple(parts), notes=tuple(notes), pilot=pilot, lengths=lengths)
 
     def text(self) -> str:
         price = f"${self.usd:.4f}" if self.usd is not None else f"no price ({self.price_note})"
@@ -114,7 +114,7 @@ class Plan(BaseModel):
         else:
             if any(p.low is not None for p in self.parts):
                 lines.append(f"  note: {RANGE_NOTE}")
-            lines.append(f"  note: {ANSWER_LENGTHS_SOURCE}")
+            lines.append(f"  note: {self.lengths}")
         return "\n".join(lines)
 
     def to_json(self) -> dict[str, Any]:
@@ -222,7 +222,8 @@ def plan(spec: Any, *, pilot: int | None = None) -> Plan:
 def _finish(command: str, parts: list[PlanPart], estimates: Sequence[Any], notes: Sequence[str] = (),
             pilot: Pilot | None = None) -> Plan:
     first = estimates[0]
-    return Plan.of(command, parts, price_note=first.price_note, tokenizer=first.tokenizer, notes=notes, pilot=pilot)
+    return Plan.of(command, parts, price_note=first.price_note, tokenizer=first.tokenizer, notes=notes, pilot=pilot,
+                   lengths=first.lengths)
 
 
 def _pilot(backend: BackendSpec, parts: Sequence[tuple[str, Callable[[], Any], Sequence[Question]]],
