@@ -67,7 +67,8 @@ from teammed.optimizers.tune_rate import CallRate, estimate_rate, measured_rate
 from teammed.records import write_atomic
 from teammed.types import Question
 
-__all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disjoint", "FORMAT"]
+__all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disjoint", "FORMAT", "first_rate",
+           "make_plan", "opening_plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,27 @@ def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: in
             raise
         raise BelowMinimum(_short_of(budget, rate, exc.minimum, exc.proof_calls, s) + ". Raise the budget, or use "
                            "a smaller batch size or fewer held-out questions", minimum=exc.minimum,
-                           proof_calls=exc.proof_calls) from None
+                           proof_calls=exc.proof_calls, first_batch=exc.first_batch) from None
+
+
+def opening_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int,
+                 rate: CallRate | None, train: int | None = None) -> TunePlan:
+    """The plan before the first call (`make_plan` at `first_rate`). The estimated rate is a worst case (the
+    longest questions, every predictor with its most demos), so a tokens=/usd= budget below the minimum at it
+    is not refused when it covers stage 1's first batch there: the tune starts at the smallest tune's sizes,
+    the first batch measures the rate, and the re-plan decides (a budget still short stops the tune there,
+    resumable, naming what it needs). A calls= limit below the minimum is refused."""
+    try:
+        return make_plan(s, budget, n_tune=n_tune, n_eval=n_eval, rate=rate, train=train)
+    except BelowMinimum as exc:
+        if rate is None or budget is None or rate.source != "estimated" or (
+                budget.calls is not None and budget.calls < exc.minimum):
+            raise
+        by_rate = calls_equivalent(dataclasses.replace(budget, calls=None), rate) or 0
+        if by_rate < exc.first_batch:
+            raise
+        smallest = make_plan(s, Budget(calls=exc.minimum), n_tune=n_tune, n_eval=n_eval, train=train)
+        return dataclasses.replace(smallest, budget=budget, rate=rate, provisional=True)
 
 
 def _short_of(budget: Budget, rate: CallRate, minimum: int, proof_calls: int, s: TuneSettings) -> str:
@@ -683,14 +704,14 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
     rate = _first_rate(settings, budget, tune_questions, eval_questions, lm=lm, max_tokens=max_tokens,
                        prices=prices, tokenizer_model=tokenizer_model)
-    plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
+    plan = opening_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
     _check_identity(study, study_name, settings, tune_questions, eval_questions)
     queue = WorkQueue(study, budget=budget)
     compiled_on = _stage1_train(queue)
     if compiled_on is not None and compiled_on != plan.compile_train:  # resumed with another budget
-        plan = make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate,
-                         train=compiled_on)
+        plan = opening_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate,
+                            train=compiled_on)
     planned = dataclasses.replace(settings, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
                                   compile_train=plan.compile_train)
 

@@ -42,11 +42,12 @@ _MIN_TRAIN = 2
 
 
 class BelowMinimum(ConfigError):
-    """The budget cannot cover the smallest tune; ``minimum`` and ``proof_calls`` are in calls."""
+    """The budget cannot cover the smallest tune; ``minimum``, ``proof_calls`` and ``first_batch`` (stage 1's
+    first batch and its compiles, what runs before a tokens=/usd= plan is made again) are in calls."""
 
-    def __init__(self, message: str, *, minimum: int, proof_calls: int):
+    def __init__(self, message: str, *, minimum: int, proof_calls: int, first_batch: int = 0):
         super().__init__(message)
-        self.minimum, self.proof_calls = minimum, proof_calls
+        self.minimum, self.proof_calls, self.first_batch = minimum, proof_calls, first_batch
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class TunePlan:
     reserve: int  # kept for the winner's compile and, when planned, the proof
     budget: Budget | None = None
     rate: CallRate | None = None  # tokens and dollars per call, for tokens= and usd= limits
+    # the budget is below the minimum at the estimated rate (a worst case) but covers stage 1's first batch:
+    # the smallest tune's sizes, until the first batch measures the rate and the rest is planned again
+    provisional: bool = False
 
     def fits(self, spent: Mapping[str, float], upper: int) -> bool:
         """Whether ``upper`` more calls leave the reserve within every limit, given what was ``spent``."""
@@ -92,6 +96,12 @@ class TunePlan:
         given = (f"calls={self.budget_calls:,}" if self.rate is None else
                  f"{limits_text(self.budget)} = {self.budget_calls:,} calls at {self.rate.tokens:,.0f} tokens a call "
                  f"({self.rate.source})")
+        if self.provisional:
+            assert self.rate is not None
+            return (f"plan for {limits_text(self.budget)}: below the smallest tune ({self.minimum:,} calls) at "
+                    f"{self.rate.tokens:,.0f} tokens a call ({self.rate.source}, a worst case), so the tune starts at "
+                    f"the smallest tune's sizes; stage 1's first batch measures the rate, and the rest is planned at "
+                    f"it (or the tune stops there, resumable, naming the budget it needs)")
         return (f"plan for {given} (minimum {self.minimum:,} calls): stage 1 on {self.stage1_batches} "
                 f"batch(es), a pool of {self.pool_size}, compile on {self.compile_train} questions, {proof}")
 
@@ -166,7 +176,7 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
                            f"can take (stage 1 on one batch of {batch_size}, a race of two for {min_rounds} rounds, "
                            f"the winner's compile); the held-out proof needs up to {proof_calls:,} more. Raise the "
                            f"budget, or use a smaller batch size or fewer held-out questions", minimum=minimum,
-                           proof_calls=proof_calls)
+                           proof_calls=proof_calls, first_batch=costs.stage1(1, least_train))
     proof = budget_calls >= minimum + proof_calls
     batches, pool, train = _sized(costs, budget_calls - (proof_calls if proof else 0), train=train,
                                   compile_train=compile_train, max_train=max_train, stage1_batches=stage1_batches,

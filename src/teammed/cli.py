@@ -134,8 +134,13 @@ def _emit(args: argparse.Namespace, result: Any) -> None:
 def _dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: what the command would spend, and no request sent (but the ``--pilot``'s questions)."""
     from teammed.experiments import plan
+    from teammed.progress import quiet_libraries
 
-    _emit(args, plan(spec_of(args), pilot=args.pilot))
+    if args.command == "tune" and not args.verbose:  # the offline tune's own notices are not this command's
+        logging.getLogger("teammed.optimizers.tune").setLevel(logging.ERROR)
+    with quiet_libraries():
+        priced = plan(spec_of(args), pilot=args.pilot)
+    _emit(args, priced)
     return 0
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for", "BranchRange",
            "branch_range", "BRANCH_POLICIES", "make_choices", "Verbosity", "verbosity_for", "PUBLISHED_VERBOSITY",
-           "published_answer_tokens"]
+           "published_answer_tokens", "billing_stand_in"]
 
 # Mean completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
@@ -389,6 +389,54 @@ def _costed(recorder: _Recorder, questions: int, *, model: str, api_base: str | 
     usd = None if price is None else prompt * price[0] + completion * price[1]
     return CostEstimate(calls=len(recorder.calls), prompt_tokens=prompt, completion_tokens=completion, usd=usd,
                         price_note=why, questions=questions, tokenizer=name)
+
+
+def billing_stand_in(*, model: str, api_base: str | None, max_tokens: int, lengths: Lengths = None,
+                     seed: int = 0) -> Any:
+    """The stand-in as a backend that bills, for running a whole command offline (``tune --dry-run``): each
+    answer's choices drawn uniformly at random (seeded by the prompt, so a figure never depends on thread
+    order), its text as long as ``lengths`` (or the model family's) says; each call's usage is the prompt
+    counted with the model's tokenizer and the answer's length (at most ``max_tokens``)."""
+    import hashlib
+    import random
+
+    from teammed.backends.scripted import ScriptedLM
+
+    at = _resolved(lengths, model)
+    _, count = tokenizer_for(model)
+
+    def respond(call: Any) -> Any:
+        digest = hashlib.sha256(json.dumps(call.messages, sort_keys=True, default=str).encode()).digest()
+        rng = random.Random(int.from_bytes(digest[:8], "big") ^ seed)
+        return _filled(call.schema, max(1, int(_answer_tokens(call.signature, at) * 0.75)), "uniform", rng)
+
+    class StandIn(ScriptedLM):
+        def __init__(self) -> None:
+            super().__init__(respond, model="estimate", keep_calls=False)
+            self.structured_output = _dialect(model, api_base)
+            self.prompts: dict[str, tuple[int, int]] = {}  # each distinct prompt's (prompt, answer) tokens
+            self.lock = threading.Lock()
+
+        @property
+        def prompt_share(self) -> float:
+            """The prompt's share of the tokens over the distinct prompts (not over the calls, which two
+            threads asking the same prompt at once can make one more: a figure never depends on timing)."""
+            prompt = sum(p for p, _ in self.prompts.values())
+            return prompt / max(1, prompt + sum(a for _, a in self.prompts.values()))
+
+        def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
+            response, info = super().complete(messages, **kwargs)
+            fmt = kwargs.get("response_format") or {}
+            schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema") or {}
+            prompt, answer = count(messages), min(max_tokens, _answer_tokens(schema.get("title", "?"), at))
+            response.usage.prompt_tokens, response.usage.completion_tokens = prompt, answer
+            response.usage.total_tokens = prompt + answer
+            key = hashlib.sha256(json.dumps(messages, sort_keys=True, default=str).encode()).hexdigest()
+            with self.lock:
+                self.prompts[key] = (prompt, answer)
+            return response, info
+
+    return StandIn()
 
 
 class BranchRange(BaseModel):

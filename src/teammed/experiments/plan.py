@@ -373,9 +373,17 @@ def _merged(what: str, *parts: PlanPart) -> PlanPart:
 
 # ---------------------------------------------------------------- tune
 def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
+    """The tune itself, run offline against the billing stand-in (`teammed.estimate.billing_stand_in`): its
+    plan, its re-plan at the rate its first batch measures, its races and whether its proof runs are the real
+    tune's code; the answers are the stand-in's (at random, at the pilot's or the model family's lengths)."""
+    import tempfile
+
     from teammed.config import preset
+    from teammed.estimate import billing_stand_in, prices_for, tokenizer_for, verbosity_for
+    from teammed.experiments._backend import model_specs
     from teammed.experiments.tune import _max_tokens, _settings, prices, tune_questions
-    from teammed.optimizers.tune import first_rate, make_plan
+    from teammed.optimizers.tune import first_rate, opening_plan
+    from teammed.optimizers.tune import tune as run_tune
     from teammed.optimizers.tune_queue import parse_budget
     from teammed.programs.teamwork import TeamworkProgram
 
@@ -383,20 +391,45 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     tune_q, eval_q, choice = tune_questions(spec)
     settings = _settings(spec, choice.name, "")
     priced = prices(spec.backend)[0] if budget.usd is not None else None
-    model = spec.backend.models[0] if spec.backend.models else "gpt-4o"
-    rate = first_rate(settings, budget, tune_q, max_tokens=_max_tokens(spec.backend), prices=priced,
-                      eval_questions=eval_q, model=model, api_base=spec.backend.api_base)
-    tune_plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
+    model, api_base, _ = model_specs(spec.backend)[0]
+    max_tokens = _max_tokens(spec.backend)
+    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=priced, eval_questions=eval_q,
+                      model=model, api_base=api_base)
+    ceiling = opening_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     measured = _pilot(spec.backend, _dearest(tune_q), pilot)
-    estimate = _estimator(spec.backend, pilot=measured)
+    lm = billing_stand_in(model=model, api_base=api_base, max_tokens=max_tokens or spec.backend.max_tokens,
+                          lengths=measured.lengths if measured else None, seed=settings.seed)
+    with tempfile.TemporaryDirectory(prefix="teammed-tune-dry-run-") as scratch:
+        outcome = run_tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm, settings=settings, budget=budget,
+                           storage=None, study_name="dry-run", out_dir=scratch, max_tokens=max_tokens, prices=priced,
+                           tokenizer_model=(model, api_base))
+    report = outcome.report
+    # the report's spent (what the real tune's report says, on the same basis), split as the stand-in billed it
+    spent = report.get("spent") or {}
+    prompt = round(int(spent.get("tokens", 0)) * lm.prompt_share)
+    completion = int(spent.get("tokens", 0)) - prompt
+    price, why = prices_for(model, api_base)
+    usd = None if price is None else prompt * price[0] + completion * price[1]
+    ran = ("stopped at stage " + outcome.stage + " (" + (outcome.message or "budget") + ")" if outcome.status != "done"
+           else "held-out proof " + ("run" if report.get("held_out") is not None else "NOT run"))
+    plans = report.get("plans") or [ceiling.text()]
+    part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {ran}; its last plan: {plans[-1]}",
+                    calls=int(spent.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion, usd=usd)
     sample = tune_q[: max(1, min(len(tune_q), 10))]
-    per_call = estimate(lambda: TeamworkProgram(preset("all")), sample)
-    calls = tune_plan.budget_calls or tune_plan.minimum
-    scale = calls / max(1, per_call.calls)
-    part = _part(f"tune within {spec.budget}: {tune_plan.text()}", per_call, times=scale)
-    return _finish("tune", [part], [per_call], notes=(
-        "an upper bound: a tune spends at most its budget (tokens per call as in the preset all on the tuning "
-        "questions); racing usually stops earlier",), pilot=measured)
+    per_call = _estimator(spec.backend, pilot=measured)(lambda: TeamworkProgram(preset("all")), sample)
+    upper = ceiling.budget_calls or ceiling.minimum
+    tokens_a_call = (per_call.prompt_tokens + per_call.completion_tokens) / max(1, per_call.calls)
+    notes = (f"the plan before the first call: {ceiling.text()}; its ceiling about {upper:,} calls and "
+             f"{round(upper * tokens_a_call):,} tokens (the preset all's tokens a call)",
+             TUNE_NOTE)
+    name, _ = tokenizer_for(model)
+    return Plan.of("tune", [part], price_note=why, tokenizer=name, notes=notes, pilot=measured,
+                   lengths=verbosity_for(model).text())
+
+
+TUNE_NOTE = ("the stand-in answers at random, so no configuration beats another: races run until their rounds or "
+             "the budget end, where a real model's differences may settle them earlier; bootstrap demos come from "
+             "the answers it got right by chance")
 
 
 # ---------------------------------------------------------------- reproduce

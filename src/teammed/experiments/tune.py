@@ -196,15 +196,23 @@ def tune_questions(spec: TuneSpec) -> tuple[list[Question], list[Question], Data
     from teammed.records import dataset_digest
 
     d = spec.data
+    if d.split in ("tune", "eval", "all"):
+        raise ConfigError(f"a tune draws its tuning and its held-out questions from one source split, so "
+                          f"split={d.split!r} (a part) cannot be given; name the source split (e.g. "
+                          f"split='test_hard'), or tune_split= for a separate tuning split")
+    if d.questions is not None and spec.tune_split:
+        raise ConfigError("tune_split= loads a split of a named data set; with questions given, leave it out")
     pinned = {"revision": d.revision} if d.revision else {}
+    held = {"split": d.split, **pinned} if d.split else pinned
     if spec.tune_split:  # the source's own train/dev split for tuning, its default split held out
         tune_pool = load_dataset(d.dataset, data_dir=d.data_dir, split=spec.tune_split, **pinned)
-        eval_pool = load_dataset(d.dataset, data_dir=d.data_dir, **pinned)
+        eval_pool = load_dataset(d.dataset, data_dir=d.data_dir, **held)
         source, split = [*tune_pool, *eval_pool], f"{spec.tune_split}/tune"
     else:
-        source = load_dataset(d.dataset, data_dir=d.data_dir, **pinned)
+        source = list(d.questions) if d.questions is not None else load_dataset(d.dataset, data_dir=d.data_dir,
+                                                                                 **held)
         tune_pool, eval_pool = partition(source, part="tune"), partition(source, part="eval")
-        split = "file/tune"
+        split = f"{d.split or 'file'}/tune"
     seed = _settings(spec, "", "").seed  # the sampling seed is the racing-order seed
     tune_q = sample_questions(tune_pool, n=spec.n_tune, seed=seed)
     eval_q = sample_questions(eval_pool, n=spec.n_eval, seed=seed)
@@ -223,7 +231,7 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
     from teammed.backends.resolve import describe
     from teammed.experiments._backend import open_backends
     from teammed.experiments._data import tuning_record
-    from teammed.optimizers.tune import first_rate, make_plan
+    from teammed.optimizers.tune import first_rate, opening_plan
     from teammed.optimizers.tune import tune as run_tune
     from teammed.optimizers.tune_queue import parse_budget
 
@@ -237,7 +245,7 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
     model, api_base = spec.backend.models[0] if spec.backend.models else "gpt-4o", spec.backend.api_base
     rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=priced, eval_questions=eval_q,
                       model=model, api_base=api_base)
-    plan = make_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
+    plan = opening_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     if say is not None:
         say(f"tune: {plan.text()}")
     with open_backends(spec.backend, command="tune") as opened, \
