@@ -43,7 +43,7 @@ def readme_example(api_base: str) -> dict:
 
     team = TeamworkProgram(preset("leadership"))
     with dspy.context(lm=lm):
-        evaluate = dspy.Evaluate(devset=devset, metric=correct, num_threads=2)
+        evaluate = dspy.Evaluate(devset=devset, metric=correct, num_threads=2, max_errors=1)
         before = evaluate(team)
         compiled = dspy.LabeledFewShot(k=2).compile(team, trainset=trainset)
         after = evaluate(compiled)

@@ -3,8 +3,13 @@ holds exactly the two commands, and the commands it documents exist."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from tests.fake_openai import FakeOpenAI
 from tests.schema_fake import handler
@@ -65,6 +70,73 @@ def test_the_python_example_runs_as_printed(tmp_path, monkeypatch, capsys):
 
     program, config = load_program(tmp_path / "leadership.json", system="teamwork")
     assert isinstance(program, TeamworkProgram) and program.config.leadership
+
+
+def _keyless(url: str) -> str:
+    """The README's own line for a keyless server, with the alias and URL filled in."""
+    (line,) = [x for x in _example("dspy").splitlines() if x.startswith(MODEL_LINE)]
+    said = line.split("# a keyless server: ", 1)[1]
+    return "lm = " + said.replace("<alias>", "fake-model").replace("URL", repr(url))
+
+
+def _run_example(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter, as a user runs it: no OPENAI_API_KEY, DSPy's cache in ``cwd``."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    env.update(DSPY_CACHEDIR=str(cwd / "dspy_cache"), PYTHONPATH=str(README.parent))
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _tracked(out: str) -> tuple[int, ...]:
+    """The example's tracked line: calls, billable prompt tokens, DSPy cache hits."""
+    (found,) = [tuple(map(int, m)) for m in re.findall(r"^[A-C] \w+ (\d+) (\d+) (\d+)$", out, re.M)]
+    return found
+
+
+def test_the_dspy_example_runs_as_printed_against_a_keyless_server(tmp_path):
+    with FakeOpenAI(handler) as server:  # it checks no key
+        code = _example("dspy").replace(MODEL_LINE, _keyless(server.api_base))
+        done = _run_example(code, tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert server.requests
+    calls, tokens, hits = _tracked(done.stdout)
+    assert calls > 0 and (tokens > 0 or hits == calls)  # DSPy's cache on, as printed: devset[0] was asked before
+    assert "before" in done.stdout and "after" in done.stdout and (tmp_path / "leadership.json").is_file()
+
+
+def test_the_dspy_example_raises_when_every_call_fails_instead_of_scoring_zero(tmp_path):
+    from teammed.backends.local import free_port
+
+    code = _example("dspy").replace(MODEL_LINE, _keyless(f"http://127.0.0.1:{free_port()}/v1"))
+    done = _run_example(code, tmp_path)
+    assert done.returncode != 0 and "before" not in done.stdout
+    assert "Execution cancelled due to errors" in done.stderr
+
+
+def test_the_experiments_example_runs_against_a_keyless_server_with_no_key(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    with FakeOpenAI(handler) as server:  # what the README's comment says: api_base=URL, and no key
+        line = f'backend = ex.BackendSpec(model="openai/fake-model", api_base="{server.api_base}", cache=False)'
+        exec(compile(_example("experiments").replace(BACKEND_LINE, line), "README.md", "exec"), {"__name__": "readme"})
+        assert server.requests
+    from teammed.backends.litellm_backend import KEYLESS  # the placeholder an OpenAI client insists on
+
+    assert {h.get("authorization") for h in server.headers} == {f"Bearer {KEYLESS}"}
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:3]] == ["base", "all"]
+
+
+@pytest.mark.local_model
+def test_the_dspy_example_runs_as_printed_on_the_embedded_model(tmp_path):
+    """What the README says to add for the embedded model: its server, and the keyless line at its URL."""
+    body = _example("dspy").replace(MODEL_LINE, _keyless("URL_OF_SERVER")).replace("'URL_OF_SERVER'",
+                                                                                    "server.api_base")
+    code = ("from teammed.backends.local import LocalServer\n"
+            "with LocalServer() as server:\n" + "".join(f"    {x}\n" if x else "\n" for x in body.splitlines()))
+    done = _run_example(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    calls, tokens, hits = _tracked(done.stdout)
+    assert calls > 0 and (tokens > 0 or hits == calls) and (tmp_path / "leadership.json").is_file()
 
 
 def test_quickstart_is_exactly_two_commands():
