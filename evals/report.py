@@ -268,8 +268,8 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
             "at alpha 0.05 (normal approximation of McNemar's test with the observed discordant share).",
         )
     lines += _section("Efficiency (per question)", _tables.efficiency_table(stats),
-                      "Tokens and cost are billable: what the backend charges for these calls, the same whether "
-                      "or not the response cache answered them. *Cached %*: the share of the prompt tokens the "
+                      "Calls, tokens and cost are billable: what the backend charges for these calls, the same "
+                      "whether or not the response cache answered them (a cache hit counts as a call). *Cached %*: the share of the prompt tokens the "
                       "provider reported as read from its prompt cache (cost applies its cached-input price "
                       "where litellm knows one); teammed's own response cache is *Cache hits*. *Spent* "
                       "columns: what this run actually paid (0 for cache hits), where the backend reports it.")

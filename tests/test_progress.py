@@ -104,7 +104,7 @@ def test_plain_lines_when_not_a_terminal(clock):
     tracker.step("question", done=1, total=2, accuracy=1.0, failed=0, calls=5)
     text = stream.getvalue()
     assert "\r" not in text and text.endswith("\n") and text.startswith("base | demo | seed 111\n")
-    assert "1/2" in text and "accuracy 100.0%" in text and "5 calls" in text and "12k tokens" in text
+    assert "1/2" in text and "accuracy 100.0%" in text and "5 billable calls" in text and "12k billable tokens" in text
     assert "ETA" in text and "0 failed" in text
 
 
@@ -128,7 +128,7 @@ def test_heartbeat_lines_inside_a_long_question(clock):
     assert stream.getvalue() == ""
     clock.now += 31
     _call(tracker, 0.1)
-    assert "in: discussion turn" in stream.getvalue() and "2 calls" in stream.getvalue()
+    assert "in: discussion turn" in stream.getvalue() and "2 billable calls" in stream.getvalue()
 
 
 def test_a_pipe_hears_from_a_silent_piece_of_work(monkeypatch):
@@ -144,7 +144,7 @@ def test_a_pipe_hears_from_a_silent_piece_of_work(monkeypatch):
         time.sleep(0.4)
     lines = stream.getvalue().splitlines()
     assert sum("still working" in line for line in lines) >= 2, lines
-    assert "1/5" in lines[-1] and "0 calls of 800" in lines[-1]
+    assert "1/5" in lines[-1] and "0 billable calls of 800" in lines[-1]
 
 
 def test_formats():
@@ -172,7 +172,7 @@ def test_call_progress_counts_calls(clock):
     with CallProgress("compile", stream=stream, tty=False, heartbeat_s=0) as bar:
         bar.live.on_lm_end("x", None)
         bar.set_label("compile: after")
-    assert "compile: after" in stream.getvalue() and "1 calls" in stream.getvalue()
+    assert "compile: after" in stream.getvalue() and "1 billable calls" in stream.getvalue()
 
 
 def test_a_library_s_prints_become_lines_and_its_progress_bars_are_dropped():

@@ -21,7 +21,7 @@ def _answers(n: int, body: dict[str, Any]) -> Any:
 
 
 def _last_line(err: str) -> str:
-    return [line for line in err.splitlines() if " calls | " in line][-1]
+    return [line for line in err.splitlines() if " billable calls | " in line][-1]
 
 
 def test_a_rerun_from_the_cache_shows_the_same_billable_calls_and_tokens(tmp_path: Path, capsys) -> None:
@@ -37,5 +37,5 @@ def test_a_rerun_from_the_cache_shows_the_same_billable_calls_and_tokens(tmp_pat
     billable = summary["calls_per_question"] * 3, (summary["prompt_tokens_per_question"]
                                                    + summary["completion_tokens_per_question"]) * 3
     for line in lines:
-        calls, tokens = re.search(r"(\d+) calls \| ([\d.]+k?) tokens", line).groups()  # type: ignore[union-attr]
+        calls, tokens = re.search(r"(\d+) billable calls \| ([\d.]+k?) billable tokens", line).groups()  # type: ignore[union-attr]
         assert (int(calls), tokens) == (round(billable[0]), format_count(billable[1])), line

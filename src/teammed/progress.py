@@ -1,7 +1,7 @@
 """Progress for the CLI: a bar on a terminal, plain lines otherwise.
 
 `EventDisplay` renders the `teammed.events.Progress` events of run, compile, search, tune and
-reproduce the same way: done/total, accuracy where the unit is a question, calls, tokens and $
+reproduce the same way: done/total, accuracy where the unit is a question, billable calls, tokens and $
 so far against the budget, failures, an ETA, and the behaviour running; on a pipe a line per
 finished unit and at least one every 30 s (a hung server too). `CallProgress` shows one
 deliberation (``ask``) phase by phase, through DSPy callbacks, which also name the module running.
@@ -231,7 +231,8 @@ class CallProgress(_Progress):
 
     def status(self) -> str:
         phase = f" | phase: {self.live.phase}" if self.live.phase else ""
-        return (f"{self.label}{phase} | {self.live.calls} calls | {format_count(self.live.tokens)} tokens | "
+        return (f"{self.label}{phase} | {self.live.calls} billable calls | {format_count(self.live.tokens)} billable "
+                f"tokens | "
                 f"{format_duration(self.elapsed())} elapsed")
 
 
@@ -305,10 +306,10 @@ class EventDisplay:
 
 
 def _spending(spent: Any, limits: Any) -> list[str]:
-    """Calls, tokens and dollars spent, each with its limit when the budget has one (dollars only when
-    some were spent or limited)."""
-    parts = [f"{spent.calls} calls" + (f" of {format_count(limits.calls)}" if limits and limits.calls else ""),
-             f"{format_count(spent.tokens)} tokens"
+    """Billable calls, tokens and dollars (cache hits included, each named so), each with its limit when the
+    budget has one (dollars only when some were spent or limited)."""
+    parts = [f"{spent.calls} billable calls" + (f" of {format_count(limits.calls)}" if limits and limits.calls else ""),
+             f"{format_count(spent.tokens)} billable tokens"
              + (f" of {format_count(limits.tokens)}" if limits and limits.tokens else "")]
     if spent.usd is not None and (spent.usd or (limits and limits.usd)):
         parts.append(f"${spent.usd:.4f}" + (f" of ${limits.usd:g}" if limits and limits.usd else ""))

@@ -96,7 +96,7 @@ class RunCellResult(BaseModel):
         majority = f" (majority class {baseline['accuracy']:.1%})" if baseline["accuracy"] is not None else ""
         return (f"\n{s['label']} seed {s['seed']}: accuracy {accuracy}{majority} on {s['n_labeled']} labeled of "
                 f"{s['n']} questions ({s['n_failed']} failed, {s['n_unlabeled']} unlabeled) | "
-                f"{s['calls_per_question']:.1f} calls, "
+                f"{s['calls_per_question']:.1f} billable calls, "
                 f"{s['prompt_tokens_per_question']:.0f}+{s['completion_tokens_per_question']:.0f} billable tokens, "
                 f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
                 f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
