@@ -269,10 +269,11 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
         )
     lines += _section("Efficiency (per question)", _tables.efficiency_table(stats),
                       "Calls, tokens and cost are billable: what the backend charges for these calls, the same "
-                      "whether or not the response cache answered them (a cache hit counts as a call). *Cached %*: the share of the prompt tokens the "
-                      "provider reported as read from its prompt cache (cost applies its cached-input price "
-                      "where litellm knows one); teammed's own response cache is *Cache hits*. *Spent* "
-                      "columns: what this run actually paid (0 for cache hits), where the backend reports it.")
+                      "whether or not the response cache answered them (a cache hit counts as a call). *Cached %*: "
+                      "the share of the prompt tokens the provider reported as read from its prompt cache (cost "
+                      "applies its cached-input price where litellm knows one); teammed's own response cache is "
+                      "*Cache hits*. *Spent* columns: what this run actually paid (0 for cache hits), where the "
+                      "backend reports it.")
     lines += _section(
         "Teamwork and calibration", _tables.teamwork_table(stats),
         "ECE/Brier map confidence High/Medium/Low to 0.9/0.6/0.3. Trust div: mean per-question std of final "
