@@ -170,3 +170,15 @@ def test_the_copied_package_is_the_one_imported(tmp_path):
 
 def test_search_space_describes_every_component():
     assert SearchSpace(base=TeamworkConfig()).describe()["components"] == list(COMPONENTS)
+
+
+def test_the_index_page_lists_every_component_of_the_table():
+    """docs/index.md's table of components is the table's: every component, its first short name and its summary."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "index.md").read_text()
+    rows = [line for line in page.splitlines() if line.startswith("| ") and line.count("|") == 4][1:]
+    assert len(rows) == len(TABLE)
+    for row, component in zip(rows, TABLE, strict=True):
+        _, short, summary = (cell.strip() for cell in row.strip("|").split("|"))
+        assert short == f"`{component.aliases[0]}`", component.name
+        assert summary.startswith(component.summary), component.name
+        assert bool(component.requires) == ("(needs " in summary), component.name
