@@ -79,6 +79,21 @@ def test_first_eta_is_close_with_concurrency(clock):
             assert remaining / 1.5 <= eta <= remaining * 1.5 + 2.0, (elapsed, eta, remaining)
 
 
+def test_a_grid_s_next_cell_starts_with_no_accuracy_and_an_eta_of_its_own(clock):
+    """The second cell of a grid: the first cell's accuracy is not shown as the new one's, and the first cell's
+    calls are not taken for calls in flight (which made its ETA 00:00)."""
+    per_question = expected_calls_per_question(preset("base", n_agents=3), system="teamwork")
+    tracker, _ = _tracker(total=3, unit_calls=per_question)
+    _simulate(tracker, clock, total=3, concurrency=1, calls_each=9, call_s=2.0)
+    tracker.step("begin", "leadership | demo | seed 111", done=0, total=3)
+    event = tracker.event("begin")
+    assert event.accuracy is None and event.failed == 0 and event.spent.calls == 27  # the command's spend
+    for _ in range(3):
+        clock.now += 2.0
+        _call(tracker, 2.0)
+    assert tracker.eta_s() == pytest.approx((3 * 9 - 3) * 2.0, rel=0.2)
+
+
 def test_eta_without_a_formula_comes_from_observed_calls(clock):
     tracker, _ = _tracker(total=4, unit_calls=None)
     assert tracker.eta_s() is None  # nothing known yet: no invented number

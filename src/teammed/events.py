@@ -108,6 +108,7 @@ class Tracker:
         self._units = 0  # units finished in this session
         self._unit_calls_done = 0  # calls of the units finished in this session
         self._prev_calls: int | None = None  # the work's own count of its finished units' calls
+        self._begun_at_calls = 0  # the command's calls when the current group of units began (a grid's cell)
 
     # ------------------------------------------------------------ a teammed.usage.CallListener
     def call_started(self, signature: str) -> None:
@@ -140,8 +141,9 @@ class Tracker:
         with self._lock:
             if label is not None:
                 self._label = label
-            if kind == "begin":
+            if kind == "begin":  # a new group of units (a grid's next cell): nothing of the last one carries over
                 self._units, self._unit_calls_done, self._prev_calls = 0, 0, None
+                self._accuracy, self._failed, self._begun_at_calls = None, 0, self._calls
             if done is not None or total is not None:
                 self._done, self._total = done, total
             if accuracy is not None:
@@ -172,7 +174,7 @@ class Tracker:
             calls, done, total, units = self._calls, self._done, self._total, self._units
             per_unit = self._unit_calls_done / units if units and self._unit_calls_done else self.unit_calls
             if per_unit and total is not None and done is not None:
-                in_flight = max(0, calls - self._unit_calls_done)
+                in_flight = max(0, calls - self._begun_at_calls - self._unit_calls_done)
                 remaining = max(0.0, per_unit * (total - done) - in_flight)
                 workers = max(1, min(self.concurrency, total - done))
             elif self.planned_calls:
