@@ -214,6 +214,7 @@ _FILLER = ("the findings favour this option over the others given the history ex
 # printed), "last" the last value and no, "last-yes" and "first-no" the two mixtures, "uniform" a seeded
 # draw per call (the expected figure when each option is equally likely: no measured shares).
 BRANCH_POLICIES = ("first", "last", "last-yes", "first-no")
+GREEDY_QUESTIONS = 2  # the questions the per-behaviour greedy pass of `branch_range` searches on
 UNIFORM_DRAWS = 3  # seeded draws of the uniform policy: the expectation is their mean, the range includes them
 # A list the schema does not bound (a recruiter's experts) holds its minimum under "first" and "first-no", this
 # many (or its maxItems) under "last" and "last-yes", and a seeded number between under "uniform": a model asked
@@ -373,11 +374,11 @@ def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Ques
 
 
 def _costed(recorder: _Recorder, questions: int, *, model: str, api_base: str | None, max_tokens: int,
-            lengths: Lengths) -> CostEstimate:
+            lengths: Lengths, counted: dict[str, int] | None = None) -> CostEstimate:
     """What ``recorder``'s calls on ``questions`` questions bill: prompts by the model's tokenizer, answers by
     ``lengths`` (capped at ``max_tokens``), dollars by litellm's price list."""
     name, count = tokenizer_for(model)
-    seen: dict[str, int] = {}
+    seen: dict[str, int] = {} if counted is None else counted  # a prompt is counted once
     prompt = completion = 0
     for signature, messages in recorder.calls:
         key = json.dumps(messages, sort_keys=True, default=str)
@@ -466,20 +467,27 @@ def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence
     chosen = list(questions)[:sample]
     assumed = _resolved(lengths, model)
     choosing: dict[str, None] = {}  # the behaviours whose answers hold a choice, in the order first called
+    counted: dict[str, int] = {}  # prompt tokens of each distinct prompt, shared by every run below
 
-    def per_question(policy: Policy, seed: int = 0, at: Lengths = assumed) -> tuple[float, float]:
-        recorder = _record(program_factory, chosen, model=model, api_base=api_base, policy=policy, seed=seed,
+    def per_question(policy: Policy, seed: int = 0, at: Lengths = assumed,
+                     on: Sequence[Question] = chosen) -> tuple[float, float]:
+        recorder = _record(program_factory, on, model=model, api_base=api_base, policy=policy, seed=seed,
                            lengths=at)
         choosing.update(dict.fromkeys(s for s, _ in recorder.calls if s in recorder.choosing))
-        found = _costed(recorder, len(chosen), model=model, api_base=api_base, max_tokens=max_tokens, lengths=at)
-        return found.calls / len(chosen), (found.prompt_tokens + found.completion_tokens) / len(chosen)
+        found = _costed(recorder, len(on), model=model, api_base=api_base, max_tokens=max_tokens, lengths=at,
+                        counted=counted)
+        return found.calls / len(on), (found.prompt_tokens + found.completion_tokens) / len(on)
 
     draws = [per_question("uniform", seed) for seed in range(UNIFORM_DRAWS)]
     choosing.clear()  # the single policies' behaviours, as the greedy pass below walks them
     by_policy = {policy: per_question(policy) for policy in BRANCH_POLICIES}
     names = list(choosing)
-    cheap = _mixed(per_question, by_policy, names, dearer=False)
-    dear = _mixed(per_question, by_policy, names, dearer=True)
+    # the greedy pass searches on the first GREEDY_QUESTIONS questions; what it finds is priced on them all
+    few = chosen[:GREEDY_QUESTIONS]
+    on_few = {policy: per_question(policy, on=few) for policy in BRANCH_POLICIES} if few != chosen else by_policy
+    cheap_policy = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=False)[0]
+    dear_policy = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=True)[0]
+    cheap, dear = (cheap_policy, per_question(cheap_policy)), (dear_policy, per_question(dear_policy))
     by_policy.update({"mixed-cheapest": cheap[1], "mixed-dearest": dear[1]})
     seen = [*by_policy.values(), *draws]
     expected = (sum(d[0] for d in draws) / len(draws), sum(d[1] for d in draws) / len(draws))
