@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict
 from teammed.errors import TeammedError
 
 __all__ = ["PublishedRow", "PublishedRun", "PublishedSummary", "PublishedFormatError", "read_published", "read_all",
-           "published_files", "reference_of", "text_key", "parse_name"]
+           "published_files", "reference_of", "text_key", "parse_name", "cot_answer_tokens"]
 
 _REQUIRED = ("question", "answer_idx", "predicted_answer")
 
@@ -293,3 +293,14 @@ def _parsed(path: Path, data: list[dict[str, Any]], reference: Mapping[str, str]
     return PublishedRun(path=str(path), model=model, dataset=dataset, split=split, method=method, rows=tuple(rows),
                         duplicates=duplicates, renumbered=renumbered, unscored=unscored,
                         tokens_reported=tokens_reported, seconds_reported=any(s is not None for s in seconds))
+
+
+def cot_answer_tokens(root: Path, model: str) -> float:
+    """The mean billed completion tokens of ``model``'s chain-of-thought answers on MedQA's hard set, from the
+    published outputs under ``root``: the hosted families' answer lengths `teammed.estimate.PUBLISHED_VERBOSITY`
+    carries."""
+    run = read_published(published_files(root, dataset="medqa", model=model, split="test_hard", method="cot")[0])
+    tokens = [r.completion_tokens for r in run.rows if r.completion_tokens is not None]
+    if not tokens:
+        raise PublishedFormatError(f"{run.path} reports no completion tokens")
+    return sum(tokens) / len(tokens)

@@ -479,7 +479,7 @@ def test_run_progress_counts_calls_without_dspy_callbacks(tmp_path, capsys, monk
     assert seen and not any(callbacks for callbacks in seen)  # no DSPy callback installed while it ran
     rows = [json.loads(line) for line in (tmp_path / "r" / "results.jsonl").read_text().splitlines()]
     err = capsys.readouterr().err
-    assert f"{sum(r['calls'] for r in rows)} calls" in err  # the live count equals the rows'
+    assert f"{sum(r['calls'] for r in rows)} billable calls" in err  # the live count equals the rows'
 
 
 def test_output_schema_is_cached_but_each_call_gets_its_own_copy():

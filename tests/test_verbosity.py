@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from teammed import experiments as ex
-from teammed.estimate import PUBLISHED_VERBOSITY, estimate_program, published_answer_tokens, verbosity_for
+from teammed.data.published import cot_answer_tokens
+from teammed.estimate import PUBLISHED_VERBOSITY, estimate_program, verbosity_for
 from teammed.programs.teamwork import TeamworkProgram
 
 SAMPLE = Path(os.environ.get("TEAMMED_MEDAGENTSBENCH", Path(__file__).parents[2] / "shared" / "medagentsbench"))
@@ -35,14 +36,14 @@ def test_the_published_figures_are_what_the_reader_computes_from_the_files(tmp_p
              "predicted_answer": "A", "token_usage": str({"prompt_tokens": 300, "completion_tokens": 400 + 20 * i})}
             for i in range(5)]
     (folder / "gpt-4o-medqa-test_hard-cot.json").write_text(json.dumps(rows), encoding="utf-8")
-    assert published_answer_tokens(tmp_path / "output", "gpt-4o") == 440.0
+    assert cot_answer_tokens(tmp_path / "output", "gpt-4o") == 440.0
 
 
 @pytest.mark.skipif(not (SAMPLE / "output").is_dir(), reason="MedAgentsBench's published outputs not here; set "
                     "TEAMMED_MEDAGENTSBENCH to a clone's folder holding output/")
 @pytest.mark.parametrize("model", sorted(PUBLISHED_VERBOSITY))
 def test_the_carried_figures_equal_the_published_files(model):
-    assert PUBLISHED_VERBOSITY[model].lengths == round(published_answer_tokens(SAMPLE / "output", model))
+    assert PUBLISHED_VERBOSITY[model].lengths == round(cot_answer_tokens(SAMPLE / "output", model))
 
 
 def test_a_hosted_model_is_priced_at_its_family_s_length_and_the_dry_run_names_it(capsys):

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CostEstimate", "estimate_program", "prices_for", "ANSWER_TOKENS", "tokenizer_for", "BranchRange",
            "branch_range", "BRANCH_POLICIES", "make_choices", "Verbosity", "verbosity_for", "PUBLISHED_VERBOSITY",
-           "published_answer_tokens", "billing_stand_in"]
+           "billing_stand_in"]
 
 # Mean completion tokens of one answer, per behaviour (signature): the embedded SmolLM2 model on
 # MedQA-length vignettes (benchmarks/estimate_accuracy.py; docs/figures.md, "Estimating a run's
@@ -78,8 +78,8 @@ EMBEDDED = "the embedded SmolLM2-135M"
 EMBEDDED_SOURCE = "its measured mean per behaviour (teammed.estimate.ANSWER_TOKENS, benchmarks/estimate_accuracy.py)"
 # The mean completion tokens billed for one chain-of-thought answer (one call a question) on MedQA's hard set
 # (100 questions), from MedAgentsBench's published outputs (<model>-medqa-test_hard-cot.json; computed by
-# `published_answer_tokens`, checked against the files by tests/test_verbosity.py). A hosted model's JSON
-# answer that reasons is taken at that length, whatever the behaviour: the files measure no other.
+# `teammed.data.published.cot_answer_tokens`, checked against the files by tests/test_verbosity.py). A hosted
+# model's JSON answer that reasons is taken at that length, whatever the behaviour: the files measure no other.
 PUBLISHED_VERBOSITY: dict[str, Verbosity] = {
     model: Verbosity(model, tokens, f"every answer at {tokens} tokens, the mean billed for one chain-of-thought "
                                     f"answer on MedQA hard (MedAgentsBench's published {model}-medqa-test_hard-cot)")
@@ -99,18 +99,6 @@ def verbosity_for(model: str) -> Verbosity:
         if name.startswith(family):
             return PUBLISHED_VERBOSITY[family]
     return Verbosity(EMBEDDED, ANSWER_TOKENS, f"{EMBEDDED_SOURCE}, a stated default: no published lengths for {model}")
-
-
-def published_answer_tokens(root: Any, model: str) -> float:
-    """The mean billed completion tokens of ``model``'s chain-of-thought answers on MedQA hard, from MedAgentsBench's
-    published outputs under ``root`` (where `PUBLISHED_VERBOSITY` comes from)."""
-    from teammed.data.published import published_files, read_published
-
-    run = read_published(published_files(root, dataset="medqa", model=model, split="test_hard", method="cot")[0])
-    tokens = [r.completion_tokens for r in run.rows if r.completion_tokens is not None]
-    if not tokens:
-        raise ConfigError(f"{run.path} reports no completion tokens")
-    return sum(tokens) / len(tokens)
 
 
 _OWN = ("local", "scripted", "simulated")
