@@ -288,13 +288,26 @@ class _Recorder:
             self.calls.append((call.signature, call.messages))
             if _has_choice(call.schema):
                 self.choosing.add(call.signature)
-            words = max(1, int(_answer_tokens(call.signature, self.lengths) * 0.75))  # about 4 tokens to 3 words
+            words = _text_words(call.schema, _answer_tokens(call.signature, self.lengths))
             policy = self.policy if isinstance(self.policy, str) else self.policy.get(call.signature, "first")
             return _filled(call.schema, words, policy, self.rng)
 
 
 Policy = str | Mapping[str, str]  # one of BRANCH_POLICIES (or "uniform") for every call, or one per behaviour
 Lengths = Mapping[str, float] | float | None  # per behaviour (a pilot's means), one length for all, or the table
+
+
+@functools.lru_cache(maxsize=1024)
+def _skeleton_tokens(schema_json: str) -> int:
+    """About how many tokens an answer of this schema takes besides its text: its keys, punctuation and choices
+    (the answer filled with one word a text field; about 4 characters a token)."""
+    return len(json.dumps(_filled(json.loads(schema_json), 1))) // 4
+
+
+def _text_words(schema: dict[str, Any], tokens: int) -> int:
+    """The words of text an answer of ``tokens`` completion tokens holds: what its structure leaves, at about
+    4 tokens to 3 words."""
+    return max(1, int((tokens - _skeleton_tokens(json.dumps(schema, sort_keys=True))) * 0.75))
 
 
 def _answer_tokens(signature: str, lengths: Lengths = None) -> int:
@@ -397,7 +410,7 @@ def billing_stand_in(*, model: str, api_base: str | None, max_tokens: int, lengt
     def respond(call: Any) -> Any:
         digest = hashlib.sha256(json.dumps(call.messages, sort_keys=True, default=str).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ seed)
-        return _filled(call.schema, max(1, int(_answer_tokens(call.signature, at) * 0.75)), "uniform", rng)
+        return _filled(call.schema, _text_words(call.schema, _answer_tokens(call.signature, at)), "uniform", rng)
 
     class StandIn(ScriptedLM):
         def __init__(self) -> None:
