@@ -427,9 +427,9 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
                    lengths=verbosity_for(model).text())
 
 
-TUNE_NOTE = ("the stand-in answers at random, so no configuration beats another: races run until their rounds or "
-             "the budget end, where a real model's differences may settle them earlier; bootstrap demos come from "
-             "the answers it got right by chance")
+TUNE_NOTE = ("the stand-in answers at random, so no configuration is better than another, but chance decides how long "
+             "races run (on the demo set, 852 calls by the simulated team against 1,232 planned): a real model's "
+             "differences may settle them sooner; bootstrap demos come from the answers it got right by chance")
 
 
 # ---------------------------------------------------------------- reproduce
