@@ -235,7 +235,8 @@ def opening_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval:
                  rate: CallRate | None, train: int | None = None) -> TunePlan:
     """The plan before the first call (`make_plan` at `first_rate`). The estimated rate is a worst case (the
     longest questions, every predictor with its most demos), so a tokens=/usd= budget below the minimum at it
-    is not refused when it covers stage 1's first batch there: the tune starts at the smallest tune's sizes,
+    is not refused when stage 1's first batch fits at the cheapest a call can be (`CallRate.cheapest`: no demos,
+    one-token answers): the tune starts at the smallest tune's sizes,
     the first batch measures the rate, and the re-plan decides (a budget still short stops the tune there,
     resumable, naming what it needs). A calls= limit below the minimum is refused."""
     try:
@@ -244,9 +245,12 @@ def opening_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval:
         if rate is None or budget is None or rate.source != "estimated" or (
                 budget.calls is not None and budget.calls < exc.minimum):
             raise
-        by_rate = calls_equivalent(dataclasses.replace(budget, calls=None), rate) or 0
-        if by_rate < exc.first_batch:
-            raise
+        floor = rate.cheapest()
+        if (calls_equivalent(dataclasses.replace(budget, calls=None), floor) or 0) < exc.first_batch:
+            raise BelowMinimum(f"{exc}; even at the cheapest a call can be here ({floor.tokens:,.0f} tokens: no "
+                               f"demos, one-token answers), stage 1's first batch ({exc.first_batch:,} calls) does not "
+                               f"fit", minimum=exc.minimum, proof_calls=exc.proof_calls,
+                               first_batch=exc.first_batch) from None
         smallest = make_plan(s, Budget(calls=exc.minimum), n_tune=n_tune, n_eval=n_eval, train=train)
         return dataclasses.replace(smallest, budget=budget, rate=rate, provisional=True)
 

@@ -19,6 +19,7 @@ output price).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,10 +45,18 @@ class CallRate:
     source: str  # "estimated" (before any call) or "measured" (from finished cells)
     detail: str = ""
     longest: float = 1.0
+    floor: float | None = None  # estimated: the cheapest a call can be there (no demos, one-token answers)
 
     def describe(self) -> dict[str, Any]:
         return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail,
-                "longest": round(self.longest, 4)}
+                "longest": round(self.longest, 4), "floor": self.floor}
+
+    def cheapest(self) -> CallRate:
+        """This rate at its floor (itself when it has none): what no model's calls can undercut."""
+        if self.floor is None:
+            return self
+        share = self.floor / max(self.tokens, 1e-12)
+        return dataclasses.replace(self, tokens=self.floor, usd=None if self.usd is None else self.usd * share)
 
 
 def message_bytes(message: Mapping[str, Any]) -> int:
@@ -90,11 +99,13 @@ def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_to
     worst = max((per_call[q.id] for q in everywhere), key=lambda c: c[0] + c[1])
     worst_tuning = max((per_call[q.id] for q in tuning), key=lambda c: c[0] + c[1])
     usd = worst[0] * prices[0] + worst[1] * prices[1] if prices is not None else None
+    cheapest = max(sum(_mean_call(config, q, max_tokens=1, demos=0, model=model, api_base=api_base, lengths=1.0))
+                   for q in everywhere)
     detail = (f"{len(everywhere)} longest question(s), the widest configuration rendered offline, prompts counted "
               f"with the model's tokenizer, answers at their measured lengths (max_tokens={max_tokens}), "
               f"{demos} demo(s) a predictor")
     return CallRate(math.ceil(sum(worst)), usd, "estimated", detail,
-                    longest=max(1.0, math.ceil(sum(worst)) / math.ceil(sum(worst_tuning))))
+                    longest=max(1.0, math.ceil(sum(worst)) / math.ceil(sum(worst_tuning))), floor=math.floor(cheapest))
 
 
 def _longest(questions: Sequence[Any], n: int) -> list[Any]:
@@ -102,15 +113,16 @@ def _longest(questions: Sequence[Any], n: int) -> list[Any]:
 
 
 def _mean_call(config: Mapping[str, Any], question: Any, *, max_tokens: int, demos: int, model: str,
-               api_base: str | None) -> tuple[float, float]:
-    """(prompt, answer) tokens of ``config``'s mean call on ``question`` (`teammed.estimate`), with ``demos``."""
+               api_base: str | None, lengths: float | None = None) -> tuple[float, float]:
+    """(prompt, answer) tokens of ``config``'s mean call on ``question`` (`teammed.estimate`), with ``demos``, each
+    answer ``lengths`` tokens long (default: the model family's)."""
     from teammed.config import TeamworkConfig
     from teammed.estimate import estimate_program
     from teammed.programs.teamwork import TeamworkProgram
 
     try:
         found = estimate_program(lambda: TeamworkProgram(TeamworkConfig.build(**config)), [question], model=model,
-                                 api_base=api_base, max_tokens=max_tokens)
+                                 api_base=api_base, max_tokens=max_tokens, lengths=lengths)
     except Exception as exc:  # the program failed against the stand-in
         raise ConfigError(f"cannot estimate a call's tokens: the dry run on {question.id} failed ({exc}); give "
                           f"--budget calls=N instead") from None

@@ -40,6 +40,7 @@ def _billing(n, body):
 
 
 def test_a_tokens_budget_short_only_at_the_worst_case_rate_starts_and_one_short_of_the_first_batch_is_refused():
+    """Refused only when stage 1's first batch does not fit even at the cheapest a call can be."""
     tq, eq = simulated_questions(60, seed=3, prefix="t"), simulated_questions(20, seed=3, prefix="e")
     rate = first_rate(SETTINGS, Budget(tokens=1), tq, max_tokens=64, prices=None, eval_questions=eq,
                       model="simulated")
@@ -51,8 +52,11 @@ def test_a_tokens_budget_short_only_at_the_worst_case_rate_starts_and_one_short_
     plan = opening_plan(SETTINGS, between, n_tune=60, n_eval=20, rate=rate)
     assert plan.provisional and plan.rate == rate and plan.budget == between
     assert "below the smallest tune" in plan.text() and "first batch measures the rate" in plan.text()
-    with pytest.raises(BelowMinimum, match="need tokens="):
-        opening_plan(SETTINGS, Budget(tokens=(first_batch - 1) * rate.tokens), n_tune=60, n_eval=20, rate=rate)
+    assert rate.floor is not None and 0 < rate.floor < rate.tokens
+    cheapest = opening_plan(SETTINGS, Budget(tokens=first_batch * rate.floor + 1), n_tune=60, n_eval=20, rate=rate)
+    assert cheapest.provisional  # the first batch fits at the cheapest a call can be: the tune may try
+    with pytest.raises(BelowMinimum, match="need tokens=.*even at the cheapest a call can be"):
+        opening_plan(SETTINGS, Budget(tokens=(first_batch - 1) * rate.floor), n_tune=60, n_eval=20, rate=rate)
     with pytest.raises(BelowMinimum):  # a calls= limit is what it says: never provisional
         opening_plan(SETTINGS, Budget(calls=minimum - 1, tokens=10 * minimum * rate.tokens), n_tune=60, n_eval=20,
                      rate=rate)
