@@ -224,6 +224,22 @@ def schema_answer(schema: dict[str, Any], rng: random.Random, defs: dict[str, An
     return _sentence(rng, 200)
 
 
+def pad_answer(value: Any, schema: dict[str, Any], tokens: int) -> Any:
+    """``value`` with its longest free-text field (a string the schema does not cap) lengthened until the
+    whole answer is about ``tokens`` tokens: a server as verbose as a model whose mean answer is that long."""
+    if not isinstance(value, dict):
+        return value
+    props = _resolve(schema, schema.get("$defs", {})).get("properties", {})
+    free = [k for k, v in value.items() if isinstance(v, str) and "maxLength" not in props.get(k, {})
+            and "enum" not in props.get(k, {})]
+    deficit = tokens - len(encoder().encode(json.dumps(value)))
+    if not free or deficit <= 0:
+        return value
+    field = max(free, key=lambda k: len(value[k]))
+    extra = " ".join(WORDS[i % len(WORDS)] for i in range(deficit))
+    return {**value, field: f"{value[field]} {extra}"}
+
+
 def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:
     fmt = request.get("response_format") or {}
     if not isinstance(fmt, dict):
@@ -237,8 +253,10 @@ class FakeServer:
     """``with FakeServer(latency_s=0.5, log_path=...) as server:`` serves at ``server.api_base``."""
 
     def __init__(self, *, latency_s: float = 0.0, log_path: Path | str | None = None, seed: int = 0,
-                 port: int = 0, prefix_cache: bool = False, cache_blocks: int = 1 << 20, log_prompts: bool = False):
+                 port: int = 0, prefix_cache: bool = False, cache_blocks: int = 1 << 20, log_prompts: bool = False,
+                 answer_tokens: int | None = None):
         self.latency_s = latency_s
+        self.answer_tokens = answer_tokens
         self.seed = seed
         self.prefix_cache = PrefixCache(cache_blocks) if prefix_cache else None
         self.log_prompts = log_prompts
@@ -300,7 +318,10 @@ class FakeServer:
         digest = hashlib.sha256(str(self.seed).encode() + b"\0" + body).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big"))
         schema = _schema_of(request)
-        content = json.dumps(schema_answer(schema, rng)) if schema else "{}"
+        value = schema_answer(schema, rng) if schema else {}
+        if self.answer_tokens:
+            value = pad_answer(value, schema or {}, self.answer_tokens)
+        content = json.dumps(value)
         messages = request.get("messages") or []
         prompt = count_prompt_tokens(messages)
         completion = len(encoder().encode(content))
@@ -355,10 +376,12 @@ def main(argv: list[str] | None = None) -> int:
                              "cached_tokens")
     parser.add_argument("--cache-blocks", type=int, default=1 << 20, help="blocks the prefix cache keeps (LRU)")
     parser.add_argument("--log-prompts", action="store_true", help="log each request's rendered text")
+    parser.add_argument("--answer-tokens", type=int,
+                        help="lengthen each answer's longest free-text field to about this many tokens")
     args = parser.parse_args(argv)
     with FakeServer(latency_s=args.latency, log_path=args.log, seed=args.seed, port=args.port,
                     prefix_cache=args.prefix_cache, cache_blocks=args.cache_blocks,
-                    log_prompts=args.log_prompts) as server:
+                    log_prompts=args.log_prompts, answer_tokens=args.answer_tokens) as server:
         print(server.api_base, flush=True)
         try:
             threading.Event().wait()

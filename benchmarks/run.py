@@ -91,10 +91,11 @@ def run_teammed(tree: Path, args: list[str], *, cwd: Path, timeout_s: float = 36
 class Server:
     """The fake server in its own process (its CPU is not the framework's)."""
 
-    def __init__(self, *, latency_s: float, log: Path):
+    def __init__(self, *, latency_s: float, log: Path, answer_tokens: int | None = None):
         self.log = log
+        verbose = ["--answer-tokens", str(answer_tokens)] if answer_tokens else []
         self.proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--latency", str(latency_s),
-                                      "--log", str(log)], stdout=subprocess.PIPE, text=True)
+                                      "--log", str(log), *verbose], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.api_base = self.proc.stdout.readline().strip()
         if not self.api_base.startswith("http"):

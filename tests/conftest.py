@@ -17,9 +17,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # Tests that share one outside resource run on one pytest-xdist worker, one after another: the
 # embedded model's server (two at once would halve each one's cores) and the PostgreSQL database.
 # The real-model tests are the longest group, so they are handed out first and run beside the rest.
+# tryfirst: pytest-xdist's worker reads the groups in its own hook of this name, which runs before a
+# conftest's otherwise (tests/test_xdist_groups.py).
 _SERIAL_GROUPS = ("local_model", "postgres")
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     real = config.getoption("--run-local-model") or os.environ.get("TEAMMED_RUN_LOCAL_MODEL") == "1"
     skip = pytest.mark.skip(reason="needs --run-local-model (CI runs it)")
