@@ -236,8 +236,8 @@ def pad_answer(value: Any, schema: dict[str, Any], tokens: int) -> Any:
     if not free or deficit <= 0:
         return value
     field = max(free, key=lambda k: len(value[k]))
-    extra = " ".join(WORDS[i % len(WORDS)] for i in range(deficit))
-    return {**value, field: f"{value[field]} {extra}"}
+    filler = encoder().encode(" " + " ".join(WORDS * (deficit // len(WORDS) + 1)))[:deficit]
+    return {**value, field: value[field] + encoder().decode(filler)}
 
 
 def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:

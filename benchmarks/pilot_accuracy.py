@@ -35,7 +35,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from run import Server  # noqa: E402
+from run import Server, emit  # noqa: E402
 
 from teammed import experiments as ex  # noqa: E402
 from teammed.data.published import published_files  # noqa: E402
@@ -117,11 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 found = [measure(s, data, n=args.n, k=args.pilot, api_base=server.api_base, work=work)
                          for s in args.systems.split(",")]
     server_name = "the embedded model (llama.cpp)" if args.model == "local" else "benchmarks/fake_server.py"
-    document = {"n": args.n, "pilot": args.pilot, "server": server_name, "systems": found}
-    text = json.dumps(document, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit({"n": args.n, "pilot": args.pilot, "server": server_name, "systems": found}, args.out)
     return 0
 
 

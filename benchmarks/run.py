@@ -114,6 +114,15 @@ class Server:
         self.proc.wait(timeout=10)
 
 
+def emit(document: Any, out: Path | None) -> None:
+    """Print a benchmark's JSON document, and write it to ``out`` when given."""
+    text = json.dumps(document, indent=2)
+    print(text)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+
+
 # ---------------------------------------------------------------- figures from logs
 def longest_chain(requests: list[dict[str, Any]]) -> int:
     """Longest sequence of requests each starting after the previous one ended."""

@@ -19,7 +19,6 @@ dry run names (gpt-4o-mini's published mean is 451), the best case for a dry run
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -32,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from pilot_accuracy import write_medqa  # noqa: E402
-from run import Server  # noqa: E402
+from run import Server, emit  # noqa: E402
 
 from teammed import experiments as ex  # noqa: E402
 from teammed.errors import TeammedError  # noqa: E402
@@ -92,12 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         with Server(latency_s=0.0, log=work / "requests.jsonl", answer_tokens=args.answer_tokens) as server:
             found = [measure(b, data, n_eval=args.n_eval, api_base=server.api_base, work=work, optimizer=args.optimizer,
                              batch_size=args.batch_size, pilot=args.pilot) for b in args.budgets.split(",")]
-    text = json.dumps({"server": "benchmarks/fake_server.py", "answer_tokens": args.answer_tokens,
-                       "n_eval": args.n_eval, "optimizer": args.optimizer,
-                       "batch_size": args.batch_size, "budgets": found}, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit({"server": "benchmarks/fake_server.py", "answer_tokens": args.answer_tokens, "n_eval": args.n_eval,
+          "optimizer": args.optimizer, "batch_size": args.batch_size, "budgets": found}, args.out)
     return 0
 
 

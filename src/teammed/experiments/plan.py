@@ -378,14 +378,11 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     tune's code; the answers are the stand-in's (at random, at the pilot's or the model family's lengths)."""
     import tempfile
 
-    from teammed.config import preset
     from teammed.estimate import billing_stand_in, prices_for, tokenizer_for, verbosity_for
     from teammed.experiments._backend import model_specs
     from teammed.experiments.tune import _max_tokens, _settings, prices, tune_questions
-    from teammed.optimizers.tune import first_rate, opening_plan
     from teammed.optimizers.tune import tune as run_tune
     from teammed.optimizers.tune_queue import parse_budget
-    from teammed.programs.teamwork import TeamworkProgram
 
     budget = parse_budget(spec.budget)
     tune_q, eval_q, choice = tune_questions(spec)
@@ -393,9 +390,6 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     priced = prices(spec.backend)[0] if budget.usd is not None else None
     model, api_base, _ = model_specs(spec.backend)[0]
     max_tokens = _max_tokens(spec.backend)
-    rate = first_rate(settings, budget, tune_q, max_tokens=max_tokens, prices=priced, eval_questions=eval_q,
-                      model=model, api_base=api_base)
-    ceiling = opening_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     measured = _pilot(spec.backend, _dearest(tune_q), pilot)
     lm = billing_stand_in(model=model, api_base=api_base, max_tokens=max_tokens or spec.backend.max_tokens,
                           lengths=measured.lengths if measured else None, seed=settings.seed)
@@ -412,16 +406,10 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     usd = None if price is None else prompt * price[0] + completion * price[1]
     ran = ("stopped at stage " + outcome.stage + " (" + (outcome.message or "budget") + ")" if outcome.status != "done"
            else "held-out proof " + ("run" if report.get("held_out") is not None else "NOT run"))
-    plans = report.get("plans") or [ceiling.text()]
+    plans = report.get("plans") or ["none"]
     part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {ran}; its last plan: {plans[-1]}",
                     calls=int(spent.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion, usd=usd)
-    sample = tune_q[: max(1, min(len(tune_q), 10))]
-    per_call = _estimator(spec.backend, pilot=measured)(lambda: TeamworkProgram(preset("all")), sample)
-    upper = ceiling.budget_calls or ceiling.minimum
-    tokens_a_call = (per_call.prompt_tokens + per_call.completion_tokens) / max(1, per_call.calls)
-    notes = (f"the plan before the first call: {ceiling.text()}; its ceiling about {upper:,} calls and "
-             f"{round(upper * tokens_a_call):,} tokens (the preset all's tokens a call)",
-             TUNE_NOTE)
+    notes = (f"the plan before the first call: {plans[0]}", TUNE_NOTE)
     name, _ = tokenizer_for(model)
     return Plan.of("tune", [part], price_note=why, tokenizer=name, notes=notes, pilot=measured,
                    lengths=verbosity_for(model).text())
