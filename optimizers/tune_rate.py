@@ -27,9 +27,7 @@ from typing import Any
 
 from teammed.errors import ConfigError
 
-__all__ = ["CallRate", "estimate_rate", "measured_rate", "message_bytes", "MESSAGE_OVERHEAD"]
-
-MESSAGE_OVERHEAD = 8  # a chat template's special tokens around one message (role, start, end), generously
+__all__ = ["CallRate", "estimate_rate", "measured_rate"]
 
 
 @dataclass(frozen=True)
@@ -57,31 +55,6 @@ class CallRate:
             return self
         share = self.floor / max(self.tokens, 1e-12)
         return dataclasses.replace(self, tokens=self.floor, usd=None if self.usd is None else self.usd * share)
-
-
-def message_bytes(message: Mapping[str, Any]) -> int:
-    """UTF-8 bytes of a message's text; an image part cannot be bounded this way and is refused."""
-    content = message.get("content")
-    if isinstance(content, str):
-        return len(content.encode())
-    total = 0
-    for part in content or []:
-        if isinstance(part, Mapping) and part.get("type") == "text":
-            total += len(str(part.get("text", "")).encode())
-        elif isinstance(part, Mapping) and part.get("type") not in (None, "text"):
-            raise ConfigError("a tokens= or usd= budget is planned from the prompts' text, and these questions carry "
-                              "images, whose tokens text does not bound; give --budget calls=N instead")
-    return total
-
-
-def call_tokens(messages: Sequence[Mapping[str, Any]], *, max_tokens: int, demos: int) -> tuple[float, float]:
-    """(prompt, answer) tokens one call may take: its system text, its user text once per demo and once
-    for itself, a ``max_tokens`` answer per demo and for itself, and each message's overhead."""
-    system = sum(message_bytes(m) for m in messages if m.get("role") == "system")
-    user = sum(message_bytes(m) for m in messages if m.get("role") != "system")
-    n_messages = 1 + 2 * (demos + 1)
-    prompt = system + (demos + 1) * user + demos * max_tokens + MESSAGE_OVERHEAD * n_messages
-    return float(prompt), float(max_tokens)
 
 
 def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,

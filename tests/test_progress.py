@@ -186,8 +186,7 @@ def test_call_progress_counts_calls(clock):
     stream = io.StringIO()
     with CallProgress("compile", stream=stream, tty=False, heartbeat_s=0) as bar:
         bar.live.on_lm_end("x", None)
-        bar.set_label("compile: after")
-    assert "compile: after" in stream.getvalue() and "1 billable calls" in stream.getvalue()
+    assert "compile" in stream.getvalue() and "1 billable calls" in stream.getvalue()
 
 
 def test_a_library_s_prints_become_lines_and_its_progress_bars_are_dropped():

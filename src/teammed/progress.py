@@ -211,13 +211,6 @@ class CallProgress(_Progress):
         self.phase_lines = phase_lines  # plain output: a line per phase change (one question), else heartbeats
         self._last_phase = ""
 
-    def set_label(self, label: str) -> None:
-        self.label = label
-        if self.display.tty:
-            self.display.draw(self.status(), force=True)
-        else:
-            self.display.line("  " + self.status())
-
     def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
         return relaying(self.display, prefix)
 
