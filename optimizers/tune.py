@@ -281,6 +281,14 @@ def _usd_covering(calls: int, rate: CallRate) -> str:
     return f"{value:.10g}"
 
 
+def replan_thresholds(rate: CallRate, spent: Mapping[str, float], buys: int | None, minimum: int,
+                      proof_calls: int) -> dict[str, Any]:
+    """What the re-plan after stage 1's first batch decided on: the measured rate, the calls spent, the calls the
+    budget buys in all at that rate, and the two thresholds (the smallest tune; the smallest with the proof)."""
+    return {"tokens_a_call": rate.tokens, "usd_a_call": rate.usd, "spent_calls": int(spent.get("calls", 0)),
+            "budget_calls": buys, "minimum": minimum, "with_proof": minimum + proof_calls}
+
+
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
                  lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None,
@@ -300,6 +308,7 @@ class _Pipeline:
         self.plan = plan
         self.plans: list[TunePlan] = [plan] if plan is not None else []
         self.replan = replan
+        self.replanned: dict[str, Any] | None = None  # the re-plan's thresholds (`replan_thresholds`)
         self.racing_stopped: str | None = None
 
     # ------------------------------------------------------------------ work
@@ -414,15 +423,18 @@ class _Pipeline:
         rate = measured_rate(results, fallback=self.plan.rate)
         # what these cells spent, not the study's total: a resumed run plans exactly as the first one did
         spent = {key: sum(float(r.get(key, 0) or 0) for r in results) for key in ("calls", "tokens", "cost_usd")}
+        buys = calls_equivalent(self.plan.budget, rate, spent)
         try:
             plan = self.replan(rate, spent, self.s.compile_train)
         except BelowMinimum as exc:
             assert self.plan.budget is not None
+            self.replanned = replan_thresholds(rate, spent, buys, exc.minimum, exc.proof_calls)
             raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
                               f"{self.plan.rate.tokens:,.0f} before the first call): "
                               f"{_short_of(self.plan.budget, rate, exc.minimum, exc.proof_calls, self.s)}. Rerun "
                               f"the same command with that budget to resume: the finished cells are kept") from None
         logger.info("tune: re-planned at the measured rate: %s", plan.text())
+        self.replanned = replan_thresholds(rate, spent, buys, plan.minimum, plan.proof_calls)
         self.plans.append(plan)
         self.plan = plan
         self.s = dataclasses.replace(self.s, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
@@ -737,7 +749,8 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
         winner, winner_config, rows = _run_stages(p, report, begun)
     except BudgetSpent as exc:
         message = _budget_message(exc, p, queue)
-        report.update(status="budget", stage=begun[-1], message=message, tried=_tried(queue), spent=_spent(queue))
+        report.update(status="budget", stage=begun[-1], message=message, tried=_tried(queue), spent=_spent(queue),
+                      replanned=p.replanned)
         _finish(study, state_path, report, out_dir)
         return TuneOutcome("budget", begun[-1], report, None, out_dir / "tune_report.json", message)
     held_out, compare, components_only = _proof(rows)
@@ -798,7 +811,7 @@ def _run_stages(p: _Pipeline, report: dict[str, Any],
     step("begin", "tune: stage 1 of 4, behaviours' influence")
     influence = p.stage1()
     report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
-                  plans=[x.text() for x in p.plans])
+                  plans=[x.text() for x in p.plans], replanned=p.replanned)
     report["influence"] = influence
     report["stage1_accuracy"] = p.stage1_accuracy
     begun.append("2-components")

@@ -114,3 +114,30 @@ def test_a_tune_takes_the_questions_and_the_source_split_it_is_given_and_refuses
     with pytest.raises(ConfigError, match="cannot be given"):
         tune_questions(hard.model_copy(update={"data": ex.DataSpec(dataset="medqa", data_dir=tmp_path,
                                                                    split="tune")}))
+
+
+def test_a_re_plan_near_a_threshold_is_named_as_an_edge_with_both_outcomes():
+    from teammed.experiments.plan import edge_note
+
+    stopped = {"tokens_a_call": 1524.0, "usd_a_call": None, "spent_calls": 535, "budget_calls": 1312,
+               "minimum": 1365, "with_proof": 3005}
+    note = edge_note(stopped)
+    assert note is not None and "about 1,312 calls" in note
+    # (1312 - 535) / (1365 - 535) = 0.936: a real rate 6% lower reaches the smallest tune
+    assert "the smallest tune needs 1,365 calls and a real rate 6% lower" in note
+    assert "goes on past stage 1's first batch (at least 1,365 calls)" in note and "proof" not in note
+    went_on = {**stopped, "budget_calls": 1400}  # (1400 - 535) / 830 = 1.04: 4% higher and it stops
+    assert "4% higher than the stand-in's means the tune stops after stage 1's first batch (about 535 calls)" in (
+        edge_note(went_on) or "")
+    proof = {**stopped, "budget_calls": 2900}  # far past the minimum; (2900 - 535) / (3005 - 535) = 0.957
+    assert (edge_note(proof) or "").endswith("a real rate 4% lower than the stand-in's means the proof runs")
+    assert edge_note({**stopped, "budget_calls": 2000}) is None  # 1.77 of the one, 0.59 of the other
+    assert edge_note({**stopped, "budget_calls": None}) is None and edge_note(None) is None
+
+
+def test_a_tokens_tune_reports_what_its_re_plan_decided_on(tmp_path):
+    spec = ex.TuneSpec(data=str(_questions(tmp_path)), budget="tokens=3e6", n_eval=10, optimizer="none",
+                       batch_size=5, out=tmp_path / "t", backend=ex.BackendSpec(model="simulated", max_tokens=64))
+    replanned = ex.tune(spec).report["replanned"]
+    assert replanned["budget_calls"] >= replanned["minimum"] > replanned["spent_calls"] > 0
+    assert replanned["with_proof"] > replanned["minimum"] and replanned["tokens_a_call"] > 0

@@ -11,7 +11,7 @@ stops) is planned from its settings; each part says how.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
@@ -409,10 +409,39 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     plans = report.get("plans") or ["none"]
     part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {ran}; its last plan: {plans[-1]}",
                     calls=int(spent.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion, usd=usd)
-    notes = (f"the plan before the first call: {plans[0]}", TUNE_NOTE)
+    edge = edge_note(report.get("replanned"))
+    notes = (f"the plan before the first call: {plans[0]}", *([edge] if edge else []), TUNE_NOTE)
     name, _ = tokenizer_for(model)
     return Plan.of("tune", [part], price_note=why, tokenizer=name, notes=notes, pilot=measured,
                    lengths=verbosity_for(model).text())
+
+
+EDGE = 0.15  # a re-plan this close to a threshold (as a share of the rate a call) is named as an edge
+
+
+def edge_note(replanned: Mapping[str, Any] | None, *, margin: float = EDGE) -> str | None:
+    """The edges the stand-in's re-plan sits near: the rate a call at which the calls a tokens=/usd= budget buys
+    (`teammed.optimizers.tune.replan_thresholds`) reach or miss the smallest tune, or the smallest with the proof,
+    when it is within ``margin`` of the stand-in's. None when neither is that close."""
+    if not replanned or replanned.get("budget_calls") is None:
+        return None
+    buys, spent, tokens = replanned["budget_calls"], replanned["spent_calls"], replanned["tokens_a_call"]
+    found = []
+    for threshold, what, passes, misses in (
+            (replanned["minimum"], "the smallest tune",
+             f"the tune goes on past stage 1's first batch (at least {replanned['minimum']:,} calls)",
+             f"the tune stops after stage 1's first batch (about {spent:,} calls)"),
+            (replanned["with_proof"], "the smallest tune with the held-out proof", "the proof runs",
+             "the proof is not run")):
+        flips = (buys - spent) / max(1, threshold - spent)  # the rate, as a share of the stand-in's, that flips it
+        if abs(flips - 1) <= margin:
+            found.append(f"{what} needs {threshold:,} calls and a real rate {abs(1 - flips):.0%} "
+                         f"{'lower' if flips < 1 else 'higher'} than the stand-in's means "
+                         f"{passes if flips < 1 else misses}")
+    if not found:
+        return None
+    return (f"near an edge: at the stand-in's {tokens:,.0f} tokens a call (stage 1's first batch) the budget buys "
+            f"about {buys:,} calls; " + "; ".join(found))
 
 
 TUNE_NOTE = ("the stand-in answers at random, so no configuration is better than another, but chance decides how long "
