@@ -7,17 +7,16 @@ from typing import Literal
 import dspy
 
 from teammed.schema import Choice
+from teammed.signatures.case import CaseSignature
 
 Confidence = Literal["High", "Medium", "Low"]
 
 
-class InitialAssessment(dspy.Signature):
+class InitialAssessment(CaseSignature):
     """Work the question alone, as the clinician in `role`: rank every option from most to least
     likely correct, justify your top choice, list the medical facts your reasoning rests on,
     and say how confident you are."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
     shared_context: str = dspy.InputField(desc="What the whole team already knows; may be empty.")
     ranking: list[Choice("options")] = dspy.OutputField(desc="All option letters, best first.")  # type: ignore[valid-type]

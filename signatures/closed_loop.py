@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dspy
 
+from teammed.signatures.case import CaseSignature
 
-class Acknowledge(dspy.Signature):
+
+class Acknowledge(CaseSignature):
     """As the clinician in `role`, acknowledge a colleague's message: restate its key clinical
     claim in your own words and say whether you agree."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField()
     sender: str = dspy.InputField(desc="Who sent the message.")
     message: str = dspy.InputField()
@@ -18,12 +18,10 @@ class Acknowledge(dspy.Signature):
     agrees: bool = dspy.OutputField()
 
 
-class VerifyUnderstanding(dspy.Signature):
+class VerifyUnderstanding(CaseSignature):
     """A colleague restated your message. Check the restatement: confirm it if it keeps your
     meaning, otherwise give the correction in one sentence."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     original_message: str = dspy.InputField()
     restatement: str = dspy.InputField()
     confirmed: bool = dspy.OutputField()

@@ -6,15 +6,14 @@ import dspy
 
 from teammed.schema import Choice
 from teammed.signatures.assessment import Confidence
+from teammed.signatures.case import CaseSignature
 
 
-class DiscussionTurn(dspy.Signature):
+class DiscussionTurn(CaseSignature):
     """Your turn in the team discussion, as the clinician in `role`: agree where the evidence
     supports your colleagues, challenge what it does not, add what your specialty sees, and
     state the option you now favour."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
     team_context: str = dspy.InputField(
         desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")
@@ -23,12 +22,10 @@ class DiscussionTurn(dspy.Signature):
     current_choice: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
 
 
-class FinalRanking(dspy.Signature):
+class FinalRanking(CaseSignature):
     """Your final ranking after the discussion, as the clinician in `role`: every option from
     most to least likely correct, your confidence, and the one reason that decided it."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Who you are on this team and what you focus on.")
     team_context: str = dspy.InputField(
         desc="Round-2 summary, shared knowledge, report on your first turn; then what changed.")

@@ -8,26 +8,23 @@ import dspy
 
 from teammed.schema import Choice
 from teammed.signatures.assessment import Confidence
+from teammed.signatures.case import CaseSignature
 from teammed.signatures.recruitment import Specialist
 
 
-class ExpertRecruitment(dspy.Signature):
+class ExpertRecruitment(CaseSignature):
     """Choose the first `n_experts` specialists to consult on this question: different
     specialties whose knowledge bears most directly on it, most relevant first."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     n_experts: int = dspy.InputField()
     experts: list[Specialist] = dspy.OutputField(desc="Distinct specialties, most relevant first.")
 
 
-class ExpertAssessment(dspy.Signature):
+class ExpertAssessment(CaseSignature):
     """Assess the question as the specialist in `role`. If the team has already discussed it,
     read that discussion first and add what your specialty contributes. Give your reasoning,
     the option you favour and how confident you are."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Your specialty and what you focus on.")
     discussion: str = dspy.InputField(desc="The team's discussion so far; empty if you are first.")
     assessment: str = dspy.OutputField(desc="Under 100 words.")
@@ -35,12 +32,10 @@ class ExpertAssessment(dspy.Signature):
     confidence: Confidence = dspy.OutputField(default="Low")
 
 
-class ViewExchange(dspy.Signature):
+class ViewExchange(CaseSignature):
     """As the specialist in `role`, respond to the team's current views: say which points you
     accept and which you dispute and why, then state the option you favour."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Your specialty and what you focus on.")
     own_view: str = dspy.InputField(desc="What you said last.")
     team_views: str = dspy.InputField(desc="What the other specialists said last; may be empty.")
@@ -48,13 +43,11 @@ class ViewExchange(dspy.Signature):
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
 
 
-class ConsensusCheck(dspy.Signature):
+class ConsensusCheck(CaseSignature):
     """Read the specialists' latest comments. Decide whether they have converged on one option
     for sound, shared reasons (`yes`) or still disagree or rest on guesswork (`no`), and name
     the option the team currently leans to."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     comments: str = dspy.InputField(desc="Each specialist's latest comment and choice.")
     # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
     consensus: Literal["yes", "no"] = dspy.OutputField(default=None)
@@ -62,13 +55,11 @@ class ConsensusCheck(dspy.Signature):
     reason: str = dspy.OutputField(desc="One sentence.")
 
 
-class KnowledgeGap(dspy.Signature):
+class KnowledgeGap(CaseSignature):
     """Judge whether the current team lacks expertise this question needs: a finding, organ
     system or treatment no member can speak to with authority. If so (`yes`), name the missing
     specialties, none of which may already be on the team; otherwise answer `no` and list none."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     team: list[str] = dspy.InputField(desc="The specialties already on the team.")
     discussion: str = dspy.InputField(desc="The team's discussion so far.")
     # an unreadable verdict parses as None (no stand-in verdict); the system counts it as a fallback
@@ -79,13 +70,11 @@ class KnowledgeGap(dspy.Signature):
     reason: str = dspy.OutputField(desc="One sentence.")
 
 
-class AnswerUpdate(dspy.Signature):
+class AnswerUpdate(CaseSignature):
     """As the specialist in `role`, update your view after this round of discussion, including
     anything newly recruited colleagues added. Keep what still holds, revise what does not,
     and state the option you favour and how confident you are."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     role: str = dspy.InputField(desc="Your specialty and what you focus on.")
     own_view: str = dspy.InputField(desc="What you said last.")
     discussion: str = dspy.InputField(desc="The team's discussion so far.")
@@ -94,13 +83,11 @@ class AnswerUpdate(dspy.Signature):
     confidence: Confidence = dspy.OutputField(default="Low")
 
 
-class ModeratorVerdict(dspy.Signature):
+class ModeratorVerdict(CaseSignature):
     """As the moderator, decide the question from the specialists' latest comments and the
     last consensus check: the best option, the reason that decided it, and how confident the
     team's arguments let you be."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     latest_comments: str = dspy.InputField(desc="Each specialist's latest comment and choice.")
     consensus_note: str = dspy.InputField(desc="The last consensus check: verdict, option and reason.")
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]

@@ -6,25 +6,22 @@ import dspy
 
 from teammed.schema import Choice
 from teammed.signatures.assessment import Confidence
+from teammed.signatures.case import CaseSignature
 
 
-class DirectAnswer(dspy.Signature):
+class DirectAnswer(CaseSignature):
     """Answer the medical multiple-choice question: give the letter of the one best option and
     say how confident you are."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
     confidence: Confidence = dspy.OutputField(default="Low")
 
 
-class ReasonedAnswer(dspy.Signature):
+class ReasonedAnswer(CaseSignature):
     """Work through the medical multiple-choice question step by step: pick out the key
     findings, say what they point to and why the competing options fall short. Then give the
     letter of the one best option and say how confident you are."""
 
-    question: str = dspy.InputField()
-    options: dict[str, str] = dspy.InputField(desc="Answer options keyed by letter.")
     reasoning: str = dspy.OutputField(desc="Step by step, under 150 words.")
     answer: Choice("options") = dspy.OutputField()  # type: ignore[valid-type]
     confidence: Confidence = dspy.OutputField(default="Low")
