@@ -16,6 +16,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
+from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
 from teammed.evals._rows import (
     AnyRow,
     deliberation,
@@ -27,7 +28,6 @@ from teammed.evals._rows import (
     typed_rows,
     votes_by_turn,
 )
-from teammed.programs.record import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
 from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
-from teammed.programs.record import Assessment, FinalVote
+from teammed.deliberation import Assessment, FinalVote
 from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row
 
 __all__ = [

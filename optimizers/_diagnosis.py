@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from teammed.programs.record import Challenge, Deliberation, LeaderOverride, TieBreak
+from teammed.deliberation import Challenge, Deliberation, LeaderOverride, TieBreak
 from teammed.results import PeerRecord
 
 __all__ = ["scope_of", "diagnose", "SCOPES"]

@@ -66,7 +66,7 @@ _WHERE = {
     "validated_options": "teammed.programs.options",
     "save_program": "teammed.programs.persist",
     "load_program": "teammed.programs.load",
-    "Deliberation": "teammed.programs.record",
+    "Deliberation": "teammed.deliberation",
     **{name: "teammed.programs.peers" for name in __all__[6:17]},
 }
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dspy
 
+from teammed.deliberation import Assessment
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.ranking import read_ranking
-from teammed.programs.record import Assessment
 from teammed.programs.team import Agent
 from teammed.signatures import ImageAssessment, InitialAssessment
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dspy
 
+from teammed.deliberation import LoopExchange, Turn
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.record import LoopExchange, Turn
 from teammed.signatures import Acknowledge, VerifyUnderstanding
 
 __all__ = ["ClosedLoop", "receiver_of"]

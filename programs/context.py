@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from teammed.deliberation import Turn
 from teammed.programs.discussion import format_turn
-from teammed.programs.record import Turn
 
 __all__ = ["History", "first_context", "later_context", "format_trust"]
 

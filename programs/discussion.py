@@ -4,25 +4,19 @@ from __future__ import annotations
 
 import dspy
 
+from teammed.deliberation import Turn
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.ranking import read_choice, read_ranking
-from teammed.programs.record import Turn
 from teammed.programs.team import Agent
 from teammed.signatures import DiscussionTurn, FinalRanking
 
-__all__ = ["Discussion", "format_history", "format_turn"]
+__all__ = ["Discussion", "format_turn"]
 
 
 def format_turn(t: Turn, role: str | None = None) -> str:
     """One history entry: when, who (and their role when given), what they favour, what they said."""
     who = f"{t.agent} ({role})" if role else t.agent
     return f"[t{t.turn}] {who} favours {t.choice}: {t.message}"
-
-
-def format_history(turns: list[Turn], agents: list[Agent], notes: list[str]) -> str:
-    """The discussion so far, in speaking order, with the leader's and verification notes."""
-    roles = {a.id: a.role for a in agents}
-    return "\n".join([format_turn(t, roles.get(t.agent, "?")) for t in turns] + notes)
 
 
 class Discussion(dspy.Module):

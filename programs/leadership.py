@@ -5,9 +5,9 @@ from __future__ import annotations
 import dspy
 
 from teammed.config import TeamworkConfig
+from teammed.deliberation import LeaderOverride, TieBreak
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.ranking import read_choice
-from teammed.programs.record import LeaderOverride, TieBreak
 from teammed.signatures import (
     AssessmentQuality,
     ConsensusFacts,

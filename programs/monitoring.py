@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dspy
 
+from teammed.deliberation import Challenge, Turn
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.ranking import read_choice
-from teammed.programs.record import Challenge, Turn
 from teammed.programs.team import Agent
 from teammed.signatures import EvaluateResponse, RaiseConcern, RespondToConcern, WeakestReasoning
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from teammed.deliberation import Agent  # a member of the team is part of the record
 from teammed.results import TranscriptEvent
 
-__all__ = ["Agent", "Transcript", "as_plain"]
+__all__ = ["Agent", "Transcript"]
 
 
 @dataclass
@@ -21,16 +21,3 @@ class Transcript:
             turn: int | None = None, **data: Any) -> None:
         self.events.append(TranscriptEvent(phase=phase, turn=turn, agent=agent, role=role, kind=kind, text=text,
                                            data=data or None))
-
-
-def as_plain(obj: Any) -> Any:
-    """Dataclasses (and lists/dicts of them) as JSON-ready dicts."""
-    if hasattr(obj, "__dataclass_fields__"):
-        return asdict(obj)
-    if isinstance(obj, list):
-        return [as_plain(x) for x in obj]
-    if isinstance(obj, dict):
-        return {k: as_plain(v) for k, v in obj.items()}
-    return obj
-
-

@@ -4,7 +4,7 @@ Phase 1 recruits the team, phase 2 collects independent assessments in parallel,
 runs round-robin discussion turns (leader mediation each turn; closed-loop checks and
 mutual monitoring between turns), phase 4 aggregates the final rankings by Borda count,
 breaks a tie, and lets the leader correct a flawed decision. Each phase returns a typed
-value (`teammed.programs.record`); the prediction's ``record`` is the `Deliberation`.
+value (`teammed.deliberation`); the prediction's ``record`` is the `Deliberation`.
 
 Calls that do not depend on each other overlap: the leader's facts, report and grades
 after round 2; each closed-loop exchange as soon as its message is spoken; mediation,
@@ -22,20 +22,7 @@ import dspy
 
 from teammed import usage
 from teammed.config import TeamworkConfig
-from teammed.errors import ConfigError, NoAnswerError
-from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
-from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
-from teammed.programs.behaviour import Behaviour
-from teammed.programs.closed_loop import ClosedLoop, receiver_of
-from teammed.programs.context import History, first_context, format_trust, later_context
-from teammed.programs.discussion import Discussion
-from teammed.programs.leadership import Leader
-from teammed.programs.monitoring import MutualMonitoring
-from teammed.programs.options import validated_options
-from teammed.programs.parallel import AsyncForward, Background
-from teammed.programs.persist import SavesConfig
-from teammed.programs.ranking import first_choice_agreement
-from teammed.programs.record import (
+from teammed.deliberation import (
     Challenge,
     DebatedPoint,
     Decision,
@@ -49,6 +36,19 @@ from teammed.programs.record import (
     TrustSnapshot,
     Turn,
 )
+from teammed.errors import ConfigError, NoAnswerError
+from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
+from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
+from teammed.programs.behaviour import Behaviour
+from teammed.programs.closed_loop import ClosedLoop, receiver_of
+from teammed.programs.context import History, first_context, format_trust, later_context
+from teammed.programs.discussion import Discussion
+from teammed.programs.leadership import Leader
+from teammed.programs.monitoring import MutualMonitoring
+from teammed.programs.options import validated_options
+from teammed.programs.parallel import AsyncForward, Background
+from teammed.programs.persist import SavesConfig
+from teammed.programs.ranking import first_choice_agreement
 from teammed.programs.recruitment import Recruitment
 from teammed.programs.smm import SharedMentalModel, intersect_facts
 from teammed.programs.transcript import rationale_of, transcript_of

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from teammed.deliberation import Deliberation, RoundTwo, Team
 from teammed.programs.context import format_trust
-from teammed.programs.record import Deliberation, RoundTwo, Team
 from teammed.programs.team import Transcript
 from teammed.results import TranscriptEvent
 

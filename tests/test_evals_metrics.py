@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from teammed.deliberation import TieBreak
 from teammed.evals import mcnemar, mean_se, paired_bootstrap, summarize
 from teammed.evals.metrics import (
     accuracy,
@@ -37,7 +38,6 @@ from teammed.evals.metrics import (
     trust_divergence,
 )
 from teammed.evals.stats import discordant, match_pairs, paired_comparison
-from teammed.programs.record import TieBreak
 from teammed.records import ResultRow
 from tests.typed_fixtures import a_challenge, a_deliberation, a_row
 

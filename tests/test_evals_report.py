@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
+from teammed.deliberation import Deliberation
 from teammed.errors import DataError
 from teammed.evals import ReportError, build_report
 from teammed.evals._runs import load_run
 from teammed.evals.stats import binomial_se, wilson_interval
-from teammed.programs.record import Deliberation
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FIGURES = ("ablation.png", "accuracy_vs_tokens.png", "trust_over_deliberation.png", "roles_heatmap.png")

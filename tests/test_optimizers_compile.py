@@ -14,6 +14,7 @@ import pytest
 
 from teammed.backends import ScriptedCall, ScriptedLM
 from teammed.config import TeamworkConfig
+from teammed.deliberation import Deliberation, TieBreak
 from teammed.errors import ConfigError, DataError, ProgramMismatchError
 from teammed.optimizers import (
     OPTIMIZERS,
@@ -26,7 +27,6 @@ from teammed.optimizers import (
     save_program,
     split_questions,
 )
-from teammed.programs.record import Deliberation, TieBreak
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.types import Question
 from tests.typed_fixtures import a_challenge, a_deliberation

@@ -9,9 +9,9 @@ import pytest
 
 from teammed.adapter import SchemaAdapter, compact_system_text
 from teammed.config import TeamworkConfig, preset
+from teammed.deliberation import Deliberation
 from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.accounting import expected_calls
-from teammed.programs.record import Deliberation
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.signatures import FinalRanking
 from tests.helpers import OPTIONS, run

@@ -124,9 +124,9 @@ def test_report_never_merges_runs_that_differ_beyond_the_seed(tmp_path):
 
 
 def test_report_loading_layer_reads_typed_rows_and_records(tmp_path):
+    from teammed.deliberation import Deliberation
     from teammed.evals._rows import agent_roles, deliberation
     from teammed.evals._runs import load_run
-    from teammed.programs.record import Deliberation
     from teammed.records import ResultRow
 
     out = tmp_path / "run"

@@ -18,12 +18,12 @@ import pytest
 
 import teammed.evals
 from teammed.cli import main
+from teammed.deliberation import Deliberation, LeaderOverride, TieBreak
 from teammed.evals import build_report, summarize
 from teammed.evals._rows import deliberation, peer_record, team_record, typed
 from teammed.evals._runs import load_run
 from teammed.optimizers._diagnosis import diagnose
 from teammed.optimizers.metrics import deliberation_feedback
-from teammed.programs.record import Deliberation, LeaderOverride, TieBreak
 from teammed.records import PeerRecord, ResultRow, read_record
 from teammed.render import render_transcript
 from teammed.results import MdagentsRecord

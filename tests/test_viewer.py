@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from teammed.deliberation import Deliberation
 from teammed.evals._html import anchor_id, fmt, transcripts_html
 from teammed.evals._plots import roles_heatmap
-from teammed.programs.record import Deliberation
 
 ROOT = Path(__file__).resolve().parent.parent
 

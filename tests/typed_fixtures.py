@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from teammed.programs.record import (
+from teammed.deliberation import (
     Assessment,
     Challenge,
     Deliberation,

@@ -16,7 +16,7 @@ decorated letter, letters outside the options dropped).
 
 The record is part of what a run writes (a teamwork row's ``record``), so it lives in the core
 with the rest of the results schema (`teammed.records` types a row with it, and never imports
-the programs); `teammed.programs.record` re-exports it for the programs that build it. `Agent`,
+the programs); the programs that build it import it from here. `Agent`,
 a member of the team, is part of the record too (`teammed.programs.team` re-exports it).
 """
 

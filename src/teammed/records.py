@@ -52,23 +52,9 @@ __all__ = [
     "prompt_digest",
     "write_atomic",
     "redacted_argv",
-    "tuning_record",
-    "read_tuning",
     "read_tuning_records",
     "question_fingerprint",
 ]
-
-
-def tuning_record(*, dataset: str, dataset_sha256: str | None, split: str | None,
-                  question_ids: Sequence[str], question_sha256: Sequence[str] | None = None) -> dict[str, Any]:
-    """The one record a Special Set (``tuning``) or compiled program (meta ``tuned_on``) keeps of
-    the questions it was tuned on: their ids within the data set (name and content hash) and each
-    question's content fingerprint (`question_fingerprint`); `run` leaves out what matches."""
-    record: dict[str, Any] = {"dataset": dataset, "dataset_sha256": dataset_sha256, "split": split,
-                              "question_ids": [str(i) for i in question_ids]}
-    if question_sha256 is not None:
-        record["question_sha256"] = list(question_sha256)
-    return record
 
 
 def question_fingerprint(question: Question) -> str:
@@ -105,13 +91,6 @@ def read_tuning_records(document: Any, *, where: str) -> list[dict[str, Any]]:
 # Where tuning records have been written: the shared record first, then the legacy bare id lists
 # (``tuning_ids``, written by `tune` before the shared record existed).
 _TUNING_KEYS = ("tuning", "tuned_on", "tuning_ids")
-
-
-def read_tuning(document: Any, *, where: str) -> list[str] | None:
-    """The tuned-on question ids a Special Set or program document (or its meta) records, None when it
-    records none (all records merged; see `read_tuning_records` for their data sets and fingerprints)."""
-    records = read_tuning_records(document, where=where)
-    return [i for r in records for i in r["question_ids"]] if records else None
 
 
 def redacted_argv(argv: Sequence[str]) -> list[str]:

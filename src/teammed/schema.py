@@ -113,7 +113,6 @@ def enforce_limits(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
             changed = changed or item_changed
         return out, changed
     return value, changed
-_DSPY_KEYS = ("__dspy_field_type", "desc", "prefix", "format", "parser", "constraints")
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,9 @@ from teammed.config import TeamworkConfig
 from teammed.types import Question
 
 __all__ = ["DataSpec", "TeamSpec", "BackendSpec", "RunSpec", "AskSpec", "CompileSpec", "SearchSpec", "TuneSpec",
-           "ReproduceSpec", "ReportSpec", "OPTIMIZERS", "TUNE_OPTIMIZERS"]
+           "ReproduceSpec", "ReportSpec", "OPTIMIZERS"]
 
 OPTIMIZERS = ("labeled", "bootstrap", "random-search", "mipro", "gepa")
-TUNE_OPTIMIZERS = ("none", *OPTIMIZERS)
 TeamAgents = Literal["auto", 2, 3, 4]
 _SpecT = TypeVar("_SpecT", bound="_Spec")
 
