@@ -14,6 +14,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib import resources
 from typing import Any, Protocol
 
 from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
@@ -32,130 +33,9 @@ from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, Tra
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
 
-_CSS = """
-.pages{margin:.6em 0;color:var(--muted,#555)}.pages a,.pages b{margin:0 .25em}
-:root{--ok:#17803d;--bad:#b42318;--fail:#8a5a00;--line:#d0d7de;--muted:#57606a}
-*{box-sizing:border-box}
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
-main{max-width:1200px;margin:0 auto;padding:0 1.5em 3em}
-h1{font-size:1.4em;margin:.8em 0 .3em}
-h2{font-size:1.1em;margin:1.4em 0 .4em}
-h4{margin:.9em 0 .3em;font-size:.95em}
-.toolbar{position:sticky;top:0;z-index:2;background:#fff;border-bottom:1px solid var(--line);
- padding:.6em 1.5em;display:flex;flex-wrap:wrap;gap:.6em 1.2em;align-items:center;box-shadow:0 1px 3px #0001}
-.toolbar input[type=search]{min-width:24em;padding:.35em .5em;border:1px solid var(--line);border-radius:6px}
-.toolbar select{padding:.3em;border:1px solid var(--line);border-radius:6px}
-.seg{display:inline-flex;border:1px solid var(--line);border-radius:6px;overflow:hidden}
-.seg label{padding:.3em .7em;cursor:pointer;border-left:1px solid var(--line);user-select:none}
-.seg label:first-child{border-left:0}
-.seg input{display:none}
-.seg input:checked+span{font-weight:600;text-decoration:underline}
-.toolbar button{padding:.3em .7em;border:1px solid var(--line);border-radius:6px;background:#f6f8fa;cursor:pointer}
-#count{color:var(--muted);font-size:.9em}
-table{border-collapse:collapse;margin:.3em 0;background:#fff}
-td,th{border:1px solid var(--line);padding:3px 7px;vertical-align:top;font-size:.88em;text-align:left}
-th{background:#f6f8fa}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-.runs td,.runs th{font-size:.9em}
-article{background:#fff;border:1px solid var(--line);border-radius:6px;margin:.35em 0;scroll-margin-top:4.5em}
-table.facts td{text-align:left}
-article>details>summary{cursor:pointer;padding:.45em .7em;display:flex;gap:.6em;align-items:baseline;list-style:none}
-article>details>summary::-webkit-details-marker{display:none}
-article>details>summary::before{content:"▸";color:var(--muted)}
-article>details[open]>summary::before{content:"▾"}
-article>details[open]>summary{border-bottom:1px solid var(--line)}
-.body{padding:.2em 1em 1em}
-.badge{display:inline-block;border-radius:10px;padding:0 .55em;font-size:.78em;font-weight:600;white-space:nowrap}
-.b-correct{background:#dafbe1;color:var(--ok)}.b-wrong{background:#ffebe9;color:var(--bad)}
-.b-failed{background:#fff8c5;color:var(--fail)}
-.b-repair{background:#ddf4ff;color:#0550ae;font-weight:500}
-.run{font-size:.78em;color:var(--muted);white-space:nowrap}
-.stem-short{flex:1;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;color:#1f2328}
-.pick{white-space:nowrap;font-size:.88em}
-.anchor{color:var(--muted);text-decoration:none;font-size:.9em}
-.anchor:hover{color:#0969da}
-.stem{white-space:pre-wrap;font-size:1em;line-height:1.45;margin:.6em 0}
-.context{white-space:pre-wrap;font-size:.88em;color:var(--muted);border-left:3px solid var(--line);
- padding-left:.6em;margin:.4em 0}
-tr.gold td{background:#dafbe1}tr.picked-wrong td{background:#ffebe9}
-.ev{margin:.35em 0;padding-left:.6em;border-left:3px solid #c8d1e0}
-.tag{display:inline-block;background:#eef2ff;border-radius:3px;padding:0 4px;font-size:.78em}
-.text{white-space:pre-wrap;font-size:.92em}
-.error{color:var(--bad);white-space:pre-wrap}
-pre{background:#f6f8fa;padding:.4em;overflow-x:auto;font-size:.8em}
-mark{background:#fff3a3}
-.hidden{display:none}
-@media (max-width:640px){
- main{padding:0 .6em}
- .toolbar{padding:.5em .6em}
- .toolbar input[type=search]{min-width:0;width:100%}
- table{display:block;overflow-x:auto;max-width:100%}
- article>details>summary{flex-wrap:wrap;gap:.2em .5em}
- .stem-short{flex-basis:100%;white-space:normal}
- .run,.pick{white-space:normal}
-}
-"""
-
-_JS = """
-(function(){
-  var arts=[].slice.call(document.querySelectorAll('article.q'));
-  var search=document.getElementById('search'), run=document.getElementById('run');
-  var count=document.getElementById('count');
-  var text=arts.map(function(a){return a.textContent.toLowerCase();});
-  function status(){var c=document.querySelector('input[name=status]:checked');return c?c.value:'all';}
-  function apply(push){
-    var s=status(), r=run.value, q=search.value.trim().toLowerCase(), shown=0;
-    arts.forEach(function(a,i){
-      var ok=(s==='all'||a.dataset.status===s)&&(r==='all'||a.dataset.run===r||a.dataset.system===r)
-        &&(!q||text[i].indexOf(q)>=0);
-      a.classList.toggle('hidden',!ok); if(ok) shown++;
-    });
-    document.querySelectorAll('section.runsec').forEach(function(sec){
-      sec.classList.toggle('hidden',!sec.querySelector('article.q:not(.hidden)'));
-    });
-    count.textContent='showing '+shown+' of '+arts.length+' questions';
-    if(push){
-      var p=new URLSearchParams();
-      if(s!=='all')p.set('status',s); if(r!=='all')p.set('run',r); if(q)p.set('q',search.value.trim());
-      var qs=p.toString(); history.replaceState(null,'',(qs?'?'+qs:location.pathname.split('/').pop())+location.hash);
-    }
-  }
-  var p=new URLSearchParams(location.search);
-  var wanted=p.get('status');  /* compared, never put into a selector: ?status=" must not throw */
-  document.querySelectorAll('input[name=status]').forEach(function(el){if(el.value===wanted)el.checked=true;});
-  if(p.get('run')&&[].some.call(run.options,function(o){return o.value===p.get('run');}))run.value=p.get('run');
-  if(p.get('q'))search.value=p.get('q');
-  var expand=p.get('expand')==='1';
-  document.querySelectorAll('input[name=status]').forEach(function(el){el.addEventListener('change',function(){apply(true);});});
-  run.addEventListener('change',function(){apply(true);});
-  search.addEventListener('input',function(){apply(true);});
-  document.getElementById('expand').addEventListener('click',function(){
-    arts.forEach(function(a){if(!a.classList.contains('hidden'))a.querySelector('details').open=true;});});
-  document.getElementById('collapse').addEventListener('click',function(){
-    arts.forEach(function(a){a.querySelector('details').open=false;});});
-  function openHash(){
-    if(!location.hash)return; var id=location.hash.slice(1);
-    try{id=decodeURIComponent(id);}catch(e){}  /* a malformed escape (#%E0%A4%A) is looked up as written */
-    var a=document.getElementById(id);
-    if(a&&a.tagName==='ARTICLE'){
-      var sec=a.closest('section.runsec'); if(sec)sec.classList.remove('hidden');  /* a filter may hide its run */
-      a.classList.remove('hidden');a.querySelector('details').open=true;a.scrollIntoView();
-      /* the bar wraps on narrow windows: scroll the question out from under it, whatever its height */
-      var bar=document.querySelector('.toolbar').getBoundingClientRect().bottom;
-      if(a.getBoundingClientRect().top<bar+8)window.scrollBy(0,a.getBoundingClientRect().top-bar-8);
-      /* where it landed, for checks: the question's top, the sticky bar's bottom, whether the page ends here */
-      var top=a.getBoundingClientRect().top;
-      var end=window.scrollY+window.innerHeight>=document.documentElement.scrollHeight-1;
-      document.body.setAttribute('data-anchor',Math.round(top)+' '+Math.round(bar)+' '+(end?'end':'mid'));
-    }
-  }
-  window.addEventListener('hashchange',openHash);
-  apply(false);
-  if(expand)arts.forEach(function(a){if(!a.classList.contains('hidden'))a.querySelector('details').open=true;});
-  openHash();
-  document.body.setAttribute('data-ready',count.textContent);
-})();
-"""
+# The viewer's style and script, shipped beside this module (package data).
+_CSS = "\n" + resources.files(__package__).joinpath("viewer.css").read_text(encoding="utf-8")
+_JS = "\n" + resources.files(__package__).joinpath("viewer.js").read_text(encoding="utf-8")
 
 
 def fmt(value: Any) -> str:
