@@ -128,6 +128,15 @@ class Statement:
     confidence: str = "Low"
 
 
+def said(agent: Agent, turn: int, out: Any, options: Mapping[str, str], behaviour: str, *, text: str = "reasoning",
+         confidence: str | None = None) -> Statement:
+    """What ``agent`` said at ``turn`` in ``out``: its ``text`` field, the letter its ``answer`` names (None: none,
+    counted by ``behaviour``), its confidence (``confidence`` when given: one it keeps from before)."""
+    return Statement(agent.id, agent.role, turn, str(getattr(out, text) or ""),
+                     read_letter(out.answer, options, behaviour=behaviour),
+                     confidence if confidence is not None else as_confidence(out.confidence))
+
+
 def question_text(question: str, context: str | None) -> str:
     """The question as agents read it, with its supporting context first."""
     return f"Context:\n{context}\n\nQuestion:\n{question}" if context else question

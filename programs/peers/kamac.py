@@ -57,6 +57,7 @@ from teammed.programs.peers._shared import (
     note_fallback,
     question_text,
     read_letter,
+    said,
     staff,
 )
 from teammed.programs.peers._votes import dropped, majority_holds, plurality
@@ -170,14 +171,7 @@ class KnowledgeDrivenTeam(PeerSystem):
             out = self.assess(
                 question=t.question, options=t.options, role=agent.brief(), discussion=discussion
             )
-            return Statement(
-                agent.id,
-                agent.role,
-                turn,
-                str(out.assessment or ""),
-                read_letter(out.answer, t.options, behaviour=self.assess.name),
-                as_confidence(out.confidence),
-            )
+            return said(agent, turn, out, t.options, self.assess.name, text="assessment")
 
         return parallel_map(one, agents)
 
@@ -192,14 +186,7 @@ class KnowledgeDrivenTeam(PeerSystem):
                 own_view=format_statements([own]),
                 team_views=others,
             )
-            return Statement(
-                agent.id,
-                agent.role,
-                turn,
-                str(out.comment or ""),
-                read_letter(out.answer, t.options, behaviour=self.exchange.name),
-                own.confidence,
-            )
+            return said(agent, turn, out, t.options, self.exchange.name, text="comment", confidence=own.confidence)
 
         t.hear(parallel_map(one, t.agents), "exchange")
 
@@ -260,14 +247,7 @@ class KnowledgeDrivenTeam(PeerSystem):
                 own_view=format_statements([own]),
                 discussion=discussion,
             )
-            return Statement(
-                agent.id,
-                agent.role,
-                turn,
-                str(out.comment or ""),
-                read_letter(out.answer, t.options, behaviour=self.update.name),
-                as_confidence(out.confidence),
-            )
+            return said(agent, turn, out, t.options, self.update.name, text="comment")
 
         t.hear(parallel_map(one, t.agents), "update")
 

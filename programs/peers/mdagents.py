@@ -94,6 +94,7 @@ from teammed.programs.peers._shared import (
     note_fallback,
     question_text,
     read_letter,
+    said,
     select_examples,
     staff,
 )
@@ -328,14 +329,7 @@ class AdaptiveComplexity(PeerSystem):
     def _panel_opinions(self, s: _Case, panel: list[Agent]) -> list[Statement]:
         def one(agent: Agent) -> Statement:
             out = self.panel_opinion(question=s.question, options=s.options, role=agent.brief())
-            return Statement(
-                agent.id,
-                agent.role,
-                0,
-                str(out.reasoning or ""),
-                read_letter(out.answer, s.options, behaviour=self.panel_opinion.name),
-                as_confidence(out.confidence),
-            )
+            return said(agent, 0, out, s.options, self.panel_opinion.name)
 
         opinions = parallel_map(one, panel)
         for o in opinions:
@@ -444,14 +438,7 @@ class AdaptiveComplexity(PeerSystem):
             out = self.opinion(
                 question=s.question, options=s.options, role=agent.brief(), earlier_reports=earlier
             )
-            return Statement(
-                agent.id,
-                agent.role,
-                0,
-                str(out.reasoning or ""),
-                read_letter(out.answer, s.options, behaviour=self.opinion.name),
-                as_confidence(out.confidence),
-            )
+            return said(agent, 0, out, s.options, self.opinion.name)
 
         opinions = parallel_map(one, agents)
         for o in opinions:

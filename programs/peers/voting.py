@@ -17,8 +17,6 @@ none, `NoAnswerError`.
 
 from __future__ import annotations
 
-from typing import Any
-
 import dspy
 from pydantic import Field
 
@@ -29,10 +27,9 @@ from teammed.programs.peers._shared import (
     PeerSystem,
     Settings,
     Statement,
-    as_confidence,
     format_statements,
     question_text,
-    read_letter,
+    said,
 )
 from teammed.programs.peers._votes import confidence_from_share, dropped, plurality, shares, unanimous
 from teammed.programs.recruitment import generic_agents
@@ -79,21 +76,10 @@ class _Panel:
         return unanimous(self.votes)
 
 
-def _ballot(agent: Agent, turn: int, out: Any, options: dict[str, str], behaviour: str) -> Statement:
-    return Statement(
-        agent.id,
-        agent.role,
-        turn,
-        str(out.reasoning or ""),
-        read_letter(out.answer, options, behaviour=behaviour),
-        as_confidence(out.confidence),
-    )
-
-
 def _cast(vote: Behaviour, p: _Panel) -> list[Statement]:
     def one(agent: Agent) -> Statement:
         out = vote(question=p.question, options=p.options, expert=agent.role)
-        return _ballot(agent, 0, out, p.options, vote.name)
+        return said(agent, 0, out, p.options, vote.name)
 
     return parallel_map(one, p.experts)
 
@@ -181,6 +167,6 @@ class ConsensusVote(PeerSystem):
                 own_answer=format_statements([last[i]]),
                 peer_answers=format_statements(b for j, b in enumerate(last) if j != i),
             )
-            return _ballot(agent, turn, out, p.options, self.revise.name)
+            return said(agent, turn, out, p.options, self.revise.name)
 
         return parallel_map(one, list(range(len(p.experts))))
