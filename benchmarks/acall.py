@@ -16,13 +16,11 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 HERE = Path(__file__).resolve().parent
@@ -30,7 +28,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import dspy  # noqa: E402
 
-from benchmarks.run import slot_busy_s, window_efficiency  # noqa: E402
+from benchmarks.run import Server, slot_busy_s, window_efficiency  # noqa: E402
 from teammed.adapter import SchemaAdapter  # noqa: E402
 from teammed.backends.litellm_backend import LiteLLMBackend  # noqa: E402
 from teammed.config import preset  # noqa: E402
@@ -38,22 +36,6 @@ from teammed.programs import TeamworkProgram, build_system  # noqa: E402
 from teammed.systems import names  # noqa: E402
 
 QUESTIONS = [json.loads(line) for line in (HERE.parent / "data" / "demo.jsonl").read_text().splitlines() if line]
-
-
-class Server:
-    def __init__(self, latency_s: float, log: Path):
-        self.log = log
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--latency", str(latency_s),
-                                      "--log", str(log)], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.api_base = self.proc.stdout.readline().strip()
-
-    def requests(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
-
-    def close(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def build(system: str) -> dspy.Module:
@@ -92,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="teammed-acall-"))
     print(f"{'system':<16} {'one (s)':>8} {f'{args.k} at once (s)':>15} {'ratio':>6} {'threads':>8}")
     for system in ["teamwork:base", "teamwork:all", *sorted(n for n in names() if n != "teamwork")]:
-        server = Server(args.latency, work / f"{system.replace(':', '-')}.jsonl")
+        server = Server(latency_s=args.latency, log=work / f"{system.replace(':', '-')}.jsonl")
         try:
             lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", temperature=0.0, max_tokens=512)
             program = build(system)
@@ -106,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             server.close()
         note = f"  ({failed_one + failed_many} failed)" if failed_one + failed_many else ""
         print(f"{system:<16} {one:>8.2f} {many:>15.2f} {many / one:>6.2f} {threads:>8}{note}")
-    server = Server(0.5, work / "efficiency.jsonl")
+    server = Server(latency_s=0.5, log=work / "efficiency.jsonl")
     try:
         lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", max_parallel_requests=args.slots,
                             temperature=0.0, max_tokens=512)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -53,17 +52,9 @@ def write_questions(path: Path) -> Path:
     return path
 
 
-class PrefixCacheServer(Server):
+def prefix_cache_server(log: Path) -> Server:
     """`run.Server` with the prefix cache emulated and each request's text logged."""
-
-    def __init__(self, *, log: Path):  # noqa: D107 - run.Server's, with two more flags
-        self.log = log
-        self.proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--latency", "0", "--log",
-                                      str(log), "--prefix-cache", "--log-prompts"], stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        self.api_base = self.proc.stdout.readline().strip()
-        if not self.api_base.startswith("http"):
-            raise RuntimeError("the fake server did not start")
+    return Server(latency_s=0, log=log, extra=["--prefix-cache", "--log-prompts"])
 
 
 def measure(tree: Path, preset: str, questions: Path, work: Path, *, extra: list[str]) -> dict[str, Any]:
@@ -71,7 +62,7 @@ def measure(tree: Path, preset: str, questions: Path, work: Path, *, extra: list
     help_text = run_teammed(tree, ["run", "--help"], cwd=work).stdout
     split = ["--split", "all"] if "--split" in help_text else []
     out = work / f"run-{preset}"
-    with PrefixCacheServer(log=work / f"{preset}.requests.jsonl") as server:
+    with prefix_cache_server(work / f"{preset}.requests.jsonl") as server:
         args = ["run", "--dataset", str(questions), "--n", str(N_QUESTIONS), "--preset", preset, *TEAM,
                 "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(out),
                 "--concurrency", "4", "--retry-attempts", "3", "--retry-base", "0.05", "--seed", "1", *split, *extra]

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,11 +92,11 @@ def run_teammed(tree: Path, args: list[str], *, cwd: Path, timeout_s: float = 36
 class Server:
     """The fake server in its own process (its CPU is not the framework's)."""
 
-    def __init__(self, *, latency_s: float, log: Path, answer_tokens: int | None = None):
+    def __init__(self, *, latency_s: float, log: Path, extra: Sequence[str] = ()):
+        """``extra``: more of fake_server.py's flags (``--prefix-cache``, ``--answer-tokens N``, ...)."""
         self.log = log
-        verbose = ["--answer-tokens", str(answer_tokens)] if answer_tokens else []
         self.proc = subprocess.Popen([sys.executable, str(HERE / "fake_server.py"), "--latency", str(latency_s),
-                                      "--log", str(log), *verbose], stdout=subprocess.PIPE, text=True)
+                                      "--log", str(log), *extra], stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         self.api_base = self.proc.stdout.readline().strip()
         if not self.api_base.startswith("http"):
@@ -110,6 +111,9 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 

@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = write_medqa(args.published, work / "data")
-        with Server(latency_s=0.0, log=work / "requests.jsonl", answer_tokens=args.answer_tokens) as server:
+        with Server(latency_s=0.0, log=work / "requests.jsonl",
+                    extra=["--answer-tokens", str(args.answer_tokens)] if args.answer_tokens else []) as server:
             found = [measure(b, data, n_eval=args.n_eval, api_base=server.api_base, work=work, optimizer=args.optimizer,
                              batch_size=args.batch_size, pilot=args.pilot) for b in args.budgets.split(",")]
     emit({"server": "benchmarks/fake_server.py", "answer_tokens": args.answer_tokens, "n_eval": args.n_eval,

@@ -14,10 +14,10 @@ from matplotlib.figure import Figure
 from teammed.evals._rows import stage_name
 
 Stats = Mapping[str, Any]
-_DPI = 120
+DPI = 120
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     figure = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(figure)
     return figure
@@ -25,7 +25,7 @@ def _figure(width: float, height: float) -> Figure:
 
 def _save(figure: Figure, path: Path) -> Path:
     # "tight" grows the canvas to every label: nothing is cut off, however long a role's name
-    figure.savefig(path, dpi=_DPI, format="png", bbox_inches="tight", pad_inches=0.15)
+    figure.savefig(path, dpi=DPI, format="png", bbox_inches="tight", pad_inches=0.15)
     return path
 
 
@@ -44,7 +44,7 @@ def ablation_chart(
     chance (dotted) and majority-class accuracy (dashed) drawn across its bars, so a bar is read against
     what guessing would score."""
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups}
-    figure = _figure(min(20.0, max(6.0, 1.0 + 0.5 * len(configs) * max(1, len(datasets)))), 4.0)
+    figure = new_figure(min(20.0, max(6.0, 1.0 + 0.5 * len(configs) * max(1, len(datasets)))), 4.0)
     ax = figure.subplots()
     x = np.arange(len(configs))
     width = 0.8 / max(1, len(datasets))
@@ -79,7 +79,7 @@ def accuracy_vs_tokens(groups: Sequence[Stats], path: Path) -> Path | None:
     ]
     if not points:
         return None
-    figure = _figure(6.5, 4.5)
+    figure = new_figure(6.5, 4.5)
     ax = figure.subplots()
     for dataset in dict.fromkeys(g["dataset"] for _, _, g in points):
         xs, ys = zip(*[(x, y) for x, y, g in points if g["dataset"] == dataset], strict=True)
@@ -100,7 +100,7 @@ def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Pat
     if not series:
         return None
     order = list(dict.fromkeys(stage for stages in series.values() for stage in stages))
-    figure = _figure(6.5, 4.0)
+    figure = new_figure(6.5, 4.0)
     ax = figure.subplots()
     markers = "osD^vP*X"
     for k, (name, stages) in enumerate(series.items()):
@@ -130,7 +130,7 @@ def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: i
     labels = [_wrap(role) for role in roles]
     lines = sum(label.count("\n") + 1 for label in labels)
     longest = max(len(line) for label in labels for line in label.split("\n"))
-    figure = _figure(2.8 + 0.075 * longest + 1.1 * len(datasets), 1.2 + 0.28 * lines)
+    figure = new_figure(2.8 + 0.075 * longest + 1.1 * len(datasets), 1.2 + 0.28 * lines)
     ax = figure.subplots()
     image = ax.imshow(grid, cmap="Blues", aspect="auto", vmin=0)
     darkest = grid.max() or 1
@@ -165,7 +165,7 @@ def published_front(points: Sequence[tuple[str, float | None, float, bool]], pat
     missing = [label for label, tokens, _, _ in points if not tokens]
     if not placed:
         return None
-    figure = _figure(7.0, 4.8)
+    figure = new_figure(7.0, 4.8)
     ax = figure.subplots()
     for published, marker, name in ((True, "s", "published"), (False, "o", "this report")):
         mine = [(t, a) for _, t, a, p in placed if p == published]

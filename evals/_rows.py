@@ -29,7 +29,6 @@ __all__ = [
     "peer_record",
     "team_record",
     "events",
-    "is_labeled",
     "is_correct",
     "first_choice",
     "r2_choices",
@@ -75,12 +74,6 @@ def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
 def events(row: ResultRow) -> list[TranscriptEvent]:
     """The row's transcript: its typed events."""
     return row.transcript
-
-
-def is_labeled(row: ResultRow) -> bool:
-    """A row with a gold answer. Unlabeled rows (``labeled`` false: a row given a null gold letter reads
-    so, whatever its schema version) are answered but left out of accuracy, calibration and paired tests."""
-    return row.labeled
 
 
 def is_correct(row: ResultRow) -> bool:

@@ -103,10 +103,6 @@ class Pairing(NamedTuple):
     def n(self) -> int:
         return len(self.pairs)
 
-    @property
-    def by_id(self) -> dict[str, tuple[bool, bool]]:
-        return {key[1]: pair for key, pair in zip(self.keys, self.pairs, strict=True)}
-
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that puts ``"9"`` before ``"10"`` and ``"q2"`` before ``"q10"``."""

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import optuna
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from optuna.trial import TrialState
 
+from teammed.evals._plots import DPI, new_figure
 from teammed.optimizers._evaluated import (
     Row,
     best_row,
@@ -30,15 +29,6 @@ from teammed.records import write_atomic
 
 __all__ = ["search_report", "noise_text"]
 
-_DPI = 120
-
-
-def _figure(width: float, height: float) -> Figure:
-    figure = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
 def _label(row: Row) -> str:
     config = row["config"]
     extras = [f"{k}={config[k]}" for k in ("n_agents", "n_turns", "early_consensus")
@@ -47,7 +37,7 @@ def _label(row: Row) -> str:
 
 
 def _subsets_chart(rows: Sequence[Row], path: Path) -> Path:
-    figure = _figure(9.0, max(3.0, 0.28 * len(rows) + 1.2))
+    figure = new_figure(9.0, max(3.0, 0.28 * len(rows) + 1.2))
     ax = figure.subplots()
     shown = list(reversed(rows))
     y = range(len(shown))
@@ -58,24 +48,24 @@ def _subsets_chart(rows: Sequence[Row], path: Path) -> Path:
     ax.set_yticks(list(y), labels, fontsize=7)
     ax.set_xlabel("dev accuracy % ± SE (grey: pruned, partial)")
     ax.set_xlim(0, 105)
-    figure.savefig(path, dpi=_DPI, format="png")
+    figure.savefig(path, dpi=DPI, format="png")
     return path
 
 
 def _importance_chart(effects: dict[str, dict], path: Path) -> Path:
     names = [n for n, e in effects.items() if e["effect"] is not None]
-    figure = _figure(6.5, 3.2)
+    figure = new_figure(6.5, 3.2)
     ax = figure.subplots()
     values = [100 * effects[n]["effect"] for n in names]
     ax.barh(names, values, color=["tab:green" if v >= 0 else "tab:red" for v in values])
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel("mean accuracy with component on minus off (points)")
-    figure.savefig(path, dpi=_DPI, format="png")
+    figure.savefig(path, dpi=DPI, format="png")
     return path
 
 
 def _history_chart(trials: Sequence[optuna.trial.FrozenTrial], path: Path) -> Path:
-    figure = _figure(6.5, 3.2)
+    figure = new_figure(6.5, 3.2)
     ax = figure.subplots()
     done = [t for t in trials
             if t.state in (TrialState.COMPLETE, TrialState.PRUNED) and "accuracy" in t.user_attrs]
@@ -94,12 +84,12 @@ def _history_chart(trials: Sequence[optuna.trial.FrozenTrial], path: Path) -> Pa
     ax.set_xlabel("trial")
     ax.set_ylabel("dev accuracy (%)")
     ax.legend(fontsize=7)
-    figure.savefig(path, dpi=_DPI, format="png")
+    figure.savefig(path, dpi=DPI, format="png")
     return path
 
 
 def _pareto_chart(rows: Sequence[Row], front: Sequence[Row], path: Path) -> Path:
-    figure = _figure(6.5, 4.0)
+    figure = new_figure(6.5, 4.0)
     ax = figure.subplots()
     done = [r for r in rows if r["state"] == "COMPLETE"]
     ax.scatter([r["tokens_per_question"] for r in done], [100 * r["accuracy"] for r in done],
@@ -112,7 +102,7 @@ def _pareto_chart(rows: Sequence[Row], front: Sequence[Row], path: Path) -> Path
     ax.set_xlabel("tokens per question")
     ax.set_ylabel("dev accuracy (%)")
     ax.legend(fontsize=7)
-    figure.savefig(path, dpi=_DPI, format="png")
+    figure.savefig(path, dpi=DPI, format="png")
     return path
 
 
