@@ -224,20 +224,46 @@ def schema_answer(schema: dict[str, Any], rng: random.Random, defs: dict[str, An
     return _sentence(rng, 200)
 
 
+FREE_TEXT_CAP = 2000  # characters: teammed's schema caps each free-text field there (and cuts a longer one)
+
+
+def _free_text(value: Any, schema: dict[str, Any], defs: dict[str, Any], found: list[tuple[Any, Any, int]]) -> None:
+    """Where ``value`` holds free text: (container, key, most characters) of each string the schema leaves free
+    (no enum, const, pattern or format)."""
+    schema = _resolve(schema, defs)
+    if isinstance(value, dict):
+        places = [(key, schema.get("properties", {}).get(key, {})) for key in value]
+    elif isinstance(value, list):
+        places = [(index, schema.get("items", {})) for index in range(len(value))]
+    else:
+        return
+    for key, sub in places:
+        sub = _resolve(sub, defs)
+        if isinstance(value[key], str) and not {"enum", "const", "pattern", "format"} & set(sub):
+            found.append((value, key, min(FREE_TEXT_CAP, int(sub.get("maxLength", FREE_TEXT_CAP)))))
+        else:
+            _free_text(value[key], sub, defs, found)
+
+
 def pad_answer(value: Any, schema: dict[str, Any], tokens: int) -> Any:
-    """``value`` with its longest free-text field (a string the schema does not cap) lengthened until the
-    whole answer is about ``tokens`` tokens: a server as verbose as a model whose mean answer is that long."""
-    if not isinstance(value, dict):
-        return value
-    props = _resolve(schema, schema.get("$defs", {})).get("properties", {})
-    free = [k for k, v in value.items() if isinstance(v, str) and "maxLength" not in props.get(k, {})
-            and "enum" not in props.get(k, {})]
-    deficit = tokens - len(encoder().encode(json.dumps(value)))
-    if not free or deficit <= 0:
-        return value
-    field = max(free, key=lambda k: len(value[k]))
-    filler = encoder().encode(" " + " ".join(WORDS * (deficit // len(WORDS) + 1)))[:deficit]
-    return {**value, field: value[field] + encoder().decode(filler)}
+    """``value`` with its free-text fields (strings the schema does not restrict, at any depth) lengthened, the
+    deficit shared among them, until the whole answer is about ``tokens`` tokens: a server as verbose as a model
+    whose mean answer is that long. A field stops at its maxLength or `FREE_TEXT_CAP` characters, so an answer
+    with little free text stays shorter. Changes ``value`` in place and returns it."""
+    defs = {**schema.get("$defs", {}), **schema.get("definitions", {})}
+    fields: list[tuple[Any, Any, int]] = []
+    _free_text(value, schema, defs, fields)
+    filler = encoder().encode(" " + " ".join(WORDS * (tokens // len(WORDS) + 2)))
+    while fields:
+        deficit = tokens - len(encoder().encode(json.dumps(value)))
+        open_fields = [(c, k, most) for c, k, most in fields if len(c[k]) < most]
+        if deficit <= 0 or not open_fields:
+            break
+        share = max(1, deficit // len(open_fields))
+        for container, key, most in open_fields:
+            room = most - len(container[key])
+            container[key] += encoder().decode(filler[:share])[:room]
+    return value
 
 
 def _schema_of(request: dict[str, Any]) -> dict[str, Any] | None:

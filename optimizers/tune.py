@@ -281,11 +281,15 @@ def _usd_covering(calls: int, rate: CallRate) -> str:
     return f"{value:.10g}"
 
 
-def replan_thresholds(rate: CallRate, spent: Mapping[str, float], buys: int | None, minimum: int,
+def replan_thresholds(rate: CallRate, spent: Mapping[str, float], budget: Budget, buys: int | None, minimum: int,
                       proof_calls: int) -> dict[str, Any]:
-    """What the re-plan after stage 1's first batch decided on: the measured rate, the calls spent, the calls the
-    budget buys in all at that rate, and the two thresholds (the smallest tune; the smallest with the proof)."""
-    return {"tokens_a_call": rate.tokens, "usd_a_call": rate.usd, "spent_calls": int(spent.get("calls", 0)),
+    """What the re-plan after stage 1's first batch decided on: the budget's limits, the measured rate, what the
+    first batch spent, the calls the budget buys in all at that rate, and the two thresholds (the smallest tune;
+    the smallest with the proof; both upper bounds on calls)."""
+    return {"limits": {"calls": budget.calls, "tokens": budget.tokens, "usd": budget.usd},
+            "rate": {"tokens": rate.tokens, "usd": rate.usd},
+            "spent": {"calls": int(spent.get("calls", 0)), "tokens": float(spent.get("tokens", 0)),
+                      "usd": float(spent.get("cost_usd", 0))},
             "budget_calls": buys, "minimum": minimum, "with_proof": minimum + proof_calls}
 
 
@@ -428,13 +432,14 @@ class _Pipeline:
             plan = self.replan(rate, spent, self.s.compile_train)
         except BelowMinimum as exc:
             assert self.plan.budget is not None
-            self.replanned = replan_thresholds(rate, spent, buys, exc.minimum, exc.proof_calls)
+            self.replanned = replan_thresholds(rate, spent, self.plan.budget, buys, exc.minimum, exc.proof_calls)
             raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
                               f"{self.plan.rate.tokens:,.0f} before the first call): "
                               f"{_short_of(self.plan.budget, rate, exc.minimum, exc.proof_calls, self.s)}. Rerun "
                               f"the same command with that budget to resume: the finished cells are kept") from None
         logger.info("tune: re-planned at the measured rate: %s", plan.text())
-        self.replanned = replan_thresholds(rate, spent, buys, plan.minimum, plan.proof_calls)
+        assert self.plan.budget is not None
+        self.replanned = replan_thresholds(rate, spent, self.plan.budget, buys, plan.minimum, plan.proof_calls)
         self.plans.append(plan)
         self.plan = plan
         self.s = dataclasses.replace(self.s, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,

@@ -117,27 +117,42 @@ def test_a_tune_takes_the_questions_and_the_source_split_it_is_given_and_refuses
 
 
 def test_a_re_plan_near_a_threshold_is_named_as_an_edge_with_both_outcomes():
-    from teammed.experiments.plan import edge_note
+    from teammed.experiments.plan import edge_note, flip_factor
 
-    stopped = {"tokens_a_call": 1524.0, "usd_a_call": None, "spent_calls": 535, "budget_calls": 1312,
-               "minimum": 1365, "with_proof": 3005}
-    note = edge_note(stopped)
-    assert note is not None and "about 1,312 calls" in note
-    # (1312 - 535) / (1365 - 535) = 0.936: a real rate 6% lower reaches the smallest tune
-    assert "the smallest tune needs 1,365 calls and a real rate 6% lower" in note
-    assert "goes on past stage 1's first batch (at least 1,365 calls)" in note and "proof" not in note
-    went_on = {**stopped, "budget_calls": 1400}  # (1400 - 535) / 830 = 1.04: 4% higher and it stops
-    assert "4% higher than the stand-in's means the tune stops after stage 1's first batch (about 535 calls)" in (
-        edge_note(went_on) or "")
-    proof = {**stopped, "budget_calls": 2900}  # far past the minimum; (2900 - 535) / (3005 - 535) = 0.957
-    assert (edge_note(proof) or "").endswith("a real rate 4% lower than the stand-in's means the proof runs")
-    assert edge_note({**stopped, "budget_calls": 2000}) is None  # 1.77 of the one, 0.59 of the other
-    assert edge_note({**stopped, "budget_calls": None}) is None and edge_note(None) is None
+    def replanned(tokens, calls=None, usd=None, rate_usd=None):
+        return {"limits": {"calls": calls, "tokens": tokens, "usd": usd}, "rate": {"tokens": 1500.0, "usd": rate_usd},
+                "spent": {"calls": 535, "tokens": 802500.0, "usd": 0.0}, "budget_calls": 1333, "minimum": 1365,
+                "with_proof": 3005}
+
+    # a rate f times the stand-in's on every call, the first batch's too: f * 1500 * 1365 tokens reach 1,365 calls
+    short = replanned(tokens=2_000_000)
+    assert flip_factor(short, 1365) == pytest.approx(2_000_000 / (1500 * 1365))  # 0.977: 2.3% cheaper reaches it
+    note = edge_note(short)
+    assert note is not None and note.startswith("near an edge: at the stand-in's 1,500 tokens a call")
+    assert ("the smallest tune needs up to 1,365 calls, and a real rate a call 2% lower than the stand-in's means "
+            "the tune goes on past stage 1's first batch (the smallest tune: up to 1,365 calls)") in note
+    assert "proof" not in note
+    ahead = edge_note(replanned(tokens=2_100_000))  # 1.026: 2.6% dearer and it stops after the first batch
+    assert "3% higher than the stand-in's means the tune stops after stage 1's first batch (about 535 calls)" in (
+        ahead or "")
+    near_proof = edge_note(replanned(tokens=4_300_000))  # 4.3e6 / (1500 * 3005) = 0.954; 2.1 of the minimum
+    assert (near_proof or "").endswith("a real rate a call 5% lower than the stand-in's means the proof runs")
+    assert "0.4% higher" in (edge_note(replanned(tokens=2_056_000)) or "")  # under 1%: one decimal
+    assert edge_note(replanned(tokens=3_000_000)) is None  # 1.47 of the one, 0.67 of the other
+    # a calls= limit that binds: no rate flips the tune past it, and nothing is said of the rate
+    assert edge_note(replanned(tokens=2_100_000, calls=1300)) is None
+    # usd= priced at its own rate
+    dollars = replanned(tokens=None, usd=1.0, rate_usd=1.0 / 1365)
+    dollars["spent"]["usd"] = 535 / 1365  # the first batch at that rate
+    assert flip_factor(dollars, 1365) == pytest.approx(1.0)
+    assert "$0.0007326 a call" in (edge_note(dollars) or "")
+    assert edge_note({**short, "budget_calls": None}) is None and edge_note(None) is None
 
 
 def test_a_tokens_tune_reports_what_its_re_plan_decided_on(tmp_path):
     spec = ex.TuneSpec(data=str(_questions(tmp_path)), budget="tokens=3e6", n_eval=10, optimizer="none",
                        batch_size=5, out=tmp_path / "t", backend=ex.BackendSpec(model="simulated", max_tokens=64))
     replanned = ex.tune(spec).report["replanned"]
-    assert replanned["budget_calls"] >= replanned["minimum"] > replanned["spent_calls"] > 0
-    assert replanned["with_proof"] > replanned["minimum"] and replanned["tokens_a_call"] > 0
+    assert replanned["budget_calls"] >= replanned["minimum"] > replanned["spent"]["calls"] > 0
+    assert replanned["with_proof"] > replanned["minimum"] and replanned["rate"]["tokens"] > 0
+    assert replanned["limits"] == {"calls": None, "tokens": 3e6, "usd": None} and replanned["spent"]["tokens"] > 0

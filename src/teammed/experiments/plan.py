@@ -419,29 +419,45 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
 EDGE = 0.15  # a re-plan this close to a threshold (as a share of the rate a call) is named as an edge
 
 
+def flip_factor(replanned: Mapping[str, Any], threshold: int) -> float | None:
+    """The factor on the stand-in's rate a call (every call's, the first batch's too) at which the budget's
+    tokens=/usd= limits just buy ``threshold`` calls: above it the tune cannot reach the threshold. None when
+    no such limit is set, or the budget's calls= limit alone keeps it below the threshold."""
+    limits, rate, spent = replanned["limits"], replanned["rate"], replanned["spent"]
+    if limits["calls"] is not None and limits["calls"] < threshold:
+        return None
+    factors = [limits[k] / (rate[k] * (threshold - spent["calls"]) + spent[k])
+               for k in ("tokens", "usd") if limits[k] is not None and rate[k]]
+    return min(factors) if factors else None
+
+
 def edge_note(replanned: Mapping[str, Any] | None, *, margin: float = EDGE) -> str | None:
-    """The edges the stand-in's re-plan sits near: the rate a call at which the calls a tokens=/usd= budget buys
-    (`teammed.optimizers.tune.replan_thresholds`) reach or miss the smallest tune, or the smallest with the proof,
-    when it is within ``margin`` of the stand-in's. None when neither is that close."""
+    """The edges the stand-in's re-plan sits near (`teammed.optimizers.tune.replan_thresholds`): when a real rate
+    a call within ``margin`` of the stand-in's would reach or miss the smallest tune, or the smallest with the
+    proof, the rate that flips it and the other outcome. None when neither is that close."""
     if not replanned or replanned.get("budget_calls") is None:
         return None
-    buys, spent, tokens = replanned["budget_calls"], replanned["spent_calls"], replanned["tokens_a_call"]
     found = []
     for threshold, what, passes, misses in (
             (replanned["minimum"], "the smallest tune",
-             f"the tune goes on past stage 1's first batch (at least {replanned['minimum']:,} calls)",
-             f"the tune stops after stage 1's first batch (about {spent:,} calls)"),
+             f"the tune goes on past stage 1's first batch (the smallest tune: up to {replanned['minimum']:,} calls)",
+             f"the tune stops after stage 1's first batch (about {replanned['spent']['calls']:,} calls)"),
             (replanned["with_proof"], "the smallest tune with the held-out proof", "the proof runs",
              "the proof is not run")):
-        flips = (buys - spent) / max(1, threshold - spent)  # the rate, as a share of the stand-in's, that flips it
-        if abs(flips - 1) <= margin:
-            found.append(f"{what} needs {threshold:,} calls and a real rate {abs(1 - flips):.0%} "
-                         f"{'lower' if flips < 1 else 'higher'} than the stand-in's means "
-                         f"{passes if flips < 1 else misses}")
+        flips = flip_factor(replanned, threshold)
+        if flips is None or abs(flips - 1) > margin:
+            continue
+        change = abs(1 - flips)  # above 1: the stand-in's rate reaches it, and a dearer one misses it
+        share = f"{change:.1%}" if change < 0.01 else f"{change:.0%}"
+        outcome = misses if flips > 1 else passes
+        found.append(f"{what} needs up to {threshold:,} calls, and a real rate a call {share} "
+                     f"{'higher' if flips > 1 else 'lower'} than the stand-in's means {outcome}")
     if not found:
         return None
-    return (f"near an edge: at the stand-in's {tokens:,.0f} tokens a call (stage 1's first batch) the budget buys "
-            f"about {buys:,} calls; " + "; ".join(found))
+    rate = replanned["rate"]
+    at = f"{rate['tokens']:,.0f} tokens" + (f", ${rate['usd']:.4g}" if rate["usd"] is not None else "")
+    return (f"near an edge: at the stand-in's {at} a call (stage 1's first batch) the budget buys about "
+            f"{replanned['budget_calls']:,} calls; " + "; ".join(found))
 
 
 TUNE_NOTE = ("the stand-in answers at random, so no configuration is better than another, but chance decides how long "
