@@ -36,7 +36,8 @@ N_QUESTIONS = 10
 MIN_STEM, MIN_OPTIONS = 750, 250
 
 # Ten MedQA-style vignettes of real length, written for this benchmark (not taken from a data set).
-VIGNETTES: list[dict[str, Any]] = [json.loads(line) for line in (HERE / "vignettes.jsonl").read_text().splitlines()]
+VIGNETTES: list[dict[str, Any]] = [json.loads(line) for line in
+                                   (HERE / "vignettes.jsonl").read_text(encoding="utf-8").splitlines()]
 
 
 def write_questions(path: Path) -> Path:
