@@ -275,20 +275,20 @@ def _set(value: Any, path: tuple[Any, ...], text: str) -> None:
 class _Recorder:
     """Collects each call's messages and signature (from any thread of a deliberation)."""
 
-    def __init__(self, policy: Policy = "first", seed: int = 0, lengths: Lengths = None) -> None:
+    def __init__(self, policy: Policy = "first", seed: int = 0, lengths: Lengths = None, per_word: float = 1.0) -> None:
         import random
 
         self.calls: list[tuple[str, list[dict[str, Any]]]] = []
         self.choosing: set[str] = set()  # the behaviours whose answers hold a choice (an enum, a yes/no, a list)
         self.lock = threading.Lock()
-        self.policy, self.rng, self.lengths = policy, random.Random(seed), lengths
+        self.policy, self.rng, self.lengths, self.per_word = policy, random.Random(seed), lengths, per_word
 
     def __call__(self, call: Any) -> Any:
         with self.lock:
             self.calls.append((call.signature, call.messages))
             if _has_choice(call.schema):
                 self.choosing.add(call.signature)
-            words = _text_words(call.schema, _answer_tokens(call.signature, self.lengths))
+            words = _text_words(call.schema, _answer_tokens(call.signature, self.lengths), self.per_word)
             policy = self.policy if isinstance(self.policy, str) else self.policy.get(call.signature, "first")
             return _filled(call.schema, words, policy, self.rng)
 
@@ -304,10 +304,20 @@ def _skeleton_tokens(schema_json: str) -> int:
     return len(json.dumps(_filled(json.loads(schema_json), 1))) // 4
 
 
-def _text_words(schema: dict[str, Any], tokens: int) -> int:
-    """The words of text an answer of ``tokens`` completion tokens holds: what its structure leaves, at about
-    4 tokens to 3 words."""
-    return max(1, int((tokens - _skeleton_tokens(json.dumps(schema, sort_keys=True))) * 0.75))
+@functools.lru_cache(maxsize=16)
+def filler_tokens_a_word(model: str) -> float:
+    """How many of ``model``'s tokens one word of the stand-in's filler text takes, counted with its tokenizer
+    (`tokenizer_for`): 1.0 for the filler in cl100k and o200k, more in a smaller vocabulary."""
+    _, count = tokenizer_for(model)
+    words = 200
+    text = " ".join(_FILLER[i % len(_FILLER)] for i in range(words))
+    return max(0.1, (count([{"role": "user", "content": text}]) - count([{"role": "user", "content": ""}])) / words)
+
+
+def _text_words(schema: dict[str, Any], tokens: int, per_word: float) -> int:
+    """The words of filler text an answer of ``tokens`` completion tokens holds: what its structure leaves, at
+    ``per_word`` tokens a word (`filler_tokens_a_word`), so the text quoted in later prompts is as long as billed."""
+    return max(1, int((tokens - _skeleton_tokens(json.dumps(schema, sort_keys=True))) / per_word))
 
 
 def _answer_tokens(signature: str, lengths: Lengths = None) -> int:
@@ -361,7 +371,7 @@ def _record(program_factory: Callable[[], dspy.Module], questions: Sequence[Ques
     from teammed.adapter import SchemaAdapter
     from teammed.backends.scripted import ScriptedLM
 
-    recorder = _Recorder(policy, seed, lengths)
+    recorder = _Recorder(policy, seed, lengths, filler_tokens_a_word(model))
     lm = ScriptedLM(recorder, model="estimate", keep_calls=False)
     lm.structured_output = _dialect(model, api_base)
     for question in questions:
@@ -406,11 +416,13 @@ def billing_stand_in(*, model: str, api_base: str | None, max_tokens: int, lengt
 
     at = _resolved(lengths, model)
     _, count = tokenizer_for(model)
+    per_word = filler_tokens_a_word(model)
 
     def respond(call: Any) -> Any:
         digest = hashlib.sha256(json.dumps(call.messages, sort_keys=True, default=str).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ seed)
-        return _filled(call.schema, _text_words(call.schema, _answer_tokens(call.signature, at)), "uniform", rng)
+        return _filled(call.schema, _text_words(call.schema, _answer_tokens(call.signature, at), per_word), "uniform",
+                       rng)
 
     class StandIn(ScriptedLM):
         def __init__(self) -> None:
