@@ -259,10 +259,9 @@ def pad_answer(value: Any, schema: dict[str, Any], tokens: int) -> Any:
         open_fields = [(c, k, most) for c, k, most in fields if len(c[k]) < most]
         if deficit <= 0 or not open_fields:
             break
-        share = max(1, deficit // len(open_fields))
+        text = encoder().decode(filler[:max(1, deficit // len(open_fields))])
         for container, key, most in open_fields:
-            room = most - len(container[key])
-            container[key] += encoder().decode(filler[:share])[:room]
+            container[key] += text[:most - len(container[key])]
     return value
 
 
@@ -403,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-blocks", type=int, default=1 << 20, help="blocks the prefix cache keeps (LRU)")
     parser.add_argument("--log-prompts", action="store_true", help="log each request's rendered text")
     parser.add_argument("--answer-tokens", type=int,
-                        help="lengthen each answer's longest free-text field to about this many tokens")
+                        help="lengthen each answer's free-text fields (each within its cap) towards this many tokens")
     args = parser.parse_args(argv)
     with FakeServer(latency_s=args.latency, log_path=args.log, seed=args.seed, port=args.port,
                     prefix_cache=args.prefix_cache, cache_blocks=args.cache_blocks,

@@ -427,18 +427,17 @@ class _Pipeline:
         rate = measured_rate(results, fallback=self.plan.rate)
         # what these cells spent, not the study's total: a resumed run plans exactly as the first one did
         spent = {key: sum(float(r.get(key, 0) or 0) for r in results) for key in ("calls", "tokens", "cost_usd")}
+        assert self.plan.budget is not None
         buys = calls_equivalent(self.plan.budget, rate, spent)
         try:
             plan = self.replan(rate, spent, self.s.compile_train)
         except BelowMinimum as exc:
-            assert self.plan.budget is not None
             self.replanned = replan_thresholds(rate, spent, self.plan.budget, buys, exc.minimum, exc.proof_calls)
             raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
                               f"{self.plan.rate.tokens:,.0f} before the first call): "
                               f"{_short_of(self.plan.budget, rate, exc.minimum, exc.proof_calls, self.s)}. Rerun "
                               f"the same command with that budget to resume: the finished cells are kept") from None
         logger.info("tune: re-planned at the measured rate: %s", plan.text())
-        assert self.plan.budget is not None
         self.replanned = replan_thresholds(rate, spent, self.plan.budget, buys, plan.minimum, plan.proof_calls)
         self.plans.append(plan)
         self.plan = plan

@@ -7,6 +7,7 @@ ran each grouped test; it fails on either fault."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def test_tests_of_one_outside_resource_run_on_one_worker(tmp_path: Path) -> None
     log = tmp_path / "workers.log"
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
                            "--dist", "loadgroup", "--run-local-model", "tests"], cwd=project, capture_output=True,
-                          text=True, timeout=120, env={**__import__("os").environ, "WORKERS_LOG": str(log)})
+                          text=True, timeout=120, env={**os.environ, "WORKERS_LOG": str(log)})
     assert done.returncode == 0, done.stdout + done.stderr
     ran: dict[str, set[str]] = {}
     for line in log.read_text().splitlines():
