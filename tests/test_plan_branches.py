@@ -123,3 +123,30 @@ def test_share_interval_is_exact_and_clipped() -> None:
     assert (mean, low) == (0.0, 0.0) and 0.70 < high < 0.71  # Clopper-Pearson 97.5% upper of 0 of 3
     mean, low, high = share_interval([300, 150], 100, 200)  # clipped to 1 and 0.5
     assert mean == 0.75 and low > 0 and high == 1.0
+
+
+def test_the_billing_stand_in_answers_as_a_server_held_to_the_schema_would() -> None:
+    """The tune's dry run answers (`billing_stand_in`) as a server does: a ranking is a permutation (not the
+    options' order, which made the team answer the first option on every question), a team's size is drawn
+    like any choice, a request that differs only in its temperature is sampled anew (a bootstrap's retries), and
+    each free text stays within its maxLength (a longer one was cut and repaired, and its demo dropped)."""
+    from teammed.backends.scripted import ScriptedCall
+    from teammed.estimate import billing_stand_in
+
+    lm = billing_stand_in(model="openai/gpt-4o-mini", api_base=None, max_tokens=512, lengths=2000.0)
+    schema = {"title": "FinalRanking", "type": "object", "properties": {
+        "ranking": {"type": "array", "items": {"enum": ["A", "B", "C", "D"]}},
+        "n_agents": {"enum": [2, 3, 4]},
+        "rationale": {"type": "string", "maxLength": 300}}}
+
+    def answer(temperature: float, question: int) -> dict[str, Any]:
+        messages = [{"role": "user", "content": f"question {question}"}]
+        return lm.responder(ScriptedCall("FinalRanking", {}, schema, messages, {"temperature": temperature}))
+
+    answers = [answer(0.0, q) for q in range(40)]
+    assert {a["ranking"][0] for a in answers} == {"A", "B", "C", "D"}
+    assert all(sorted(a["ranking"]) == ["A", "B", "C", "D"] for a in answers)
+    assert {a["n_agents"] for a in answers} == {2, 3, 4}
+    assert all(0 < len(a["rationale"]) <= 300 for a in answers)
+    assert answer(0.0, 1) == answer(0.0, 1)  # seeded by the request: a figure never depends on thread order
+    assert any(answer(1.0, q)["ranking"] != answer(0.0, q)["ranking"] for q in range(5))

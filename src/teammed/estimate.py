@@ -212,16 +212,20 @@ LIST_ITEMS_AT_MOST = 5
 
 def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> Any:
     """``value`` (a `schema_example`) with its enum and yes/no choices made by ``policy``."""
-    if "enum" in schema and schema.get("type") != "integer" and not all(isinstance(c, int) for c in schema["enum"]):
+    if "enum" in schema:
         options = schema["enum"]
         if policy == "uniform":
             return options[rng.randrange(len(options))]
+        if _is_count(schema):  # a count (a team's size) under a single policy: the middle (a team of 3 of 2-4)
+            return sorted(options)[len(options) // 2]
         return options[-1] if policy in ("last", "last-yes") else options[0]
     if schema.get("type") == "boolean":
         return bool(rng.randrange(2)) if policy == "uniform" else policy not in ("last", "first-no")
     if schema.get("type") == "object" and isinstance(value, dict):
         return {k: make_choices(schema.get("properties", {}).get(k, {}), v, policy, rng) for k, v in value.items()}
-    if schema.get("type") == "array" and isinstance(value, list) and value and "enum" not in schema.get("items", {}):
+    if schema.get("type") == "array" and isinstance(value, list) and "enum" in schema.get("items", {}):
+        return rng.sample(value, len(value)) if policy == "uniform" else value  # a ranking: a permutation
+    if schema.get("type") == "array" and isinstance(value, list) and value:
         least = len(value)
         most = max(least, int(schema.get("maxItems", LIST_ITEMS_AT_MOST)))
         count = {"last": most, "last-yes": most, "uniform": rng.randint(least, most) if policy == "uniform" else 0}
@@ -231,32 +235,32 @@ def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> A
     return value
 
 
+def _is_count(schema: dict[str, Any]) -> bool:
+    return schema.get("type") == "integer" or all(isinstance(c, int) for c in schema["enum"])
+
+
 def _filled(schema: dict[str, Any], words: int, policy: str = "first", rng: Any = None) -> Any:
     """A schema-valid value whose text fields hold about ``words`` words in all, its choices by ``policy``."""
     from teammed.backends.scripted import schema_example
 
-    value = schema_example(schema)
-    if policy != "first":
-        value = make_choices(schema, value, policy, rng)
-    for name, prop in schema.get("properties", {}).items():  # a count: the middle choice (a team of 3 of 2-4)
-        choices = prop.get("enum") or []
-        if choices and all(isinstance(c, int) for c in choices) and isinstance(value, dict):
-            value[name] = sorted(choices)[len(choices) // 2]
+    value = make_choices(schema, schema_example(schema), policy, rng)
     texts = _text_paths(schema, value)
     if not texts:
         return value
     share = max(1, words // len(texts))
     sentence = " ".join(_FILLER[i % len(_FILLER)] for i in range(share))
-    for path in texts:
-        _set(value, path, sentence)
+    for path, most in texts:  # each field within its maxLength, as a model held to the schema writes it
+        _set(value, path, sentence if len(sentence) <= most else sentence[:most].rsplit(" ", 1)[0])
     return value
 
 
-def _text_paths(schema: dict[str, Any], value: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    """The paths of ``value``'s free-text fields (every item of a list)."""
+def _text_paths(schema: dict[str, Any], value: Any, path: tuple[Any, ...] = ()) -> list[tuple[tuple[Any, ...], int]]:
+    """The paths of ``value``'s free-text fields (every item of a list), each with the characters it may hold."""
+    from teammed.schema import MAX_STRING_CHARS
+
     kind = schema.get("type")
     if kind == "string" and "enum" not in schema:
-        return [path]
+        return [(path, min(MAX_STRING_CHARS, int(schema.get("maxLength", MAX_STRING_CHARS))))]
     if kind == "object" and isinstance(value, dict):
         return [p for k, v in schema.get("properties", {}).items() if k in value
                 for p in _text_paths(v, value[k], (*path, k))]
@@ -419,7 +423,10 @@ def billing_stand_in(*, model: str, api_base: str | None, max_tokens: int, lengt
     per_word = filler_tokens_a_word(model)
 
     def respond(call: Any) -> Any:
-        digest = hashlib.sha256(json.dumps(call.messages, sort_keys=True, default=str).encode()).digest()
+        # seeded by the whole request, as a server samples anew when only the temperature or rollout differs
+        # (a bootstrap's retries): a figure never depends on thread order
+        request = {"messages": call.messages, **call.sampling}
+        digest = hashlib.sha256(json.dumps(request, sort_keys=True, default=str).encode()).digest()
         rng = random.Random(int.from_bytes(digest[:8], "big") ^ seed)
         return _filled(call.schema, _text_words(call.schema, _answer_tokens(call.signature, at), per_word), "uniform",
                        rng)
@@ -517,12 +524,12 @@ def _has_choice(schema: dict[str, Any]) -> bool:
     """Whether a policy can change an answer of ``schema``: a text enum, a yes/no or a list of free items."""
     kind = schema.get("type")
     if "enum" in schema:
-        return kind != "integer" and not all(isinstance(c, int) for c in schema["enum"])
+        return len(schema["enum"]) > 1
     if kind == "boolean":
         return True
     if kind == "object":
         return any(_has_choice(v) for v in schema.get("properties", {}).values())
-    return kind == "array" and "enum" not in schema.get("items", {})
+    return kind == "array" and len(schema.get("items", {}).get("enum", [0, 1])) > 1
 
 
 def _mixed(cost: Callable[..., tuple[float, float]], by_policy: Mapping[str, tuple[float, float]],

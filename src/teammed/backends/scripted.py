@@ -31,6 +31,7 @@ class ScriptedCall:
     inputs: dict[str, Any]
     schema: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
+    sampling: dict[str, Any] = field(default_factory=dict)  # the request's other arguments (temperature, ...)
 
     def choices(self, name: str) -> list[str]:
         """The allowed values of output ``name`` (a choice field), from the schema."""
@@ -98,7 +99,8 @@ class ScriptedLM(MeteredLM):
     def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
         fmt = kwargs.get("response_format") or {}
         schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema") or {"properties": {}}
-        call = ScriptedCall(schema.get("title", "?"), _parse_inputs(messages), schema, messages)
+        call = ScriptedCall(schema.get("title", "?"), _parse_inputs(messages), schema, messages,
+                            {k: v for k, v in kwargs.items() if k != "response_format"})
         if self.keep_calls:
             with self._lock:
                 self.calls.append(call)

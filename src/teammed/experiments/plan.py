@@ -49,6 +49,8 @@ class PlanPart(BaseModel):
     share: tuple[float, float, float] | None = None
     interval: tuple[int, int] | None = None
 
+    draws: int = 0  # a whole command run this many times against the stand-in: the figure is their mean
+
     @property
     def branches(self) -> bool:
         return self.paths
@@ -57,6 +59,8 @@ class PlanPart(BaseModel):
         if self.low is None or self.high is None or self.expected is None:
             return ""
         span = f"{self.low[0]:,}–{self.high[0]:,} calls, {self.low[1]:,}–{self.high[1]:,} tokens"
+        if self.draws:
+            return f" (the mean of {self.draws} draws of the stand-in's random answers; they ranged {span})"
         if self.measured:
             if not self.paths:
                 return " (one path: the model's answers do not change what is called)"
@@ -129,7 +133,8 @@ RANGE_NOTE = ("each range assumes nothing of the model: from the cheapest path w
 PILOT_BRANCH_NOTE = ("a system whose path depends on the model's answers is priced between its cheapest and dearest "
                      "path on the stand-in (answers of the pilot's lengths), at the share of that way the pilot's "
                      "questions lay (their billable tokens), with an exact 95% interval from so few questions")
-AUTO_TEAM = ("a team of size auto is priced as a team of 3 (the model chooses 2 to 4: the embedded model chose 2, "
+AUTO_TEAM = ("a team of size auto is priced as a team of 3 under each single way of answering, and each size from 2 to "
+             "4 equally likely in the expectation (the embedded model chose 2, "
              "which billed 31% fewer tokens on base); --n-agents fixes it")
 
 
@@ -391,29 +396,38 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     model, api_base, _ = model_specs(spec.backend)[0]
     max_tokens = _max_tokens(spec.backend)
     measured = _pilot(spec.backend, _dearest(tune_q), pilot)
-    lm = billing_stand_in(model=model, api_base=api_base, max_tokens=max_tokens or spec.backend.max_tokens,
-                          lengths=measured.lengths if measured else None, seed=settings.seed)
-    with tempfile.TemporaryDirectory(prefix="teammed-tune-dry-run-") as scratch:
-        outcome = run_tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm, settings=settings, budget=budget,
-                           storage=None, study_name="dry-run", out_dir=scratch, max_tokens=max_tokens, prices=priced,
-                           tokenizer_model=(model, api_base))
-    report = outcome.report
-    # the report's spent (what the real tune's report says, on the same basis), split as the stand-in billed it
-    spent = report.get("spent") or {}
-    prompt = round(int(spent.get("tokens", 0)) * lm.prompt_share)
-    completion = int(spent.get("tokens", 0)) - prompt
+    drawn = []  # (report, stand-in) of each draw of the stand-in's answers: chance decides races and demos
+    for draw in range(TUNE_DRAWS):
+        lm = billing_stand_in(model=model, api_base=api_base, max_tokens=max_tokens or spec.backend.max_tokens,
+                              lengths=measured.lengths if measured else None, seed=settings.seed + draw)
+        with tempfile.TemporaryDirectory(prefix="teammed-tune-dry-run-") as scratch:
+            outcome = run_tune(tune_questions=tune_q, eval_questions=eval_q, lm=lm, settings=settings, budget=budget,
+                               storage=None, study_name="dry-run", out_dir=scratch, max_tokens=max_tokens,
+                               prices=priced, tokenizer_model=(model, api_base))
+        drawn.append((outcome, lm))
+    # each draw's spent (what the real tune's report says, on the same basis), split as its stand-in billed it
+    spent = [(int(o.report.get("spent", {}).get("calls", 0)), int(o.report.get("spent", {}).get("tokens", 0)))
+             for o, _ in drawn]
+    calls, tokens = round(sum(c for c, _ in spent) / len(spent)), round(sum(t for _, t in spent) / len(spent))
+    prompt = round(tokens * sum(lm.prompt_share for _, lm in drawn) / len(drawn))
     price, why = prices_for(model, api_base)
-    usd = None if price is None else prompt * price[0] + completion * price[1]
-    ran = ("stopped at stage " + outcome.stage + " (" + (outcome.message or "budget") + ")" if outcome.status != "done"
-           else "held-out proof " + ("run" if report.get("held_out") is not None else "NOT run"))
+    usd = None if price is None else prompt * price[0] + (tokens - prompt) * price[1]
+    ran = [("stopped at stage " + o.stage + " (" + (o.message or "budget") + ")" if o.status != "done"
+            else "held-out proof " + ("run" if o.report.get("held_out") is not None else "NOT run")) for o, _ in drawn]
+    outcomes = "; ".join(f"{what} in {ran.count(what)} of {len(ran)} draws" for what in dict.fromkeys(ran))
+    report = drawn[0][0].report
     plans = report.get("plans") or ["none"]
-    part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {ran}; its last plan: {plans[-1]}",
-                    calls=int(spent.get("calls", 0)), prompt_tokens=prompt, completion_tokens=completion, usd=usd)
+    part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {outcomes}; the first draw's last "
+                         f"plan: {plans[-1]}", calls=calls, prompt_tokens=prompt, completion_tokens=tokens - prompt,
+                    usd=usd, low=min(spent), high=max(spent), expected=(calls, tokens), draws=len(drawn))
     edge = edge_note(report.get("replanned"))
     notes = (f"the plan before the first call: {plans[0]}", *([edge] if edge else []), TUNE_NOTE)
     name, _ = tokenizer_for(model)
     return Plan.of("tune", [part], price_note=why, tokenizer=name, notes=notes, pilot=measured,
                    lengths=verbosity_for(model).text())
+
+
+TUNE_DRAWS = 3  # the tune is run this many times against the stand-in, its answers drawn anew each time
 
 
 EDGE = 0.15  # a re-plan this close to a threshold (as a share of the rate a call) is named as an edge
@@ -461,8 +475,9 @@ def edge_note(replanned: Mapping[str, Any] | None, *, margin: float = EDGE) -> s
 
 
 TUNE_NOTE = ("the stand-in answers at random, so no configuration is better than another, but chance decides how long "
-             "races run (on the demo set, 852 calls by the simulated team against 1,232 planned): a real model's "
-             "differences may settle them sooner; bootstrap demos come from the answers it got right by chance")
+             "races run (on the demo set, 852 calls by the simulated team against 1,232 planned) and how many demos a "
+             "bootstrap keeps (from the answers it got right by chance): hence the draws; a real model's differences "
+             "may settle races sooner")
 
 
 # ---------------------------------------------------------------- reproduce
