@@ -10,10 +10,11 @@ run anyway to show what it does.
 
     python benchmarks/tune_plan_accuracy.py --published ../shared/medagentsbench/output \
         [--budgets tokens=1500000,tokens=3000000] [--n-eval 20] [--optimizer bootstrap] [--batch-size 5] [--pilot 3]
-        [--answer-tokens N] [--out FILE.json]
+        [--answer-tokens N] [--server-seed S] [--out FILE.json]
 
 ``--answer-tokens N`` makes the server pad each answer to about N tokens: a server as verbose as the model the
 dry run names (gpt-4o-mini's published mean is 451), the best case for a dry run without a pilot.
+``--server-seed S`` draws the server's answers anew: the real tune's own spread.
 """
 
 from __future__ import annotations
@@ -90,16 +91,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=5)
     parser.add_argument("--pilot", type=int, default=3)
     parser.add_argument("--answer-tokens", type=int)
+    parser.add_argument("--server-seed", type=int, default=0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         data = write_medqa(args.published, work / "data")
         with Server(latency_s=0.0, log=work / "requests.jsonl",
-                    extra=["--answer-tokens", str(args.answer_tokens)] if args.answer_tokens else []) as server:
+                    extra=["--seed", str(args.server_seed),
+                           *(["--answer-tokens", str(args.answer_tokens)] if args.answer_tokens else [])]) as server:
             found = [measure(b, data, n_eval=args.n_eval, api_base=server.api_base, work=work, optimizer=args.optimizer,
                              batch_size=args.batch_size, pilot=args.pilot) for b in args.budgets.split(",")]
-    emit({"server": "benchmarks/fake_server.py", "answer_tokens": args.answer_tokens, "n_eval": args.n_eval,
+    emit({"server": "benchmarks/fake_server.py", "answer_tokens": args.answer_tokens,
+          "server_seed": args.server_seed, "n_eval": args.n_eval,
           "optimizer": args.optimizer, "batch_size": args.batch_size, "budgets": found}, args.out)
     return 0
 
