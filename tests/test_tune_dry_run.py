@@ -79,6 +79,9 @@ def test_the_dry_run_and_the_real_tune_agree_on_the_proof_and_the_calls(tmp_path
     assert "run against the stand-in" in part.what and "below the smallest tune" in planned.text()
     assert result.done
     billed = result.report["spent"]["calls"]  # the report's basis, the dry run's too
+    assert part.draws == 3 and part.low is not None and part.high is not None  # three draws and their range
+    assert part.low[0] <= part.calls <= part.high[0] and part.low[1] <= part.expected[1] <= part.high[1]
+    assert "the mean of 3 draws of the stand-in's random answers; they ranged" in planned.text()
     drew = re.search(r"held-out proof run in (\d+) of (\d+) draws", part.what)
     assert (drew is not None and 2 * int(drew[1]) > int(drew[2])) == (result.report["held_out"] is not None)
     assert planned.calls == pytest.approx(billed, rel=0.25)

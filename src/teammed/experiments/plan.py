@@ -406,9 +406,9 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
                                prices=priced, tokenizer_model=(model, api_base))
         drawn.append((outcome, lm))
     # each draw's spent (what the real tune's report says, on the same basis), split as its stand-in billed it
-    spent = [(int(o.report.get("spent", {}).get("calls", 0)), int(o.report.get("spent", {}).get("tokens", 0)))
-             for o, _ in drawn]
-    calls, tokens = round(sum(c for c, _ in spent) / len(spent)), round(sum(t for _, t in spent) / len(spent))
+    spent = [o.report.get("spent") or {} for o, _ in drawn]
+    each_calls, each_tokens = [int(x.get("calls", 0)) for x in spent], [int(x.get("tokens", 0)) for x in spent]
+    calls, tokens = round(sum(each_calls) / len(drawn)), round(sum(each_tokens) / len(drawn))
     prompt = round(tokens * sum(lm.prompt_share for _, lm in drawn) / len(drawn))
     price, why = prices_for(model, api_base)
     usd = None if price is None else prompt * price[0] + (tokens - prompt) * price[1]
@@ -419,7 +419,8 @@ def _plan_tune(spec: TuneSpec, *, pilot: int | None = None) -> Plan:
     plans = report.get("plans") or ["none"]
     part = PlanPart(what=f"tune within {spec.budget}, run against the stand-in: {outcomes}; the first draw's last "
                          f"plan: {plans[-1]}", calls=calls, prompt_tokens=prompt, completion_tokens=tokens - prompt,
-                    usd=usd, low=min(spent), high=max(spent), expected=(calls, tokens), draws=len(drawn))
+                    usd=usd, low=(min(each_calls), min(each_tokens)), high=(max(each_calls), max(each_tokens)),
+                    expected=(calls, tokens), draws=len(drawn))
     edge = edge_note(report.get("replanned"))
     notes = (f"the plan before the first call: {plans[0]}", *([edge] if edge else []), TUNE_NOTE)
     name, _ = tokenizer_for(model)
