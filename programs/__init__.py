@@ -23,6 +23,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from teammed.lazy import lazy_exports
+
 __all__ = [
     # the teamwork program and how to configure it
     "TeamworkProgram",
@@ -71,16 +73,10 @@ _WHERE = {
 }
 
 
+_exported, __dir__ = lazy_exports(__name__, _WHERE, globals())
+
+
 def __getattr__(name: str) -> Any:
     if name == "ChainOfThought":  # deprecated (one release): not cached, so every use warns
         return importlib.import_module("teammed.programs.peers.baselines").deprecated_alias(__name__, name)
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'teammed.programs' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return _exported(name)

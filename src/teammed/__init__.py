@@ -3,9 +3,10 @@
 # Importing or calling teammed changes no process-global state (os.environ, the garbage collector,
 # litellm's settings); the `teammed` command's own settings: teammed._litellm.for_the_command_line.
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from teammed.errors import BackendError, ConfigError, DataError, ProgramMismatchError, TeammedError
+from teammed.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from teammed.config import PRESETS, TeamworkConfig, preset
@@ -24,16 +25,6 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-# Loaded on first use (PEP 562): `teammed --help` then needs no pydantic.
-_LAZY = {"TeamworkConfig": "teammed.config", "PRESETS": "teammed.config", "preset": "teammed.config",
-         "Question": "teammed.types"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'teammed' has no attribute {name!r}")
+# Loaded on first use: `teammed --help` then needs no pydantic.
+__getattr__, __dir__ = lazy_exports(__name__, {"TeamworkConfig": "teammed.config", "PRESETS": "teammed.config",
+                                               "preset": "teammed.config", "Question": "teammed.types"}, globals())

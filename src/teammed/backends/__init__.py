@@ -6,10 +6,11 @@ OpenAI-compatible server) and `ScriptedLM` (answers from a script, for tests). `
 their base: it counts calls and tokens.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from teammed.backends.base import MeteredLM
 from teammed.backends.scripted import ScriptedCall, ScriptedLM
+from teammed.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from teammed.backends.litellm_backend import LiteLLMBackend
@@ -17,20 +18,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MeteredLM", "LiteLLMBackend", "OpenAICompatibleClient", "ScriptedLM", "ScriptedCall"]
 
-# Loaded on first use (PEP 562): the litellm and httpx clients are not imported with the package.
-_LAZY = {"LiteLLMBackend": "teammed.backends.litellm_backend",
-         "OpenAICompatibleClient": "teammed.backends.openai_http"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'teammed.backends' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+# Loaded on first use: the litellm and httpx clients are not imported with the package.
+__getattr__, __dir__ = lazy_exports(__name__, {"LiteLLMBackend": "teammed.backends.litellm_backend",
+                                               "OpenAICompatibleClient": "teammed.backends.openai_http"}, globals())
