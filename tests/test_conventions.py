@@ -52,8 +52,8 @@ def test_outputs_are_readable_by_colleagues(tmp_path):
         assert main(["run", "--dataset", "demo", "--n", "2", "--model", "scripted", "--no-cache",
                      "--out", str(run)]) == 0
         assert main(["report", str(run), "--out", str(tmp_path / "report")]) == 0
-        from teammed.optimizers.saved import save_program
         from teammed.programs import TeamworkProgram, preset
+        from teammed.programs.persist import save_program
 
         save_program(TeamworkProgram(preset("base")), tmp_path / "program.json")
     finally:

@@ -310,7 +310,7 @@ def test_labeled_is_refused_where_it_would_change_nothing(tmp_path, capsys):
     # a system whose predictor outputs the answer keeps labeled demos in its prompt
     assert main(["compile", "--dataset", "demo", "--system", "cot", "--optimizer", "labeled", "--train", "2",
                  "--val", "2", "--test", "2", "--model", "scripted", "--out", str(out)]) == 0
-    from teammed.optimizers.saved import load_program
+    from teammed.programs.load import load_program
 
     predictor = load_program(out)[0].predictors()[0]
     messages = SchemaAdapter().format(predictor.signature, predictor.demos,
@@ -343,7 +343,7 @@ def test_the_same_bootstrap_compile_of_a_parallel_preset_writes_the_same_bytes(t
     import hashlib
 
     from teammed.cli import main
-    from teammed.optimizers.saved import load_program
+    from teammed.programs.load import load_program
     from tests.fake_openai import FakeOpenAI
     from tests.schema_fake import handler
 

@@ -323,7 +323,7 @@ def test_tune_with_a_prompt_optimizer_compiles_stage1_and_the_winner(tmp_path):
     assert out.status == "done"
     prompts = {row["prompts"] for row in out.report["tried"]}
     assert prompts == {"stage1"}
-    from teammed.optimizers.saved import load_program
+    from teammed.programs.load import load_program
 
     program, _ = load_program(out.report["program"], system="teamwork")
     assert max(len(p.demos) for _, p in program.named_predictors()) > 0  # the compiled winner carries its demos

@@ -115,6 +115,15 @@ def _plain_text(value: Any) -> str:
     return str(value)
 
 
+def _value_text(field: Any, value: Any) -> str:
+    """An input's value as DSPy writes it: the plain-value fast path, else DSPy's own formatting."""
+    if _plain(field, value):
+        return _plain_text(value)
+    from dspy.adapters.utils import format_field_value
+
+    return format_field_value(field_info=field, value=value)
+
+
 _MARK = CUSTOM_TYPE_START_IDENTIFIER
 
 
@@ -253,12 +262,7 @@ class SchemaAdapter(dspy.JSONAdapter):
 
     def _field_text(self, signature: type[dspy.Signature], name: str, value: Any) -> str:
         """``[[ ## name ## ]]`` and the value as DSPy writes it (custom types stay marked for `format`)."""
-        field = signature.input_fields[name]
-        if _plain(field, value):
-            return f"[[ ## {name} ## ]]\n{_plain_text(value)}"
-        from dspy.adapters.utils import format_field_value
-
-        return f"[[ ## {name} ## ]]\n{format_field_value(field_info=field, value=value)}"
+        return f"[[ ## {name} ## ]]\n{_value_text(signature.input_fields[name], value)}"
 
     def _compact_demos(self, signature: type[dspy.Signature], demos: list[dict[str, Any]]) -> str:
         """Few-shot demos as text inside the behaviour's part (after the case, so the prefix stays shared).
@@ -275,14 +279,7 @@ class SchemaAdapter(dspy.JSONAdapter):
                 continue
             lines = [f"Example {len(blocks) + 1} (another case):"]
             for k in shown_in:
-                value = _compact_value(demo[k])
-                field = signature.input_fields[k]
-                if _plain(field, value):
-                    shown = _plain_text(value)
-                else:
-                    from dspy.adapters.utils import format_field_value
-
-                    shown = format_field_value(field_info=field, value=value)
+                shown = _value_text(signature.input_fields[k], _compact_value(demo[k]))
                 lines.append(f"{k}:{chr(10) if chr(10) in shown else ' '}{shown}")
             reply = json.dumps({k: _jsonable(v) for k, v in shown_out.items()}, ensure_ascii=False)
             lines.append(f"reply: {reply}")
@@ -290,20 +287,3 @@ class SchemaAdapter(dspy.JSONAdapter):
         if not blocks:
             return ""
         return "\n\n".join(["Worked examples from other cases:", *blocks])
-
-    def _compact_user(self, signature: type[dspy.Signature], inputs: dict[str, Any]) -> Any:
-        """All of ``inputs`` in signature order, as DSPy's user message writes them, byte for byte.
-
-        The plain-value fast path here is the one `_field_text` takes; tests compare it with DSPy's.
-        """
-        kept = {k: _compact_value(v) for k, v in inputs.items() if k in signature.input_fields}
-        fields = signature.input_fields
-        if all(_plain(fields[k], v) for k, v in kept.items()):
-            # text, numbers and JSON-native containers: DSPy's text exactly, without the pydantic
-            # TypeAdapter DSPy builds for every value (~10% of a call's CPU)
-            parts = [f"[[ ## {k} ## ]]\n{_plain_text(kept[k])}" for k in fields if k in kept]
-            return "\n\n".join(["", *parts, ""]).strip() + "\n"
-        # DSPy's own formatting keeps images and other custom types (split into content parts)
-        # the trailing newline keeps an empty last field well-formed ("[[ ## name ## ]]\n")
-        message = {"role": "user", "content": self.format_user_message_content(signature, kept) + "\n"}
-        return _expand_custom_types(message)["content"]

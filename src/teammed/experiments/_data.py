@@ -128,7 +128,7 @@ def tuned_on(path: Path | None) -> TunedOn | None:
         raise ConfigError(f"cannot read {path}: {exc}") from None
     if not isinstance(document, dict):
         return None
-    from teammed.optimizers.saved import ENVELOPE
+    from teammed.programs.persist import ENVELOPE
     from teammed.records import read_tuning_records
 
     envelope = document.get(ENVELOPE)

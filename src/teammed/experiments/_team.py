@@ -82,7 +82,7 @@ def program_factory(team: TeamSpec, config: TeamworkConfig | None, *, pool: Sequ
     if team.module is not None:  # a program the caller holds, called as it is
         return lambda: team.module
     if team.program:
-        from teammed.optimizers.saved import load_program
+        from teammed.programs.load import load_program
 
         explicit = config if (team.preset or team.components or team.config) else None
         program, _ = load_program(team.program, system=system, config=explicit, overrides=overrides(team),
@@ -114,7 +114,7 @@ def grid_configs(team: TeamSpec) -> list[tuple[str, TeamworkConfig | None]]:
     for name in team.presets or [None]:
         config = team_config(team, name) if takes_config(team.system) else None
         if team.program:
-            from teammed.optimizers.saved import saved_config
+            from teammed.programs.persist import saved_config
 
             if not explicit:
                 config = saved_config(team.program, overrides=overrides(team))
