@@ -23,12 +23,12 @@ from teammed.evals._rows import (
     deliberation,
     events,
     first_choice,
-    is_correct,
     stage_name,
     team_record,
     typed_rows,
     votes_by_turn,
 )
+from teammed.evals.stats import natural_key
 from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
@@ -92,13 +92,6 @@ def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
         return ""
     confidence = vote.confidence
     return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
-
-
-def status_of(row: ResultRow) -> str:
-    """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
-    if row.failed:
-        return "failed"
-    return "correct" if is_correct(row) else "wrong"
 
 
 def _history(rec: Deliberation | PeerRecord | None) -> list[TrustSnapshot]:
@@ -231,11 +224,6 @@ def _stem(row: ResultRow) -> str:
     return "".join(parts)
 
 
-def _natural(text: str) -> list[Any]:
-    """``q2`` before ``q10``."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
-
-
 def anchor_id(run_index: int, question_id: Any) -> str:
     """A stable, URL-safe anchor for one question of one run."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(question_id)).strip("-") or "q"
@@ -288,14 +276,15 @@ class Shown(Protocol):
     def failed(self) -> bool: ...
 
 
-def _status(row: Shown) -> str:
+def status_of(row: Shown) -> str:
+    """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
     return "failed" if row.failed else "correct" if row.correct else "wrong"
 
 
 def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
     body = []
     for i, (title, rows) in enumerate(runs):
-        states = [_status(r) for r in rows]
+        states = [status_of(r) for r in rows]
         n = len(rows)
         accuracy = f"{100 * states.count('correct') / n:.1f}%" if n else "–"
         systems = ", ".join(dict.fromkeys(str(r.system or "") for r in rows)) or "–"
@@ -366,7 +355,7 @@ def paged_transcripts(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: Rows
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
-    ids = sorted({r.id for _, rows in runs for r in rows}, key=_natural)
+    ids = sorted({r.id for _, rows in runs for r in rows}, key=natural_key)
     chunks = [ids[i:i + page_size] for i in range(0, len(ids), page_size)] or [[]]
     if len(chunks) == 1:
         return [_page(runs, rows_of, set(ids), "")]
@@ -387,10 +376,10 @@ def _page(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, keep: se
            f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
            f"<h1>Deliberation transcripts</h1>{pager}{_overview(runs)}")
     for i, (title, rows) in enumerate(runs):
-        states = [_status(r) for r in rows]
+        states = [status_of(r) for r in rows]
         yield (f'<section class="runsec"><h2 id="run{i}">{_e(title)}</h2><p class="run">{states.count("correct")} '
                f'of {len(rows)} correct, {states.count("failed")} failed</p>')
-        shown = sorted(rows_of(i, keep), key=lambda r: _natural(r.id))  # the same order in every run
+        shown = sorted(rows_of(i, keep), key=lambda r: natural_key(r.id))  # the same order in every run
         for row in shown:
             yield _question(row, run_index=i, run_title=title)
         yield "</section>"

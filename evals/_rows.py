@@ -29,7 +29,6 @@ __all__ = [
     "peer_record",
     "team_record",
     "events",
-    "is_correct",
     "first_choice",
     "r2_choices",
     "final_choices",
@@ -74,11 +73,6 @@ def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
 def events(row: ResultRow) -> list[TranscriptEvent]:
     """The row's transcript: its typed events."""
     return row.transcript
-
-
-def is_correct(row: ResultRow) -> bool:
-    """Correct and not failed: a failed question never counts as correct."""
-    return bool(row.correct) and not row.failed
 
 
 def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
