@@ -135,13 +135,11 @@ def peer_structure(rows: Iterable[RowLike]) -> dict[str, Any]:
     stages = [r.stage for r in records if r.stage]
     if stages:  # adaptive: the share of questions the team answered
         out["escalation_rate"] = stages.count("team") / len(stages)
-    experts = [r.n_experts for r in records if r.n_experts is not None]
-    if experts:
-        out["experts_per_question"] = sum(experts) / len(experts)
-    for name, values in (("rounds", [r.rounds for r in records if r.rounds is not None]),
-                         ("reassignments", [r.reassignments for r in records if r.reassignments is not None])):
-        if values:
-            out[name] = sum(values) / len(values)
+    for name, field in (("experts_per_question", "n_experts"), ("rounds", "rounds"),
+                        ("reassignments", "reassignments")):
+        value = mean(v for r in records if (v := getattr(r, field)) is not None)
+        if value is not None:
+            out[name] = value
     return out
 
 
