@@ -21,7 +21,6 @@ from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, 
 from teammed.evals._rows import (
     AnyRow,
     deliberation,
-    events,
     first_choice,
     stage_name,
     team_record,
@@ -133,7 +132,7 @@ def _event(event: TranscriptEvent) -> str:
 
 
 def _transcript(row: ResultRow) -> str:
-    said = events(row)
+    said = row.transcript
     return "<h4>Deliberation</h4>" + "".join(map(_event, said)) if said else ""
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
 from teammed.deliberation import Assessment, FinalVote
-from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row
+from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, load_row
 
 __all__ = [
     "stage_name",
@@ -28,7 +28,6 @@ __all__ = [
     "deliberation",
     "peer_record",
     "team_record",
-    "events",
     "first_choice",
     "r2_choices",
     "final_choices",
@@ -68,11 +67,6 @@ def peer_record(row: ResultRow) -> PeerRecord | None:
 def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
     """The row's `Deliberation`, else its peer system's record, else None."""
     return row.record if isinstance(row.record, Deliberation | PeerRecord) else None
-
-
-def events(row: ResultRow) -> list[TranscriptEvent]:
-    """The row's transcript: its typed events."""
-    return row.transcript
 
 
 def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
