@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -252,10 +252,6 @@ def _sameness(run: Run) -> str:
                  run.answered_by])
 
 
-def _n_failed(run: Run) -> int:
-    return sum(bool(row.failed) for row in run.rows)
-
-
 def _mtime(run: Run) -> float:
     try:
         return (run.path / "results.jsonl").stat().st_mtime
@@ -265,12 +261,13 @@ def _mtime(run: Run) -> float:
 
 def _preferred(first: Run, second: Run) -> tuple[Run, str]:
     """The directory of one run that the report counts, and why (see `unique_runs`)."""
-    if len(first.rows) != len(second.rows):
-        return (first if len(first.rows) > len(second.rows) else second), "it has more questions"
-    if _n_failed(first) != _n_failed(second):
-        return (first if _n_failed(first) < _n_failed(second) else second), "fewer of its questions failed"
-    if _mtime(first) != _mtime(second):
-        return (first if _mtime(first) > _mtime(second) else second), "its results.jsonl is newer"
+    rules: tuple[tuple[Callable[[Run], float], str], ...] = (
+        (lambda run: len(run.rows), "it has more questions"),
+        (lambda run: -sum(bool(row.failed) for row in run.rows), "fewer of its questions failed"),
+        (_mtime, "its results.jsonl is newer"))
+    for score, why in rules:
+        if score(first) != score(second):
+            return (first if score(first) > score(second) else second), why
     return first, "it was passed first"
 
 
