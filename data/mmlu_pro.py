@@ -20,7 +20,7 @@ from typing import Any
 from teammed.data._fields import content_id, lettered, normalize_letter, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import LETTERS, Question
 
 __all__ = ["mmlu_pro_question", "mmlu_pro_questions", "SPEC"]
@@ -73,15 +73,11 @@ def _gold_position(row: Mapping[str, Any], n: int) -> int | None:
     return position
 
 
-def _build(rows: list[Row], origin: Origin, *, category: str | None = "health") -> list[Question]:
-    return mmlu_pro_questions(rows, category=category)
-
-
 SPEC = DatasetSpec(
     name="mmlu_pro_health",
     summary="MMLU-Pro health category, up to 10 options (TIGER-Lab/MMLU-Pro)",
     schema="question_id, question, options (list), answer (letter), answer_index, category, src",
-    build=_build,
+    build=without_origin(mmlu_pro_questions),
     files=standard_files("mmlu_pro") + standard_files("mmlu_pro_health"),
     splits=("validation", "test"),
     hub=HubRef("TIGER-Lab/MMLU-Pro"),

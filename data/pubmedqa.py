@@ -25,7 +25,7 @@ from typing import Any
 from teammed.data._fields import YES_NO_MAYBE, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import Question
 
 __all__ = ["pubmedqa_question", "pubmedqa_questions", "SPEC"]
@@ -101,16 +101,12 @@ def _join(contexts: list[Any], labels: list[Any]) -> str | None:
     return "\n\n".join(parts) or None
 
 
-def _build(rows: list[Row], origin: Origin, *, with_context: bool = True) -> list[Question]:
-    return pubmedqa_questions(rows, with_context=with_context)
-
-
 SPEC = DatasetSpec(
     name="pubmedqa",
     summary="PubMedQA expert-labeled, yes/no/maybe with abstract context (qiaojin/PubMedQA pqa_labeled)",
     schema="pubid, question, context {contexts, labels, meshes}, long_answer, final_decision; "
     "or the original ori_pqal.json (object keyed by PMID with QUESTION, CONTEXTS, final_decision)",
-    build=_build,
+    build=without_origin(pubmedqa_questions),
     files=standard_files("pubmedqa", "ori_pqal.json", "pubmedqa/ori_pqal.json"),
     default_split="train",
     hub=HubRef("qiaojin/PubMedQA", "pqa_labeled"),
