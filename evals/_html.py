@@ -15,9 +15,10 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
 from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
+from teammed.evals._facts import RowLike
 from teammed.evals._rows import (
     AnyRow,
     deliberation,
@@ -262,25 +263,12 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
 
 
-class Shown(Protocol):
-    """What the overview, the toolbar and a run's header read of a row: a `ResultRow` or its `RowFacts`."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def correct(self) -> bool | None: ...
-    @property
-    def failed(self) -> bool: ...
-
-
-def status_of(row: Shown) -> str:
+def status_of(row: RowLike) -> str:
     """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
     return "failed" if row.failed else "correct" if row.correct else "wrong"
 
 
-def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
+def _overview(runs: Sequence[tuple[str, Sequence[RowLike]]]) -> str:
     body = []
     for i, (title, rows) in enumerate(runs):
         states = [status_of(r) for r in rows]
@@ -295,7 +283,7 @@ def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
     return f'<table class="runs"><tr>{header}</tr>{"".join(body)}</table>'
 
 
-def _toolbar(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
+def _toolbar(runs: Sequence[tuple[str, Sequence[RowLike]]]) -> str:
     statuses = "".join(
         f'<label><input type="radio" name="status" value="{v}"{" checked" if v == "all" else ""}><span>{t}</span>'
         f"</label>" for v, t in (("all", "All"), ("correct", "Correct"), ("wrong", "Wrong"), ("failed", "Failed"))
@@ -341,7 +329,7 @@ def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
     return ["".join(page) for page in paged_transcripts(typed, rows_of, page_size=page_size)]
 
 
-def paged_transcripts(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, *,
+def paged_transcripts(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, *,
                       page_size: int = PAGE_QUESTIONS) -> list[Iterator[str]]:
     """The viewer split into pages of at most ``page_size`` question ids (in natural id order, the
     same ids for every run, so a question's runs stay side by side); every page shows the whole
@@ -369,7 +357,7 @@ def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:
             f"{len(chunks)}: {links}</nav>")
 
 
-def _page(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, keep: set[str], pager: str) -> Iterator[str]:
+def _page(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, keep: set[str], pager: str) -> Iterator[str]:
     yield ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
            '<meta name="viewport" content="width=device-width, initial-scale=1">'
            f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
