@@ -30,7 +30,7 @@ from teammed.data import (
     pubmedqa,
     unified,
 )
-from teammed.data._hf import arrow_rows, folder_split_files, hf_directory_rows, is_hf_directory
+from teammed.data._hf import arrow_rows, folder_split_files, hf_directory_rows, is_hf_directory, is_saved
 from teammed.data._hub import HubUnavailable, fetch_hub_rows
 from teammed.data._rows import EXTENSIONS, Row, read_rows
 from teammed.data._spec import Builder, DatasetSpec, Origin, option_defaults
@@ -198,8 +198,7 @@ def _hf_copies(spec: DatasetSpec, data_dir: Path) -> list[Path]:
     found = []
     for name in dict.fromkeys(names):
         folder = data_dir / name
-        if folder.is_dir() and ((folder / "data").is_dir() or any(
-                (folder / m).is_file() for m in ("dataset_dict.json", "state.json"))):
+        if folder.is_dir() and ((folder / "data").is_dir() or is_saved(folder)):
             found.append(folder)
     return found
 
