@@ -282,19 +282,15 @@ def teamwork_table(groups: Sequence[Stats]) -> str | None:
     return _metric_table(groups, _TEAMWORK)
 
 
+_BINARY: list[_Column] = [
+    *((k, _cell("binary", "overall", k, spec=".0f")) for k in ("TP", "FP", "TN", "FN")),
+    *((k.title(), _cell("binary", "overall", k, spec=".3f")) for k in ("precision", "recall", "specificity", "f1")),
+]
+
+
 def binary_table(groups: Sequence[Stats]) -> str | None:
     """Confusion counts and scores on binary tasks, one row per (configuration, data set)."""
-    body = []
-    for stats in groups:
-        binary = _get(stats, "metrics", "binary")
-        if not binary:
-            continue
-        overall = binary["overall"]
-        counts = [str(overall.get(k, 0)) for k in ("TP", "FP", "TN", "FN")]
-        scores = [_fmt(overall.get(k), ".3f") for k in ("precision", "recall", "specificity", "f1")]
-        body.append([stats["config"], stats["dataset"], *counts, *scores])
-    header = ["Config", "Dataset", "TP", "FP", "TN", "FN", "Precision", "Recall", "Specificity", "F1"]
-    return markdown_table(header, body) if body else None
+    return _metric_table(groups, _BINARY)
 
 
 def macro_binary_table(macro: Mapping[str, Mapping[str, Any]]) -> str | None:
