@@ -20,6 +20,7 @@ __all__ = [
     "normalize_letter",
     "gold_letter",
     "parse_structured",
+    "parsed_list",
     "YES_NO_MAYBE",
 ]
 
@@ -63,6 +64,14 @@ def parse_structured(value: Any) -> Any:
         return ast.literal_eval(value)
     except (ValueError, SyntaxError):
         raise ValueError(f"cannot read {value[:60]!r} as a list or object (JSON or Python literal)") from None
+
+
+def parsed_list(value: Any, field: str) -> list[Any]:
+    """`parse_structured` of a field that must hold a list."""
+    parsed = parse_structured(value)
+    if not isinstance(parsed, list):
+        raise ValueError(f"{field} must be a list (got {type(parsed).__name__})")
+    return parsed
 
 
 def _json_spellings(value: str) -> list[str]:

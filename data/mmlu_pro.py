@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from teammed.data._fields import content_id, lettered, normalize_letter, parse_structured, text
+from teammed.data._fields import content_id, lettered, normalize_letter, parsed_list, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, standard_files, without_origin
@@ -34,10 +34,7 @@ def mmlu_pro_question(
     """One MMLU-Pro row as a Question, or None when it is not in ``category``."""
     if category is not None and text(row.get("category")).lower() != category.lower():
         return None
-    raw = parse_structured(row["options"])
-    if not isinstance(raw, list):
-        raise ValueError(f"options must be a list (got {type(raw).__name__})")
-    texts = [text(option) for option in raw]
+    texts = [text(option) for option in parsed_list(row["options"], "options")]
     gold = _gold_position(row, len(texts))
     if gold is not None and texts[gold] == PADDING:
         raise ValueError(f"the gold option {LETTERS[gold]} is the {PADDING!r} padding")
