@@ -54,7 +54,7 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
     partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
     by_cell = {(g["config"], g["dataset"]): g for g in groups}
-    majority = _majority(groups)
+    majority = majority_by_dataset(groups)
     columns = list(datasets)
     averages: dict[str, float] = {}
     if len(datasets) > 1:
@@ -83,7 +83,7 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     return markdown_table(["Config", *columns], body)
 
 
-def _majority(groups: Sequence[Stats]) -> dict[str, float]:
+def majority_by_dataset(groups: Sequence[Stats]) -> dict[str, float]:
     """The majority-class baseline's accuracy of each data set (the first group's that has one)."""
     majority: dict[str, float] = {}
     for g in groups:

@@ -158,12 +158,12 @@ def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[
     """Per data set: chance (the mean of 1 / options over its labelled questions) and the majority class's
     accuracy (pooled over a configuration's questions, as Table 1 shows it)."""
     out: dict[str, dict[str, Any]] = {}
+    majority = _tables.majority_by_dataset(stats)
     for dataset in datasets:
         sizes = [row.n_options for g in groups if g.dataset == dataset for row in g.rows
                  if row.labeled and row.n_options]
-        majority = next(((s["metrics"].get("majority_baseline") or {}).get("accuracy") for s in stats
-                         if s["dataset"] == dataset and (s["metrics"].get("majority_baseline") or {})), None)
-        out[dataset] = {"chance": sum(1 / n for n in sizes) / len(sizes) if sizes else None, "majority": majority}
+        out[dataset] = {"chance": sum(1 / n for n in sizes) / len(sizes) if sizes else None,
+                        "majority": majority.get(dataset)}
     return out
 
 
