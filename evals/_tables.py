@@ -28,11 +28,11 @@ def _fmt(value: Any, spec: str, *, scale: float = 1.0) -> str:
     return _DASH if value is None else format(value * scale, spec)
 
 
-def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
+def _mean_se_cell(accuracy: Mapping[str, Any], plus_minus: str = " ± ") -> str:
     if accuracy.get("mean") is None:
         return _DASH
     mean = f"{100 * accuracy['mean']:.1f}"
-    return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
+    return mean if accuracy.get("se") is None else f"{mean}{plus_minus}{100 * accuracy['se']:.1f}"
 
 
 def _failed_note(groups: Sequence[Stats]) -> str:
@@ -181,9 +181,7 @@ def accuracy_latex(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
             if not g or acc.get("mean") is None:
                 row.append("--")
                 continue
-            text = f"{100 * acc['mean']:.1f}"
-            if acc.get("se") is not None:
-                text += f" $\\pm$ {100 * acc['se']:.1f}"
+            text = _mean_se_cell(acc, " $\\pm$ ")
             if acc["mean"] == best[d]:
                 text = f"\\textbf{{{text}}}"
             n = (g.get("questions") or {}).get("n", 0)
