@@ -134,10 +134,6 @@ def ratio(numerator: float, denominator: float) -> float | None:
 def stage_name(stage: str) -> str:
     """A trust snapshot's stage as a reader says it: ``post_r2`` -> "after round 2", ``mm_turn_1`` ->
     "after challenge 1", ``initial`` -> "at the start"."""
-    if stage == "initial":
-        return "at the start"
-    if stage == "post_r2":
-        return "after round 2"
     if stage.startswith("mm_turn_"):
         return f"after challenge {stage.removeprefix('mm_turn_')}"
-    return stage.replace("_", " ")
+    return {"initial": "at the start", "post_r2": "after round 2"}.get(stage, stage.replace("_", " "))
