@@ -166,11 +166,9 @@ def published_files(root: Path, *, dataset: str | None = None, model: str | None
     else:
         raise PublishedFormatError(f"{root}: no such file or folder; pass MedAgentsBench's output/ folder "
                                    f"(or one data set's folder, or one file)")
-    found = []
-    for path in candidates:
-        m, d, s, meth = parse_name(path)
-        if all(want is None or want == got for want, got in ((dataset, d), (model, m), (split, s), (method, meth))):
-            found.append(path)
+    found = [path for path in candidates  # parse_name gives (model, dataset, split, method)
+             if all(want is None or want == got for want, got in zip((model, dataset, split, method), parse_name(path),
+                                                                        strict=True))]
     if not found:
         held = sorted({"/".join(parse_name(p)[:3]) for p in candidates})
         raise PublishedFormatError(

@@ -195,12 +195,8 @@ def _hf_copies(spec: DatasetSpec, data_dir: Path) -> list[Path]:
     names = [spec.name, *(a for a in spec.aliases if "/" not in a)]
     if spec.hub is not None:
         names.append(spec.hub.repo)
-    found = []
-    for name in dict.fromkeys(names):
-        folder = data_dir / name
-        if folder.is_dir() and ((folder / "data").is_dir() or is_saved(folder)):
-            found.append(folder)
-    return found
+    return [folder for name in dict.fromkeys(names)
+            if (folder := data_dir / name).is_dir() and ((folder / "data").is_dir() or is_saved(folder))]
 
 
 def _load_named(
