@@ -373,13 +373,8 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     hashes: dict[str, set[str | None]] = {}
     for run in runs:
         hashes.setdefault(run.dataset, set()).add(run.dataset_sha256)
-    out = []
-    for run in runs:
-        if len(hashes[run.dataset]) > 1:
-            suffix = run.dataset_sha256[:8] if run.dataset_sha256 else "unhashed"
-            run = replace(run, dataset=f"{run.dataset}@{suffix}")
-        out.append(run)
-    return out
+    return [replace(run, dataset=f"{run.dataset}@{run.dataset_sha256[:8] if run.dataset_sha256 else 'unhashed'}")
+            if len(hashes[run.dataset]) > 1 else run for run in runs]
 
 
 def _key(variant: Any) -> str:
@@ -419,10 +414,9 @@ def split_by_model(runs: list[Run]) -> list[Run]:
         parts: dict[str, list[RowFacts]] = {}
         for row in run.rows:
             parts.setdefault(row.answered_models or "", []).append(row)
-        if len([k for k in parts if k]) < 2:
-            out.append(run)
-            continue
-        out += [replace(run, rows=tuple(rows), n_planned=None, part=key) for key, rows in parts.items()]
+        several = len([k for k in parts if k]) >= 2
+        out += ([replace(run, rows=tuple(rows), n_planned=None, part=key) for key, rows in parts.items()]
+                if several else [run])
     return out
 
 

@@ -96,12 +96,8 @@ def majority_by_dataset(groups: Sequence[Stats]) -> dict[str, float]:
 def _averages(cells: Mapping[tuple[str, str], Mapping[str, Any]], configs: Sequence[str],
               datasets: Sequence[str]) -> dict[str, float]:
     """The mean of the per-data-set means of each configuration run on every data set."""
-    averages: dict[str, float] = {}
-    for config in configs:
-        means = [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells]
-        if len(means) == len(datasets):
-            averages[config] = sum(means) / len(means)
-    return averages
+    means = {config: [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells] for config in configs}
+    return {config: sum(m) / len(m) for config, m in means.items() if len(m) == len(datasets)}
 
 
 def _average_cell(mean: float | None, config: str, datasets: Sequence[str],

@@ -146,12 +146,9 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
 
 
 def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
-    macro = {}
-    for config in configs:
-        metrics = binary_metrics([row for g in groups if g.config == config for row in g.rows])
-        if metrics and len(metrics["by_group"]) > 1:
-            macro[config] = metrics["macro"]
-    return macro
+    return {config: metrics["macro"] for config in configs
+            if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
+            and len(metrics["by_group"]) > 1}
 
 
 def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[str]) -> dict[str, dict[str, Any]]:
@@ -173,12 +170,8 @@ def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str
     trusting = {g.config for g in groups if _has_trust(g)}
     trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs if c in trusting}
     # one column per configuration and data set: pooling configurations would mix who recruits how
-    roles: dict[str, dict[str, int]] = {}
-    for s in stats:
-        recruited = s["metrics"].get("teamwork", {}).get("roles_recruited", {})
-        if recruited:
-            column = f"{s['config']} · {s['dataset']}" if len(datasets) > 1 else s["config"]
-            roles[column] = dict(recruited)
+    roles = {f"{s['config']} · {s['dataset']}" if len(datasets) > 1 else s["config"]: dict(recruited)
+             for s in stats if (recruited := s["metrics"].get("teamwork", {}).get("roles_recruited", {}))}
     drawn = [
         _plots.ablation_chart(stats, configs, datasets, out_dir / "ablation.png",
                               chance={d: b["chance"] for d, b in baselines.items() if b["chance"] is not None},
