@@ -118,24 +118,12 @@ class Group:
         return [row for run in self.runs for row in run.rows]
 
 
-class _Firsts:
-    """The first value each of a few row fields takes, gathered as rows stream by."""
-
-    KEYS = ("system", "label", "dataset", "seed", "dataset_sha256", "config")
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def see(self, row: ResultRow) -> None:
-        for key in self.KEYS:
-            if key not in self.values and (value := getattr(row, key, None)) is not None and value != {}:
-                self.values[key] = value
-
-
+# the row fields whose first value (gathered as rows stream by) a run's identity falls back on
+_FIRST_KEYS = ("system", "label", "dataset", "seed", "dataset_sha256", "config")
 _SHOWN_IDS = 5  # repeated ids a warning names
 
 
-def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
+def _read_facts(path: Path) -> tuple[list[RowFacts], dict[str, Any]]:
     """The facts of every row of a ``results.jsonl`` (rows written before schema versions are
     upgraded, rows of a newer schema or invalid ones refused naming the line and the fix), and
     the first value of the fields a run's identity falls back on. One row is held at a time.
@@ -144,14 +132,16 @@ def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
     one file, or files concatenated) keeps the last row written for it, in the place of the first,
     with a warning naming the file and the repeated ids."""
     facts: dict[tuple[Any, str], RowFacts] = {}
-    firsts = _Firsts()
+    firsts: dict[str, Any] = {}
     repeated: dict[str, None] = {}
     for row, _ in iter_rows(path):
         key = (row.seed, row.id)
         if key in facts:
             repeated[row.id] = None
         facts[key] = row_facts(row)
-        firsts.see(row)
+        for field in _FIRST_KEYS:
+            if field not in firsts and (value := getattr(row, field, None)) is not None and value != {}:
+                firsts[field] = value
     if repeated:
         shown = ", ".join(list(repeated)[:_SHOWN_IDS]) + (", ..." if len(repeated) > _SHOWN_IDS else "")
         logger.warning("%s holds %d questions more than once (%s); counting each once, from the last row written "
@@ -168,11 +158,11 @@ def config_name(label: Any, system: Any) -> str:
     return system if label in ("", system) else f"{system}/{label}"
 
 
-def _field(summary: dict[str, Any], firsts: _Firsts, key: str) -> Any:
+def _field(summary: dict[str, Any], firsts: dict[str, Any], key: str) -> Any:
     """``summary[key]``, else the first row's typed field of that name that is set."""
     if summary.get(key) is not None:
         return summary[key]
-    return firsts.values.get(key)
+    return firsts.get(key)
 
 
 def load_run(run_dir: Path) -> Run:
@@ -207,7 +197,7 @@ def load_run(run_dir: Path) -> Run:
         dataset_sha256=_field(summary, firsts, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
         identity=identity,
-        row_config=firsts.values.get("config"),
+        row_config=firsts.get("config"),
     )
 
 
