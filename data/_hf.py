@@ -131,8 +131,6 @@ def hf_directory_rows(path: Path, split: str) -> list[Row]:
                 loaded = datasets.load_from_disk(str(path))
             else:
                 loaded = datasets.load_dataset(str(path))
-    except DataError:
-        raise
     except Exception as exc:  # datasets raises many unrelated types for a bad directory
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise DataError(f"{path}: datasets cannot read this directory ({type(exc).__name__}: {first}); give a "
