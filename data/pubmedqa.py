@@ -42,7 +42,7 @@ def pubmedqa_question(row: Mapping[str, Any], index: int = 0, *, with_context: b
         id=fields["pubid"],
         question=fields["question"],
         options=dict(YES_NO_MAYBE),
-        answer_idx=_gold(fields["decision"]),
+        answer_idx=_gold(row.get("final_decision")),
         context=_join(fields["contexts"], fields["labels"]) if with_context else None,
         meta=meta,
     )
@@ -62,7 +62,6 @@ def _hub(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "pubid": text(row["pubid"]),
         "question": text(row["question"]),
-        "decision": row.get("final_decision"),
         "contexts": list(context.get("contexts") or []),
         "labels": list(context.get("labels") or []),
         "meta": {"long_answer": text(row.get("long_answer")), "meshes": list(context.get("meshes") or [])},
@@ -73,7 +72,6 @@ def _original(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "pubid": text(row.get("pubid")) or text(row["_key"]),
         "question": text(row["QUESTION"]),
-        "decision": row.get("final_decision"),
         "contexts": list(row.get("CONTEXTS") or []),
         "labels": list(row.get("LABELS") or []),
         "meta": {
