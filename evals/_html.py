@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
+from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak
 from teammed.evals._facts import RowLike
 from teammed.evals._rows import (
     AnyRow,
@@ -94,17 +94,13 @@ def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
 
 
-def _history(rec: Deliberation | PeerRecord | None) -> list[TrustSnapshot]:
-    return rec.trust_history if isinstance(rec, Deliberation) else []
-
-
 def _team(row: ResultRow) -> str:
     rec = team_record(row)
     if rec is None or not rec.agents:
         return ""
     r2: dict[str, Assessment | PeerVote] = {str(v.agent): v for v in rec.r2}
     final: dict[str, FinalVote | PeerVote] = {str(v.agent): v for v in rec.final}
-    history = _history(rec)
+    history = rec.trust_history if isinstance(rec, Deliberation) else []
     stages = [f"trust {stage_name(h.stage)}" for h in history]
     has_expertise = any(a.expertise for a in rec.agents)
     trust = _trust(row)
