@@ -380,10 +380,8 @@ def _published_figures(numbers: dict[str, Any], out_dir: Path) -> list[Path]:
                    if o["accuracy"] is not None]
         name = "published_front.png" if len(numbers["datasets"]) == 1 else f"published_front_{dataset}.png"
         title = f"{dataset} {d['split']}, {d['model']}: {d['questions']} questions"
-        path = _plots.published_front(points, out_dir / name.replace("/", "_"), title)
-        if path is not None:
-            drawn.append(path)
-    return drawn
+        drawn.append(_plots.published_front(points, out_dir / name.replace("/", "_"), title))
+    return [path for path in drawn if path is not None]
 
 
 def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:
@@ -399,7 +397,6 @@ def _write_compare(pair: tuple[Group, Group], out_dir: Path, numbers: dict[str, 
     """The question-by-question comparison of ``pair``: into ``numbers``, onto its page, and its markdown."""
     view = paired_comparison_of(*pair)
     numbers["compare"] = view.as_dict()
-    compared = compare_markdown(view)
     by_label = {group.config: group for group in pair}
 
     def rows_of(label: str, keys: set[tuple[str, str]]) -> list[ResultRow]:
@@ -407,7 +404,7 @@ def _write_compare(pair: tuple[Group, Group], out_dir: Path, numbers: dict[str, 
         return [row for run in by_label[label].runs for row in run.rows_of(ids) if (str(row.seed), row.id) in keys]
 
     write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
-    return compared
+    return compare_markdown(view)
 
 
 def _write_transcripts(groups: Sequence[Group], out_dir: Path) -> int:
