@@ -67,10 +67,6 @@ def _e(value: Any) -> str:
     return html.escape(fmt(value), quote=True)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(_rounded(value), ensure_ascii=False, default=str)
-
-
 def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: Sequence[str] = ()) -> str:
     rows = []
     for i, cells in enumerate(body):
@@ -122,8 +118,8 @@ def _event(event: TranscriptEvent) -> str:
     who = _e(event.agent or "")
     if event.role:
         who += f" ({_e(event.role)})"
-    data = event.data
-    extra = (f"<details><summary>data</summary><pre>{html.escape(_json(data))}</pre></details>" if data else "")
+    data = json.dumps(_rounded(event.data), ensure_ascii=False, default=str) if event.data else ""
+    extra = f"<details><summary>data</summary><pre>{html.escape(data)}</pre></details>" if data else ""
     return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.kind)}</i>'
             f'<div class="text">{_e(event.text)}</div>{extra}</div>')
 
