@@ -91,7 +91,7 @@ def options_from(raw: Any) -> dict[str, str]:
     raw = parse_structured(raw)
     if isinstance(raw, Mapping):
         pairs = [(normalize_letter(k), text(v)) for k, v in raw.items() if v is not None and text(v)]
-    elif isinstance(raw, Sequence) and all(_is_key_value(x) for x in raw):
+    elif isinstance(raw, Sequence) and all(isinstance(x, Mapping) and {"key", "value"} <= set(x) for x in raw):
         pairs = [(normalize_letter(x["key"]), text(x["value"])) for x in raw]
     elif isinstance(raw, Sequence) and not isinstance(raw, str):
         return lettered([text(x) for x in raw])
@@ -102,10 +102,6 @@ def options_from(raw: Any) -> dict[str, str]:
     if keys != LETTERS[: len(keys)]:
         raise ValueError(f"option letters must run A, B, C... without gaps (got {', '.join(map(str, keys))})")
     return lettered([v for _, v in pairs])
-
-
-def _is_key_value(item: Any) -> bool:
-    return isinstance(item, Mapping) and {"key", "value"} <= set(item)
 
 
 def normalize_letter(value: Any) -> str | None:

@@ -38,13 +38,10 @@ def is_saved(path: Path) -> bool:
     return any((path / marker).is_file() for marker in _SAVED_MARKERS)
 
 
-def _has_data_files(path: Path) -> bool:
-    return any(p.is_file() and p.suffix.lower() in HF_DATA_SUFFIXES for p in path.rglob("*"))
-
-
 def is_hf_directory(path: Path) -> bool:
     """A ``save_to_disk`` directory, or a directory of data files ``datasets`` can read."""
-    return path.is_dir() and (is_saved(path) or _has_data_files(path))
+    return path.is_dir() and (is_saved(path) or any(
+        p.is_file() and p.suffix.lower() in HF_DATA_SUFFIXES for p in path.rglob("*")))
 
 
 def table_rows(table: Any, where: str) -> list[Row]:
