@@ -20,6 +20,7 @@ __all__ = [
     "normalize_letter",
     "gold_letter",
     "parse_structured",
+    "parsed_list",
     "YES_NO_MAYBE",
 ]
 
@@ -65,6 +66,14 @@ def parse_structured(value: Any) -> Any:
         raise ValueError(f"cannot read {value[:60]!r} as a list or object (JSON or Python literal)") from None
 
 
+def parsed_list(value: Any, field: str) -> list[Any]:
+    """`parse_structured` of a field that must hold a list."""
+    parsed = parse_structured(value)
+    if not isinstance(parsed, list):
+        raise ValueError(f"{field} must be a list (got {type(parsed).__name__})")
+    return parsed
+
+
 def _json_spellings(value: str) -> list[str]:
     """The value, and the JSON a Python repr of plain strings becomes with its quotes swapped.
 
@@ -82,7 +91,7 @@ def options_from(raw: Any) -> dict[str, str]:
     raw = parse_structured(raw)
     if isinstance(raw, Mapping):
         pairs = [(normalize_letter(k), text(v)) for k, v in raw.items() if v is not None and text(v)]
-    elif isinstance(raw, Sequence) and all(_is_key_value(x) for x in raw):
+    elif isinstance(raw, Sequence) and all(isinstance(x, Mapping) and {"key", "value"} <= set(x) for x in raw):
         pairs = [(normalize_letter(x["key"]), text(x["value"])) for x in raw]
     elif isinstance(raw, Sequence) and not isinstance(raw, str):
         return lettered([text(x) for x in raw])
@@ -93,10 +102,6 @@ def options_from(raw: Any) -> dict[str, str]:
     if keys != LETTERS[: len(keys)]:
         raise ValueError(f"option letters must run A, B, C... without gaps (got {', '.join(map(str, keys))})")
     return lettered([v for _, v in pairs])
-
-
-def _is_key_value(item: Any) -> bool:
-    return isinstance(item, Mapping) and {"key", "value"} <= set(item)
 
 
 def normalize_letter(value: Any) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 from teammed.data._rows import Row
 from teammed.errors import DataError
 
-__all__ = ["is_hf_directory", "hf_directory_rows", "folder_split_files", "arrow_rows", "table_rows",
+__all__ = ["is_saved", "is_hf_directory", "hf_directory_rows", "folder_split_files", "arrow_rows", "table_rows",
            "HF_DATA_SUFFIXES"]
 
 logger = logging.getLogger(__name__)
@@ -33,17 +33,15 @@ _DATASETS_SPLITS = {"train": "train", "test": "test", "validation": "validation"
                     "val": "validation", "dev": "validation"}
 
 
-def _is_saved(path: Path) -> bool:
+def is_saved(path: Path) -> bool:
+    """A ``save_to_disk`` directory (of a ``Dataset`` or a ``DatasetDict``)."""
     return any((path / marker).is_file() for marker in _SAVED_MARKERS)
-
-
-def _has_data_files(path: Path) -> bool:
-    return any(p.is_file() and p.suffix.lower() in HF_DATA_SUFFIXES for p in path.rglob("*"))
 
 
 def is_hf_directory(path: Path) -> bool:
     """A ``save_to_disk`` directory, or a directory of data files ``datasets`` can read."""
-    return path.is_dir() and (_is_saved(path) or _has_data_files(path))
+    return path.is_dir() and (is_saved(path) or any(
+        p.is_file() and p.suffix.lower() in HF_DATA_SUFFIXES for p in path.rglob("*")))
 
 
 def table_rows(table: Any, where: str) -> list[Row]:
@@ -54,7 +52,7 @@ def table_rows(table: Any, where: str) -> list[Row]:
 def _split_files(path: Path) -> dict[str, list[Path]]:
     """The data files of a plain folder (directly in it or in its ``data/``), by split: each file's stem
     without its shard suffix. Empty for a ``save_to_disk`` folder, whose splits ``datasets`` records."""
-    if _is_saved(path):
+    if is_saved(path):
         return {}
     groups: dict[str, list[Path]] = {}
     for folder in (path, path / "data"):
@@ -99,8 +97,7 @@ def _pick_split(tables: Any, split: str, where: str) -> Any:
     names = list(tables)
     if split in tables:
         return tables[split]
-    aliases = {"validation": ("validation", "valid", "val", "dev")}
-    for alias in aliases.get(split, ()):
+    for alias in (name for name, standard in _DATASETS_SPLITS.items() if standard == split):
         if alias in tables:
             return tables[alias]
     if len(names) == 1 and split == "test":
@@ -127,12 +124,10 @@ def hf_directory_rows(path: Path, split: str) -> list[Row]:
 
     try:
         with _quiet_datasets():
-            if _is_saved(path):
+            if is_saved(path):
                 loaded = datasets.load_from_disk(str(path))
             else:
                 loaded = datasets.load_dataset(str(path))
-    except DataError:
-        raise
     except Exception as exc:  # datasets raises many unrelated types for a bad directory
         first = (str(exc).strip().splitlines() or [""])[0][:200]
         raise DataError(f"{path}: datasets cannot read this directory ({type(exc).__name__}: {first}); give a "

@@ -27,8 +27,10 @@ OFFLINE_VARIABLES = ("TEAMMED_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 CACHE_ONLY_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 
-def _set(variable: str) -> bool:
-    return os.environ.get(variable, "").strip().lower() in ("1", "true", "yes", "on")
+def _first_set(*variables: str) -> str | None:
+    """``NAME=value`` of the first of ``variables`` set to 1, true, yes or on, or None."""
+    return next((f"{v}={os.environ[v]}" for v in variables
+                 if os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")), None)
 
 
 @dataclass(frozen=True)
@@ -49,17 +51,12 @@ class HubUnavailable(Exception):
 
 def hub_skip_reason() -> str | None:
     """Why neither the hub nor its cache may be read (``TEAMMED_OFFLINE`` is set), or None."""
-    if _set("TEAMMED_OFFLINE"):
-        return f"TEAMMED_OFFLINE={os.environ['TEAMMED_OFFLINE']}"
-    return None
+    return _first_set("TEAMMED_OFFLINE")
 
 
 def cache_only_reason() -> str | None:
     """Which HF offline variable restricts loads to the local HF cache, or None."""
-    for variable in CACHE_ONLY_VARIABLES:
-        if _set(variable):
-            return f"{variable}={os.environ[variable]}"
-    return None
+    return _first_set(*CACHE_ONLY_VARIABLES)
 
 
 def _cache_command(ref: HubRef, split: str, revision: str | None) -> str:

@@ -8,6 +8,7 @@ pattern without ``{split}`` holds the default split and is used only for that sp
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -15,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from teammed.data._hub import HubRef
-from teammed.data._rows import EXTENSIONS
+from teammed.data._rows import EXTENSIONS, Row
 from teammed.types import Question
 
-__all__ = ["DatasetSpec", "Origin", "Builder", "standard_files", "option_defaults"]
+__all__ = ["DatasetSpec", "Origin", "Builder", "standard_files", "option_defaults",
+           "without_origin"]
 
 Builder = Callable[..., list[Question]]
 
@@ -90,7 +92,18 @@ def _matches(data_dir: Path, pattern: str) -> list[Path]:
     return [path] if path.is_file() else []
 
 
+def without_origin(questions: Callable[..., list[Question]]) -> Builder:
+    """The builder of a data set whose rows need no `Origin`: ``questions(rows, **options)``, its
+    options (`option_defaults`) those of ``questions``."""
+
+    @functools.wraps(questions)
+    def build(rows: list[Row], origin: Origin, **options: Any) -> list[Question]:
+        return questions(rows, **options)
+
+    return build
+
+
 def option_defaults(build: Builder) -> dict[str, Any]:
-    """The keyword options a builder accepts (after ``rows, origin``), with their defaults."""
-    params = list(inspect.signature(build).parameters.values())[2:]
+    """The keyword-only options a builder accepts, with their defaults."""
+    params = inspect.signature(build).parameters.values()
     return {p.name: p.default for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}

@@ -19,7 +19,7 @@ from typing import Any
 
 from teammed.data._fields import stable_id, text
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import Question
 
 __all__ = ["clinical_note_question", "clinical_note_questions", "SPEC"]
@@ -60,15 +60,11 @@ def _gold(label: Any) -> str | None:
     return _LABELS[value]
 
 
-def _build(rows: list[Row], origin: Origin) -> list[Question]:
-    return clinical_note_questions(rows)
-
-
 SPEC = DatasetSpec(
     name="clinical_notes",
     summary="Problem-list Yes/No questions over SOAP notes (your local MIMIC-derived file)",
     schema="subjective, objective, problem, label (yes/no), optional id",
-    build=_build,
+    build=without_origin(clinical_note_questions),
     files=standard_files("clinical_notes"),
     local_only="the notes are derived from MIMIC, which is credentialed (PhysioNet data use agreement), "
     "so teammed never downloads them",

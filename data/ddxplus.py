@@ -32,7 +32,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from teammed.data._fields import lettered, parse_structured, text
+from teammed.data._fields import lettered, parsed_list, text
 from teammed.data._rows import Row, map_rows
 from teammed.data._spec import DatasetSpec, Origin
 from teammed.errors import DataError
@@ -106,7 +106,7 @@ def english_names(conditions: Mapping[str, Any]) -> dict[str, str]:
 
 def patient_vignette(row: Mapping[str, Any], evidences: Mapping[str, Any]) -> str:
     """A readable case: who the patient is, the chief complaint, then the interview answers."""
-    answers = _answers(_as_list(row["EVIDENCES"], "EVIDENCES"), evidences)
+    answers = _answers(parsed_list(row["EVIDENCES"], "EVIDENCES"), evidences)
     initial = text(row.get("INITIAL_EVIDENCE"))
     sex = _SEX.get(text(row.get("SEX")).upper(), "patient of unrecorded sex")
     lines = [f"A {text(row.get('AGE'))}-year-old {sex} consults. Answers to the triage interview:"]
@@ -147,7 +147,7 @@ def _line(code: str, answers: list[str], evidences: Mapping[str, Any]) -> str:
 def _option_names(
     row: Mapping[str, Any], pathology: str, conditions: Mapping[str, str], n: int, rng: random.Random
 ) -> list[str]:
-    pairs = _as_list(row.get("DIFFERENTIAL_DIAGNOSIS") or "[]", "DIFFERENTIAL_DIAGNOSIS")
+    pairs = parsed_list(row.get("DIFFERENTIAL_DIAGNOSIS") or "[]", "DIFFERENTIAL_DIAGNOSIS")
     ranked = sorted(pairs, key=lambda pair: -float(pair[1]))
     names = list(dict.fromkeys(_english(text(name), conditions) for name, _ in ranked))[:n]
     if pathology not in names:
@@ -162,13 +162,6 @@ def _english(name: str, conditions: Mapping[str, str]) -> str:
     if name not in conditions:
         raise ValueError(f"unknown condition {name!r} (not in {CONDITIONS_FILE})")
     return conditions[name]
-
-
-def _as_list(value: Any, field: str) -> list[Any]:
-    parsed = parse_structured(value)
-    if not isinstance(parsed, list):
-        raise ValueError(f"{field} must be a list (got {type(parsed).__name__})")
-    return parsed
 
 
 def _side_file(name: str, given: str | Path | None, origin: Origin) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from teammed.data._fields import content_id, gold_letter, lettered, text
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin
+from teammed.data._spec import DatasetSpec, without_origin
 from teammed.types import Question
 
 __all__ = ["medbullets_question", "medbullets_questions", "SPEC_OP4", "SPEC_OP5"]
@@ -58,17 +58,13 @@ def _option_texts(row: Mapping[str, Any]) -> list[str]:
     return texts
 
 
-def _build(rows: list[Row], origin: Origin) -> list[Question]:
-    return medbullets_questions(rows)
-
-
 def _spec(variant: str, n: int) -> DatasetSpec:
     stem = f"medbullets_{variant}"
     return DatasetSpec(
         name=stem,
         summary=f"MedBullets USMLE Step 2/3, {n} options ({stem}.csv)",
         schema="question, opa, opb, opc, opd, ope, answer_idx (letter), answer, explanation",
-        build=_build,
+        build=without_origin(medbullets_questions),
         files=(f"{stem}.csv", f"medbullets/{stem}.csv", f"medbullets/{variant}.*", f"{stem}.*"),
         splits=("test",),
         local_only="MedBullets ships as CSV files in the GitHub repository HanjieChen/ChallengeClinicalQA "

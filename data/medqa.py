@@ -21,7 +21,7 @@ from typing import Any
 from teammed.data._fields import content_id, gold_letter, options_from, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import Question
 
 __all__ = ["medqa_question", "medqa_questions", "SPEC", "SPEC_5OPTIONS"]
@@ -53,15 +53,11 @@ def medqa_questions(rows: Iterable[Row | Mapping[str, Any]]) -> list[Question]:
     return map_rows(rows, medqa_question)
 
 
-def _build(rows: list[Row], origin: Origin) -> list[Question]:
-    return medqa_questions(rows)
-
-
 SPEC = DatasetSpec(
     name="medqa",
     summary="MedQA-USMLE, 4 options (GBaker/MedQA-USMLE-4-options)",
     schema=SCHEMA,
-    build=_build,
+    build=without_origin(medqa_questions),
     files=standard_files("medqa", "phrases_no_exclude_{split}.jsonl"),
     splits=("train", "test"),
     hub=HubRef("GBaker/MedQA-USMLE-4-options"),
@@ -72,7 +68,7 @@ SPEC_5OPTIONS = DatasetSpec(
     name="medqa_5options",
     summary="MedQA-USMLE, 5 options (bigbio/med_qa, med_qa_en_source)",
     schema=SCHEMA,
-    build=_build,
+    build=without_origin(medqa_questions),
     files=standard_files("medqa_5options", "medqa/US/{split}.jsonl"),
     splits=("train", "validation", "test"),
     split_files={"validation": ("validation", "dev")},

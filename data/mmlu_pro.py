@@ -17,10 +17,10 @@ from collections.abc import Iterable, Mapping
 from functools import partial
 from typing import Any
 
-from teammed.data._fields import content_id, lettered, normalize_letter, parse_structured, text
+from teammed.data._fields import content_id, lettered, normalize_letter, parsed_list, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import LETTERS, Question
 
 __all__ = ["mmlu_pro_question", "mmlu_pro_questions", "SPEC"]
@@ -34,10 +34,7 @@ def mmlu_pro_question(
     """One MMLU-Pro row as a Question, or None when it is not in ``category``."""
     if category is not None and text(row.get("category")).lower() != category.lower():
         return None
-    raw = parse_structured(row["options"])
-    if not isinstance(raw, list):
-        raise ValueError(f"options must be a list (got {type(raw).__name__})")
-    texts = [text(option) for option in raw]
+    texts = [text(option) for option in parsed_list(row["options"], "options")]
     gold = _gold_position(row, len(texts))
     if gold is not None and texts[gold] == PADDING:
         raise ValueError(f"the gold option {LETTERS[gold]} is the {PADDING!r} padding")
@@ -73,15 +70,11 @@ def _gold_position(row: Mapping[str, Any], n: int) -> int | None:
     return position
 
 
-def _build(rows: list[Row], origin: Origin, *, category: str | None = "health") -> list[Question]:
-    return mmlu_pro_questions(rows, category=category)
-
-
 SPEC = DatasetSpec(
     name="mmlu_pro_health",
     summary="MMLU-Pro health category, up to 10 options (TIGER-Lab/MMLU-Pro)",
     schema="question_id, question, options (list), answer (letter), answer_index, category, src",
-    build=_build,
+    build=without_origin(mmlu_pro_questions),
     files=standard_files("mmlu_pro") + standard_files("mmlu_pro_health"),
     splits=("validation", "test"),
     hub=HubRef("TIGER-Lab/MMLU-Pro"),

@@ -119,20 +119,14 @@ class PublishedRun(_Frozen):
         return f"{self.method} ({self.model}, published)"
 
     def notes(self) -> list[str]:
-        said = []
-        if self.duplicates:
-            said.append(f"the file repeats {self.duplicates} question(s): dropped, the first row kept")
-        if self.renumbered:
-            said.append(f"{self.renumbered} of the file's rows matched by question text to another id than their "
-                        f"realidx")
-        if self.unscored:
-            said.append(f"{self.unscored} of the file's predictions not an option letter, counted wrong as "
-                        f"published")
-        if not self.tokens_reported:
-            said.append("the file reports no token usage: tokens unknown, not zero")
-        if not self.seconds_reported:
-            said.append("the file reports no time")
-        return said
+        return [note for said, note in (
+            (self.duplicates, f"the file repeats {self.duplicates} question(s): dropped, the first row kept"),
+            (self.renumbered, f"{self.renumbered} of the file's rows matched by question text to another id than "
+                              f"their realidx"),
+            (self.unscored, f"{self.unscored} of the file's predictions not an option letter, counted wrong as "
+                            f"published"),
+            (not self.tokens_reported, "the file reports no token usage: tokens unknown, not zero"),
+            (not self.seconds_reported, "the file reports no time")) if said]
 
 
 def text_key(question: str) -> str:
@@ -166,11 +160,9 @@ def published_files(root: Path, *, dataset: str | None = None, model: str | None
     else:
         raise PublishedFormatError(f"{root}: no such file or folder; pass MedAgentsBench's output/ folder "
                                    f"(or one data set's folder, or one file)")
-    found = []
-    for path in candidates:
-        m, d, s, meth = parse_name(path)
-        if all(want is None or want == got for want, got in ((dataset, d), (model, m), (split, s), (method, meth))):
-            found.append(path)
+    found = [path for path in candidates  # parse_name gives (model, dataset, split, method)
+             if all(want is None or want == got for want, got in zip((model, dataset, split, method), parse_name(path),
+                                                                        strict=True))]
     if not found:
         held = sorted({"/".join(parse_name(p)[:3]) for p in candidates})
         raise PublishedFormatError(

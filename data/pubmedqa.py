@@ -25,7 +25,7 @@ from typing import Any
 from teammed.data._fields import YES_NO_MAYBE, parse_structured, text
 from teammed.data._hub import HubRef
 from teammed.data._rows import Row, map_rows
-from teammed.data._spec import DatasetSpec, Origin, standard_files
+from teammed.data._spec import DatasetSpec, standard_files, without_origin
 from teammed.types import Question
 
 __all__ = ["pubmedqa_question", "pubmedqa_questions", "SPEC"]
@@ -42,7 +42,7 @@ def pubmedqa_question(row: Mapping[str, Any], index: int = 0, *, with_context: b
         id=fields["pubid"],
         question=fields["question"],
         options=dict(YES_NO_MAYBE),
-        answer_idx=_gold(fields["decision"]),
+        answer_idx=_gold(row.get("final_decision")),
         context=_join(fields["contexts"], fields["labels"]) if with_context else None,
         meta=meta,
     )
@@ -62,7 +62,6 @@ def _hub(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "pubid": text(row["pubid"]),
         "question": text(row["question"]),
-        "decision": row.get("final_decision"),
         "contexts": list(context.get("contexts") or []),
         "labels": list(context.get("labels") or []),
         "meta": {"long_answer": text(row.get("long_answer")), "meshes": list(context.get("meshes") or [])},
@@ -73,7 +72,6 @@ def _original(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "pubid": text(row.get("pubid")) or text(row["_key"]),
         "question": text(row["QUESTION"]),
-        "decision": row.get("final_decision"),
         "contexts": list(row.get("CONTEXTS") or []),
         "labels": list(row.get("LABELS") or []),
         "meta": {
@@ -101,16 +99,12 @@ def _join(contexts: list[Any], labels: list[Any]) -> str | None:
     return "\n\n".join(parts) or None
 
 
-def _build(rows: list[Row], origin: Origin, *, with_context: bool = True) -> list[Question]:
-    return pubmedqa_questions(rows, with_context=with_context)
-
-
 SPEC = DatasetSpec(
     name="pubmedqa",
     summary="PubMedQA expert-labeled, yes/no/maybe with abstract context (qiaojin/PubMedQA pqa_labeled)",
     schema="pubid, question, context {contexts, labels, meshes}, long_answer, final_decision; "
     "or the original ori_pqal.json (object keyed by PMID with QUESTION, CONTEXTS, final_decision)",
-    build=_build,
+    build=without_origin(pubmedqa_questions),
     files=standard_files("pubmedqa", "ori_pqal.json", "pubmedqa/ori_pqal.json"),
     default_split="train",
     hub=HubRef("qiaojin/PubMedQA", "pqa_labeled"),

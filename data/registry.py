@@ -30,10 +30,10 @@ from teammed.data import (
     pubmedqa,
     unified,
 )
-from teammed.data._hf import arrow_rows, folder_split_files, hf_directory_rows, is_hf_directory
+from teammed.data._hf import arrow_rows, folder_split_files, hf_directory_rows, is_hf_directory, is_saved
 from teammed.data._hub import HubUnavailable, fetch_hub_rows
 from teammed.data._rows import EXTENSIONS, Row, read_rows
-from teammed.data._spec import DatasetSpec, Origin, option_defaults
+from teammed.data._spec import Builder, DatasetSpec, Origin, option_defaults
 from teammed.errors import DataError
 from teammed.types import Question
 
@@ -148,7 +148,7 @@ def _load_layout(spec: DatasetSpec, layout: medagentsbench.Layout, data_dir: Pat
         hint = _did_you_mean(chosen, list(layout.splits))
         raise DataError(f"{where} has no split {chosen!r}.{hint} Splits (file stems): {names}")
     origin = Origin(split=chosen, directory=layout.folder, data_dir=data_dir, dataset=spec.name)
-    return _build_with(medagentsbench.build, spec, read_rows(path), origin, str(path))
+    return _build(spec, read_rows(path), origin, {}, str(path), medagentsbench.build)
 
 
 def _load_file(
@@ -195,13 +195,8 @@ def _hf_copies(spec: DatasetSpec, data_dir: Path) -> list[Path]:
     names = [spec.name, *(a for a in spec.aliases if "/" not in a)]
     if spec.hub is not None:
         names.append(spec.hub.repo)
-    found = []
-    for name in dict.fromkeys(names):
-        folder = data_dir / name
-        if folder.is_dir() and ((folder / "data").is_dir() or any(
-                (folder / m).is_file() for m in ("dataset_dict.json", "state.json"))):
-            found.append(folder)
-    return found
+    return [folder for name in dict.fromkeys(names)
+            if (folder := data_dir / name).is_dir() and ((folder / "data").is_dir() or is_saved(folder))]
 
 
 def _load_named(
@@ -251,15 +246,10 @@ def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None, revision: st
         raise DataError(_missing(spec, split, data_dir, str(exc))) from exc
 
 
-def _build(
-    spec: DatasetSpec, rows: list[Row], origin: Origin, options: dict[str, Any], where: str
-) -> list[Question]:
-    return _build_with(spec.build, spec, rows, origin, where, **options)
-
-
-def _build_with(build: Any, spec: DatasetSpec, rows: list[Row], origin: Origin, where: str,
-                **options: Any) -> list[Question]:
-    questions = build(rows, origin, **options)
+def _build(spec: DatasetSpec, rows: list[Row], origin: Origin, options: dict[str, Any], where: str,
+           build: Builder | None = None) -> list[Question]:
+    """``spec``'s questions of ``rows``, built by its builder (or ``build``); DataError when there are none."""
+    questions = (build or spec.build)(rows, origin, **options)
     if not questions:
         raise DataError(f"No usable {spec.name} questions in {where} ({len(rows)} rows read).")
     logger.info("Loaded %d %s questions from %s", len(questions), spec.name, where)

@@ -36,7 +36,7 @@ def sample_questions(
     chosen = _choose(questions, n=n, seed=seed, stratify_by=stratify_by)
     picked = [questions[i] for i in sorted(chosen)]
     if shuffle_options:
-        picked = [_shuffle(q, seed) for q in picked]
+        picked = [with_shuffled_options(q, random.Random(f"{seed}:{q.id}")) for q in picked]
     return picked
 
 
@@ -119,7 +119,3 @@ def with_shuffled_options(question: Question, rng: random.Random) -> Question:
     gold = None if question.answer_idx is None else letters[old.index(question.answer_idx)]
     meta = {**question.meta, "original_letters": old}
     return Question(**{**question.model_dump(), "options": options, "answer_idx": gold, "meta": meta})
-
-
-def _shuffle(question: Question, seed: int) -> Question:
-    return with_shuffled_options(question, random.Random(f"{seed}:{question.id}"))

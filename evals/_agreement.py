@@ -26,18 +26,12 @@ def final_convergence(rows: Iterable[RowLike]) -> dict[str, float] | None:
     equals the team's prediction; ``unanimous_rate``: share of questions where every
     agent's final first choice is the same.
     """
-    shares: list[float] = []
-    unanimous: list[bool] = []
-    for row in facts_of(rows):
-        firsts = row.final
-        if not firsts:
-            continue
-        shares.append(sum(choice == row.prediction for choice in firsts) / len(firsts))
-        unanimous.append(len(set(firsts)) == 1)
-    if not shares:
+    voted = [row for row in facts_of(rows) if row.final]
+    if not voted:
         return None
     return {
-        "agreement_with_team": mean(shares) or 0.0,
-        "unanimous_rate": sum(unanimous) / len(unanimous),
-        "n": len(shares),
+        "agreement_with_team": mean(sum(choice == row.prediction for choice in row.final) / len(row.final)
+                                    for row in voted) or 0.0,
+        "unanimous_rate": sum(len(set(row.final)) == 1 for row in voted) / len(voted),
+        "n": len(voted),
     }

@@ -54,10 +54,6 @@ def binary_scores(counts: Mapping[str, int]) -> dict[str, float | None]:
     }
 
 
-def _macro(groups: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
-    return {k: mean(v for g in groups.values() if (v := g[k]) is not None) for k in _SCORES}
-
-
 def binary_metrics(rows: Iterable[RowLike], *, by: str = "dataset") -> dict[str, Any] | None:
     """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
     average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
@@ -77,5 +73,5 @@ def binary_metrics(rows: Iterable[RowLike], *, by: str = "dataset") -> dict[str,
     return {
         "overall": {**overall, **binary_scores(overall), "n": len(binary)},
         "by_group": per_group,
-        "macro": _macro(per_group),
+        "macro": {k: mean(v for g in per_group.values() if (v := g[k]) is not None) for k in _SCORES},
     }

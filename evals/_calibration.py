@@ -18,14 +18,8 @@ DEFAULT_CONFIDENCE_MAP: Mapping[str, float] = {"High": 0.9, "Medium": 0.6, "Low"
 
 
 def _scored(rows: Iterable[RowLike], confidence_map: Mapping[str, float]) -> list[tuple[str, float, bool]]:
-    out = []
-    for row in facts_of(rows):
-        if not row.labeled:
-            continue
-        level = row.confidence
-        if level in confidence_map:
-            out.append((str(level), float(confidence_map[level]), bool(row.correct) and not row.failed))
-    return out
+    return [(str(row.confidence), float(confidence_map[row.confidence]), bool(row.correct) and not row.failed)
+            for row in facts_of(rows) if row.labeled and row.confidence in confidence_map]
 
 
 def accuracy_by_confidence(

@@ -15,20 +15,20 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any
 
-from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak, TrustSnapshot
+from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak
+from teammed.evals._facts import RowLike
 from teammed.evals._rows import (
     AnyRow,
     deliberation,
-    events,
     first_choice,
-    is_correct,
     stage_name,
     team_record,
     typed_rows,
     votes_by_turn,
 )
+from teammed.evals.stats import natural_key
 from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
 __all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
@@ -67,10 +67,6 @@ def _e(value: Any) -> str:
     return html.escape(fmt(value), quote=True)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(_rounded(value), ensure_ascii=False, default=str)
-
-
 def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: Sequence[str] = ()) -> str:
     rows = []
     for i, cells in enumerate(body):
@@ -94,24 +90,13 @@ def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
 
 
-def status_of(row: ResultRow) -> str:
-    """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
-    if row.failed:
-        return "failed"
-    return "correct" if is_correct(row) else "wrong"
-
-
-def _history(rec: Deliberation | PeerRecord | None) -> list[TrustSnapshot]:
-    return rec.trust_history if isinstance(rec, Deliberation) else []
-
-
 def _team(row: ResultRow) -> str:
     rec = team_record(row)
     if rec is None or not rec.agents:
         return ""
     r2: dict[str, Assessment | PeerVote] = {str(v.agent): v for v in rec.r2}
     final: dict[str, FinalVote | PeerVote] = {str(v.agent): v for v in rec.final}
-    history = _history(rec)
+    history = rec.trust_history if isinstance(rec, Deliberation) else []
     stages = [f"trust {stage_name(h.stage)}" for h in history]
     has_expertise = any(a.expertise for a in rec.agents)
     trust = _trust(row)
@@ -133,14 +118,14 @@ def _event(event: TranscriptEvent) -> str:
     who = _e(event.agent or "")
     if event.role:
         who += f" ({_e(event.role)})"
-    data = event.data
-    extra = (f"<details><summary>data</summary><pre>{html.escape(_json(data))}</pre></details>" if data else "")
+    data = json.dumps(_rounded(event.data), ensure_ascii=False, default=str) if event.data else ""
+    extra = f"<details><summary>data</summary><pre>{html.escape(data)}</pre></details>" if data else ""
     return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.kind)}</i>'
             f'<div class="text">{_e(event.text)}</div>{extra}</div>')
 
 
 def _transcript(row: ResultRow) -> str:
-    said = events(row)
+    said = row.transcript
     return "<h4>Deliberation</h4>" + "".join(map(_event, said)) if said else ""
 
 
@@ -231,11 +216,6 @@ def _stem(row: ResultRow) -> str:
     return "".join(parts)
 
 
-def _natural(text: str) -> list[Any]:
-    """``q2`` before ``q10``."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", text)]
-
-
 def anchor_id(run_index: int, question_id: Any) -> str:
     """A stable, URL-safe anchor for one question of one run."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(question_id)).strip("-") or "q"
@@ -275,27 +255,15 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
 
 
-class Shown(Protocol):
-    """What the overview, the toolbar and a run's header read of a row: a `ResultRow` or its `RowFacts`."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def correct(self) -> bool | None: ...
-    @property
-    def failed(self) -> bool: ...
-
-
-def _status(row: Shown) -> str:
+def status_of(row: RowLike) -> str:
+    """``correct``, ``wrong`` or ``failed`` (a failed question is never correct)."""
     return "failed" if row.failed else "correct" if row.correct else "wrong"
 
 
-def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
+def _overview(runs: Sequence[tuple[str, Sequence[RowLike]]]) -> str:
     body = []
     for i, (title, rows) in enumerate(runs):
-        states = [_status(r) for r in rows]
+        states = [status_of(r) for r in rows]
         n = len(rows)
         accuracy = f"{100 * states.count('correct') / n:.1f}%" if n else "–"
         systems = ", ".join(dict.fromkeys(str(r.system or "") for r in rows)) or "–"
@@ -307,7 +275,7 @@ def _overview(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
     return f'<table class="runs"><tr>{header}</tr>{"".join(body)}</table>'
 
 
-def _toolbar(runs: Sequence[tuple[str, Sequence[Shown]]]) -> str:
+def _toolbar(runs: Sequence[tuple[str, Sequence[RowLike]]]) -> str:
     statuses = "".join(
         f'<label><input type="radio" name="status" value="{v}"{" checked" if v == "all" else ""}><span>{t}</span>'
         f"</label>" for v, t in (("all", "All"), ("correct", "Correct"), ("wrong", "Wrong"), ("failed", "Failed"))
@@ -353,7 +321,7 @@ def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
     return ["".join(page) for page in paged_transcripts(typed, rows_of, page_size=page_size)]
 
 
-def paged_transcripts(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, *,
+def paged_transcripts(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, *,
                       page_size: int = PAGE_QUESTIONS) -> list[Iterator[str]]:
     """The viewer split into pages of at most ``page_size`` question ids (in natural id order, the
     same ids for every run, so a question's runs stay side by side); every page shows the whole
@@ -366,7 +334,7 @@ def paged_transcripts(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: Rows
     """
     if page_size < 1:
         raise ValueError("page_size must be at least 1")
-    ids = sorted({r.id for _, rows in runs for r in rows}, key=_natural)
+    ids = sorted({r.id for _, rows in runs for r in rows}, key=natural_key)
     chunks = [ids[i:i + page_size] for i in range(0, len(ids), page_size)] or [[]]
     if len(chunks) == 1:
         return [_page(runs, rows_of, set(ids), "")]
@@ -381,16 +349,16 @@ def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:
             f"{len(chunks)}: {links}</nav>")
 
 
-def _page(runs: Sequence[tuple[str, Sequence[Shown]]], rows_of: RowsOf, keep: set[str], pager: str) -> Iterator[str]:
+def _page(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, keep: set[str], pager: str) -> Iterator[str]:
     yield ('<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
            '<meta name="viewport" content="width=device-width, initial-scale=1">'
            f"<title>TeamMed transcripts</title><style>{_CSS}</style></head><body>{_toolbar(runs)}<main>"
            f"<h1>Deliberation transcripts</h1>{pager}{_overview(runs)}")
     for i, (title, rows) in enumerate(runs):
-        states = [_status(r) for r in rows]
+        states = [status_of(r) for r in rows]
         yield (f'<section class="runsec"><h2 id="run{i}">{_e(title)}</h2><p class="run">{states.count("correct")} '
                f'of {len(rows)} correct, {states.count("failed")} failed</p>')
-        shown = sorted(rows_of(i, keep), key=lambda r: _natural(r.id))  # the same order in every run
+        shown = sorted(rows_of(i, keep), key=lambda r: natural_key(r.id))  # the same order in every run
         for row in shown:
             yield _question(row, run_index=i, run_title=title)
         yield "</section>"

@@ -63,9 +63,8 @@ def ablation_chart(
                           linestyles="--" if dashed else ":", linewidth=1.2, label=name if i == 0 else "_nolegend_")
     ax.set_xticks(x, [_wrap(c, 18) for c in configs], rotation=30 if len(configs) > 6 else 0,
                   ha="right" if len(configs) > 6 else "center")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("Accuracy (%)")
-    ax.set_title("Accuracy by configuration (mean ± SE over seeds; dotted: chance, dashed: majority class)")
+    ax.set(ylim=(0, 105), ylabel="Accuracy (%)",
+           title="Accuracy by configuration (mean ± SE over seeds; dotted: chance, dashed: majority class)")
     ax.legend(fontsize="small")
     return _save(figure, path)
 
@@ -86,10 +85,8 @@ def accuracy_vs_tokens(groups: Sequence[Stats], path: Path) -> Path | None:
         ax.scatter(xs, ys, label=dataset)
     for x, y, g in points:
         ax.annotate(g["config"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize="x-small")
-    ax.set_xlabel("Tokens per question (prompt + completion)")
-    ax.set_ylim(0, 105)
-    ax.set_ylabel("Accuracy (%)")
-    ax.set_title("Accuracy vs cost")
+    ax.set(xlabel="Tokens per question (prompt + completion)", ylim=(0, 105), ylabel="Accuracy (%)",
+           title="Accuracy vs cost")
     ax.legend(fontsize="small")
     return _save(figure, path)
 
@@ -109,8 +106,7 @@ def trust_over_deliberation(series: Mapping[str, Mapping[str, float]], path: Pat
         ax.plot(xs, list(stages.values()), marker=markers[k % len(markers)], linestyle=("-", "--", ":", "-.")[k % 4],
                 label=name, alpha=0.85)
     ax.set_xticks(range(len(order)), [stage_name(s) for s in order], rotation=30, ha="right")
-    ax.set_ylabel("Mean trust")
-    ax.set_title("Trust over the deliberation")
+    ax.set(ylabel="Mean trust", title="Trust over the deliberation")
     ax.legend(fontsize="small")
     return _save(figure, path)
 
@@ -182,9 +178,7 @@ def published_front(points: Sequence[tuple[str, float | None, float, bool]], pat
     front = [placed[i] for i in pareto([(t, a) for _, t, a, _ in placed])]
     ax.plot([t for _, t, _, _ in front], [a for _, _, a, _ in front], color="grey", linestyle="--", linewidth=1,
             label="Pareto front", zorder=2)
-    ax.set_xscale("log")
-    ax.set_xlabel("Tokens per question (prompt + completion, log scale)")
-    ax.set_ylabel("Accuracy (%)")
+    ax.set(xscale="log", xlabel="Tokens per question (prompt + completion, log scale)", ylabel="Accuracy (%)")
     ax.set_title(title, fontsize="small")
     if missing:
         ax.text(0.0, -0.16, "not placed (no token counts published): " + ", ".join(missing), transform=ax.transAxes,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeAlias
 
 from teammed.deliberation import Assessment, FinalVote
-from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, TranscriptEvent, load_row
+from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, load_row
 
 __all__ = [
     "stage_name",
@@ -28,8 +28,6 @@ __all__ = [
     "deliberation",
     "peer_record",
     "team_record",
-    "events",
-    "is_correct",
     "first_choice",
     "r2_choices",
     "final_choices",
@@ -69,16 +67,6 @@ def peer_record(row: ResultRow) -> PeerRecord | None:
 def team_record(row: ResultRow) -> Deliberation | PeerRecord | None:
     """The row's `Deliberation`, else its peer system's record, else None."""
     return row.record if isinstance(row.record, Deliberation | PeerRecord) else None
-
-
-def events(row: ResultRow) -> list[TranscriptEvent]:
-    """The row's transcript: its typed events."""
-    return row.transcript
-
-
-def is_correct(row: ResultRow) -> bool:
-    """Correct and not failed: a failed question never counts as correct."""
-    return bool(row.correct) and not row.failed
 
 
 def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
@@ -146,10 +134,6 @@ def ratio(numerator: float, denominator: float) -> float | None:
 def stage_name(stage: str) -> str:
     """A trust snapshot's stage as a reader says it: ``post_r2`` -> "after round 2", ``mm_turn_1`` ->
     "after challenge 1", ``initial`` -> "at the start"."""
-    if stage == "initial":
-        return "at the start"
-    if stage == "post_r2":
-        return "after round 2"
     if stage.startswith("mm_turn_"):
         return f"after challenge {stage.removeprefix('mm_turn_')}"
-    return stage.replace("_", " ")
+    return {"initial": "at the start", "post_r2": "after round 2"}.get(stage, stage.replace("_", " "))

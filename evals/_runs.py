@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -118,24 +118,12 @@ class Group:
         return [row for run in self.runs for row in run.rows]
 
 
-class _Firsts:
-    """The first value each of a few row fields takes, gathered as rows stream by."""
-
-    KEYS = ("system", "label", "dataset", "seed", "dataset_sha256", "config")
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def see(self, row: ResultRow) -> None:
-        for key in self.KEYS:
-            if key not in self.values and (value := getattr(row, key, None)) is not None and value != {}:
-                self.values[key] = value
-
-
+# the row fields whose first value (gathered as rows stream by) a run's identity falls back on
+_FIRST_KEYS = ("system", "label", "dataset", "seed", "dataset_sha256", "config")
 _SHOWN_IDS = 5  # repeated ids a warning names
 
 
-def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
+def _read_facts(path: Path) -> tuple[list[RowFacts], dict[str, Any]]:
     """The facts of every row of a ``results.jsonl`` (rows written before schema versions are
     upgraded, rows of a newer schema or invalid ones refused naming the line and the fix), and
     the first value of the fields a run's identity falls back on. One row is held at a time.
@@ -144,14 +132,16 @@ def _read_facts(path: Path) -> tuple[list[RowFacts], _Firsts]:
     one file, or files concatenated) keeps the last row written for it, in the place of the first,
     with a warning naming the file and the repeated ids."""
     facts: dict[tuple[Any, str], RowFacts] = {}
-    firsts = _Firsts()
+    firsts: dict[str, Any] = {}
     repeated: dict[str, None] = {}
     for row, _ in iter_rows(path):
         key = (row.seed, row.id)
         if key in facts:
             repeated[row.id] = None
         facts[key] = row_facts(row)
-        firsts.see(row)
+        for field in _FIRST_KEYS:
+            if field not in firsts and (value := getattr(row, field, None)) is not None and value != {}:
+                firsts[field] = value
     if repeated:
         shown = ", ".join(list(repeated)[:_SHOWN_IDS]) + (", ..." if len(repeated) > _SHOWN_IDS else "")
         logger.warning("%s holds %d questions more than once (%s); counting each once, from the last row written "
@@ -168,11 +158,11 @@ def config_name(label: Any, system: Any) -> str:
     return system if label in ("", system) else f"{system}/{label}"
 
 
-def _field(summary: dict[str, Any], firsts: _Firsts, key: str) -> Any:
+def _field(summary: dict[str, Any], firsts: dict[str, Any], key: str) -> Any:
     """``summary[key]``, else the first row's typed field of that name that is set."""
     if summary.get(key) is not None:
         return summary[key]
-    return firsts.values.get(key)
+    return firsts.get(key)
 
 
 def load_run(run_dir: Path) -> Run:
@@ -207,7 +197,7 @@ def load_run(run_dir: Path) -> Run:
         dataset_sha256=_field(summary, firsts, "dataset_sha256"),
         n_planned=planned if isinstance(planned, int) else None,
         identity=identity,
-        row_config=firsts.values.get("config"),
+        row_config=firsts.get("config"),
     )
 
 
@@ -252,10 +242,6 @@ def _sameness(run: Run) -> str:
                  run.answered_by])
 
 
-def _n_failed(run: Run) -> int:
-    return sum(bool(row.failed) for row in run.rows)
-
-
 def _mtime(run: Run) -> float:
     try:
         return (run.path / "results.jsonl").stat().st_mtime
@@ -265,12 +251,13 @@ def _mtime(run: Run) -> float:
 
 def _preferred(first: Run, second: Run) -> tuple[Run, str]:
     """The directory of one run that the report counts, and why (see `unique_runs`)."""
-    if len(first.rows) != len(second.rows):
-        return (first if len(first.rows) > len(second.rows) else second), "it has more questions"
-    if _n_failed(first) != _n_failed(second):
-        return (first if _n_failed(first) < _n_failed(second) else second), "fewer of its questions failed"
-    if _mtime(first) != _mtime(second):
-        return (first if _mtime(first) > _mtime(second) else second), "its results.jsonl is newer"
+    rules: tuple[tuple[Callable[[Run], float], str], ...] = (
+        (lambda run: len(run.rows), "it has more questions"),
+        (lambda run: -sum(bool(row.failed) for row in run.rows), "fewer of its questions failed"),
+        (_mtime, "its results.jsonl is newer"))
+    for score, why in rules:
+        if score(first) != score(second):
+            return (first if score(first) > score(second) else second), why
     return first, "it was passed first"
 
 
@@ -376,13 +363,8 @@ def distinguish_datasets(runs: list[Run]) -> list[Run]:
     hashes: dict[str, set[str | None]] = {}
     for run in runs:
         hashes.setdefault(run.dataset, set()).add(run.dataset_sha256)
-    out = []
-    for run in runs:
-        if len(hashes[run.dataset]) > 1:
-            suffix = run.dataset_sha256[:8] if run.dataset_sha256 else "unhashed"
-            run = replace(run, dataset=f"{run.dataset}@{suffix}")
-        out.append(run)
-    return out
+    return [replace(run, dataset=f"{run.dataset}@{run.dataset_sha256[:8] if run.dataset_sha256 else 'unhashed'}")
+            if len(hashes[run.dataset]) > 1 else run for run in runs]
 
 
 def _key(variant: Any) -> str:
@@ -422,10 +404,9 @@ def split_by_model(runs: list[Run]) -> list[Run]:
         parts: dict[str, list[RowFacts]] = {}
         for row in run.rows:
             parts.setdefault(row.answered_models or "", []).append(row)
-        if len([k for k in parts if k]) < 2:
-            out.append(run)
-            continue
-        out += [replace(run, rows=tuple(rows), n_planned=None, part=key) for key, rows in parts.items()]
+        several = len([k for k in parts if k]) >= 2
+        out += ([replace(run, rows=tuple(rows), n_planned=None, part=key) for key, rows in parts.items()]
+                if several else [run])
     return out
 
 

@@ -28,11 +28,11 @@ def _fmt(value: Any, spec: str, *, scale: float = 1.0) -> str:
     return _DASH if value is None else format(value * scale, spec)
 
 
-def _mean_se_cell(accuracy: Mapping[str, Any]) -> str:
+def _mean_se_cell(accuracy: Mapping[str, Any], plus_minus: str = " ± ") -> str:
     if accuracy.get("mean") is None:
         return _DASH
     mean = f"{100 * accuracy['mean']:.1f}"
-    return mean if accuracy.get("se") is None else f"{mean} ± {100 * accuracy['se']:.1f}"
+    return mean if accuracy.get("se") is None else f"{mean}{plus_minus}{100 * accuracy['se']:.1f}"
 
 
 def _failed_note(groups: Sequence[Stats]) -> str:
@@ -54,7 +54,7 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     cells = {(g["config"], g["dataset"]): g["accuracy"] for g in groups if g["accuracy"].get("mean") is not None}
     partial = {(g["config"], g["dataset"]) for g in groups if g.get("partial")}
     by_cell = {(g["config"], g["dataset"]): g for g in groups}
-    majority = _majority(groups)
+    majority = majority_by_dataset(groups)
     columns = list(datasets)
     averages: dict[str, float] = {}
     if len(datasets) > 1:
@@ -83,7 +83,7 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     return markdown_table(["Config", *columns], body)
 
 
-def _majority(groups: Sequence[Stats]) -> dict[str, float]:
+def majority_by_dataset(groups: Sequence[Stats]) -> dict[str, float]:
     """The majority-class baseline's accuracy of each data set (the first group's that has one)."""
     majority: dict[str, float] = {}
     for g in groups:
@@ -96,12 +96,8 @@ def _majority(groups: Sequence[Stats]) -> dict[str, float]:
 def _averages(cells: Mapping[tuple[str, str], Mapping[str, Any]], configs: Sequence[str],
               datasets: Sequence[str]) -> dict[str, float]:
     """The mean of the per-data-set means of each configuration run on every data set."""
-    averages: dict[str, float] = {}
-    for config in configs:
-        means = [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells]
-        if len(means) == len(datasets):
-            averages[config] = sum(means) / len(means)
-    return averages
+    means = {config: [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells] for config in configs}
+    return {config: sum(m) / len(m) for config, m in means.items() if len(m) == len(datasets)}
 
 
 def _average_cell(mean: float | None, config: str, datasets: Sequence[str],
@@ -181,9 +177,7 @@ def accuracy_latex(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
             if not g or acc.get("mean") is None:
                 row.append("--")
                 continue
-            text = f"{100 * acc['mean']:.1f}"
-            if acc.get("se") is not None:
-                text += f" $\\pm$ {100 * acc['se']:.1f}"
+            text = _mean_se_cell(acc, " $\\pm$ ")
             if acc["mean"] == best[d]:
                 text = f"\\textbf{{{text}}}"
             n = (g.get("questions") or {}).get("n", 0)
@@ -282,19 +276,15 @@ def teamwork_table(groups: Sequence[Stats]) -> str | None:
     return _metric_table(groups, _TEAMWORK)
 
 
+_BINARY: list[_Column] = [
+    *((k, _cell("binary", "overall", k, spec=".0f")) for k in ("TP", "FP", "TN", "FN")),
+    *((k.title(), _cell("binary", "overall", k, spec=".3f")) for k in ("precision", "recall", "specificity", "f1")),
+]
+
+
 def binary_table(groups: Sequence[Stats]) -> str | None:
     """Confusion counts and scores on binary tasks, one row per (configuration, data set)."""
-    body = []
-    for stats in groups:
-        binary = _get(stats, "metrics", "binary")
-        if not binary:
-            continue
-        overall = binary["overall"]
-        counts = [str(overall.get(k, 0)) for k in ("TP", "FP", "TN", "FN")]
-        scores = [_fmt(overall.get(k), ".3f") for k in ("precision", "recall", "specificity", "f1")]
-        body.append([stats["config"], stats["dataset"], *counts, *scores])
-    header = ["Config", "Dataset", "TP", "FP", "TN", "FN", "Precision", "Recall", "Specificity", "F1"]
-    return markdown_table(header, body) if body else None
+    return _metric_table(groups, _BINARY)
 
 
 def macro_binary_table(macro: Mapping[str, Mapping[str, Any]]) -> str | None:

@@ -20,14 +20,12 @@ from typing import Any
 from teammed.evals._html import _CSS, _challenges, _e, _options, _stem, _table, _team, _vote
 from teammed.evals._rows import deliberation, votes_by_turn
 from teammed.evals._runs import Group
-from teammed.evals.stats import mcnemar, outcomes_of, pair_once
+from teammed.evals.stats import Key, mcnemar, outcomes_of, pair_once
 from teammed.results import ResultRow
 
 __all__ = ["PairedView", "paired_comparison_of", "compare_markdown", "compare_html", "COMPARE_PAGE"]
 
 COMPARE_PAGE = "compare.html"
-
-Key = tuple[str, str]  # (seed, question id)
 
 
 @dataclass(frozen=True)

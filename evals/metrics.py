@@ -19,7 +19,7 @@ from teammed import answer_stats
 from teammed.evals._agreement import final_convergence, r2_disagreement_rate
 from teammed.evals._binary import binary_confusion, binary_metrics, binary_scores
 from teammed.evals._calibration import DEFAULT_CONFIDENCE_MAP, accuracy_by_confidence, brier, ece
-from teammed.evals._facts import RowFacts, RowLike, facts_of, row_facts
+from teammed.evals._facts import RECORDED, RowFacts, RowLike, facts_of, row_facts
 from teammed.evals._roles import decisiveness, roles_recruited
 from teammed.evals._rows import AnyRow, mean, ratio
 from teammed.evals._teamwork import (
@@ -62,8 +62,8 @@ __all__ = [
 ]
 
 # Tokens and cost are billable (the same whether or not the cache answered); spent_* is what was paid.
-_PER_QUESTION = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
-                 "cache_hits", "spent_prompt_tokens", "spent_completion_tokens", "spent_cost_usd")
+# (parse failures and repairs are pooled as rates; n_agents is a teamwork figure)
+_PER_QUESTION = tuple(field for field in RECORDED if field not in ("parse_failures", "repaired", "n_agents"))
 
 
 def accuracy(rows: Iterable[RowLike]) -> float | None:
@@ -135,13 +135,11 @@ def peer_structure(rows: Iterable[RowLike]) -> dict[str, Any]:
     stages = [r.stage for r in records if r.stage]
     if stages:  # adaptive: the share of questions the team answered
         out["escalation_rate"] = stages.count("team") / len(stages)
-    experts = [r.n_experts for r in records if r.n_experts is not None]
-    if experts:
-        out["experts_per_question"] = sum(experts) / len(experts)
-    for name, values in (("rounds", [r.rounds for r in records if r.rounds is not None]),
-                         ("reassignments", [r.reassignments for r in records if r.reassignments is not None])):
-        if values:
-            out[name] = sum(values) / len(values)
+    for name, field in (("experts_per_question", "n_experts"), ("rounds", "rounds"),
+                        ("reassignments", "reassignments")):
+        value = mean(v for r in records if (v := getattr(r, field)) is not None)
+        if value is not None:
+            out[name] = value
     return out
 
 

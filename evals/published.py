@@ -45,13 +45,8 @@ def folder_of(dataset: str) -> str:
     return FOLDERS.get(base, base)
 
 
-def _models_in(root: Path, folder: str) -> list[str]:
-    folder_path = root / folder
-    return sorted({parse_name(p)[0] for p in folder_path.glob("*.json")}) if folder_path.is_dir() else []
-
-
 def _pick_model(root: Path, folder: str, model: str | None, run_models: Sequence[str]) -> str:
-    held = _models_in(root, folder)
+    held = sorted({parse_name(p)[0] for p in (root / folder).glob("*.json")}) if (root / folder).is_dir() else []
     if not held:
         raise PublishedError(f"{root / folder}: no published outputs for this data set; pass MedAgentsBench's "
                              f"output/ folder (it holds one folder per data set)")

@@ -146,24 +146,21 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
 
 
 def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
-    macro = {}
-    for config in configs:
-        metrics = binary_metrics([row for g in groups if g.config == config for row in g.rows])
-        if metrics and len(metrics["by_group"]) > 1:
-            macro[config] = metrics["macro"]
-    return macro
+    return {config: metrics["macro"] for config in configs
+            if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
+            and len(metrics["by_group"]) > 1}
 
 
 def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[str]) -> dict[str, dict[str, Any]]:
     """Per data set: chance (the mean of 1 / options over its labelled questions) and the majority class's
     accuracy (pooled over a configuration's questions, as Table 1 shows it)."""
     out: dict[str, dict[str, Any]] = {}
+    majority = _tables.majority_by_dataset(stats)
     for dataset in datasets:
         sizes = [row.n_options for g in groups if g.dataset == dataset for row in g.rows
                  if row.labeled and row.n_options]
-        majority = next(((s["metrics"].get("majority_baseline") or {}).get("accuracy") for s in stats
-                         if s["dataset"] == dataset and (s["metrics"].get("majority_baseline") or {})), None)
-        out[dataset] = {"chance": sum(1 / n for n in sizes) / len(sizes) if sizes else None, "majority": majority}
+        out[dataset] = {"chance": sum(1 / n for n in sizes) / len(sizes) if sizes else None,
+                        "majority": majority.get(dataset)}
     return out
 
 
@@ -173,12 +170,8 @@ def _figures(groups: list[Group], stats: list[dict[str, Any]], configs: list[str
     trusting = {g.config for g in groups if _has_trust(g)}
     trust = {c: trust_by_stage([r for g in groups if g.config == c for r in g.rows]) for c in configs if c in trusting}
     # one column per configuration and data set: pooling configurations would mix who recruits how
-    roles: dict[str, dict[str, int]] = {}
-    for s in stats:
-        recruited = s["metrics"].get("teamwork", {}).get("roles_recruited", {})
-        if recruited:
-            column = f"{s['config']} · {s['dataset']}" if len(datasets) > 1 else s["config"]
-            roles[column] = dict(recruited)
+    roles = {f"{s['config']} · {s['dataset']}" if len(datasets) > 1 else s["config"]: dict(recruited)
+             for s in stats if (recruited := s["metrics"].get("teamwork", {}).get("roles_recruited", {}))}
     drawn = [
         _plots.ablation_chart(stats, configs, datasets, out_dir / "ablation.png",
                               chance={d: b["chance"] for d, b in baselines.items() if b["chance"] is not None},
@@ -387,10 +380,8 @@ def _published_figures(numbers: dict[str, Any], out_dir: Path) -> list[Path]:
                    if o["accuracy"] is not None]
         name = "published_front.png" if len(numbers["datasets"]) == 1 else f"published_front_{dataset}.png"
         title = f"{dataset} {d['split']}, {d['model']}: {d['questions']} questions"
-        path = _plots.published_front(points, out_dir / name.replace("/", "_"), title)
-        if path is not None:
-            drawn.append(path)
-    return drawn
+        drawn.append(_plots.published_front(points, out_dir / name.replace("/", "_"), title))
+    return [path for path in drawn if path is not None]
 
 
 def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:
@@ -406,7 +397,6 @@ def _write_compare(pair: tuple[Group, Group], out_dir: Path, numbers: dict[str, 
     """The question-by-question comparison of ``pair``: into ``numbers``, onto its page, and its markdown."""
     view = paired_comparison_of(*pair)
     numbers["compare"] = view.as_dict()
-    compared = compare_markdown(view)
     by_label = {group.config: group for group in pair}
 
     def rows_of(label: str, keys: set[tuple[str, str]]) -> list[ResultRow]:
@@ -414,7 +404,7 @@ def _write_compare(pair: tuple[Group, Group], out_dir: Path, numbers: dict[str, 
         return [row for run in by_label[label].runs for row in run.rows_of(ids) if (str(row.seed), row.id) in keys]
 
     write_atomic(out_dir / COMPARE_PAGE, compare_html(view, rows_of))
-    return compared
+    return compare_markdown(view)
 
 
 def _write_transcripts(groups: Sequence[Group], out_dir: Path) -> int:
