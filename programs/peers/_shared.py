@@ -33,7 +33,7 @@ from teammed.programs.letters import letter_of
 from teammed.programs.options import validated_options
 from teammed.programs.parallel import AsyncForward
 from teammed.programs.persist import SavesConfig
-from teammed.programs.team import Agent
+from teammed.programs.team import Agent, Transcript
 from teammed.systems import record_model
 
 __all__ = [
@@ -135,6 +135,13 @@ def said(agent: Agent, turn: int, out: Any, options: Mapping[str, str], behaviou
     return Statement(agent.id, agent.role, turn, str(getattr(out, text) or ""),
                      read_letter(out.answer, options, behaviour=behaviour),
                      confidence if confidence is not None else as_confidence(out.confidence))
+
+
+def prediction(answer: str, rationale: str, confidence: str, record: dict[str, Any],
+               transcript: Transcript) -> dspy.Prediction:
+    """A system's answer as the forward contract returns it (the record is typed later, by `PeerSystem`)."""
+    return dspy.Prediction(answer=answer, rationale=rationale, confidence=confidence, record=record,
+                           transcript=transcript.events)
 
 
 def question_text(question: str, context: str | None) -> str:

@@ -26,7 +26,7 @@ from pydantic import Field
 from teammed import usage
 from teammed.config import TeamworkConfig, preset
 from teammed.programs.behaviour import Behaviour
-from teammed.programs.peers._shared import PeerSystem, Settings, answer_letter, as_confidence, question_text
+from teammed.programs.peers._shared import PeerSystem, Settings, answer_letter, as_confidence, prediction, question_text
 from teammed.programs.team import Transcript
 from teammed.signatures.peer_single import DirectAnswer
 
@@ -131,5 +131,4 @@ class AdaptiveTeam(PeerSystem):
                     transcript: Transcript, *, rationale: str) -> dspy.Prediction:
         record = {"stage": stages[-1]["stage"], "signal": signal, "threshold": self.threshold,
                   "samples": self.samples, "stages": stages, "team": self.team.config.label()}
-        return dspy.Prediction(answer=answer, rationale=rationale, confidence=confidence, record=record,
-                               transcript=transcript.events)
+        return prediction(answer, rationale, confidence, record, transcript)

@@ -19,6 +19,7 @@ from teammed.programs.peers._shared import (
     answer_letter,
     as_confidence,
     as_demos,
+    prediction,
     question_text,
     select_examples,
 )
@@ -42,13 +43,7 @@ def _single(phase: str, out: Any, options: dict[str, str], reasoning: str, behav
         confidence=confidence,
     )
     rationale = reasoning or f"Answer {answer} ({options[answer]})."
-    return dspy.Prediction(
-        answer=answer,
-        rationale=rationale,
-        confidence=confidence,
-        record={"route": None},
-        transcript=transcript.events,
-    )
+    return prediction(answer, rationale, confidence, {"route": None}, transcript)
 
 
 class ZeroShot(PeerSystem):

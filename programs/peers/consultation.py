@@ -69,6 +69,7 @@ from teammed.programs.peers._shared import (
     Settings,
     as_confidence,
     note_fallback,
+    prediction,
     question_text,
     read_letter,
     staff,
@@ -417,13 +418,7 @@ class ConsultationTeam(PeerSystem):
             "summaries": s.summaries,
             "manager": manager,
         }
-        return dspy.Prediction(
-            answer=answer,
-            rationale=rationale,
-            confidence=confidence,
-            record=record,
-            transcript=s.transcript.events,
-        )
+        return prediction(answer, rationale, confidence, record, s.transcript)
 
 
 def _tally(votes: list[str | None], letters: list[str]) -> str:

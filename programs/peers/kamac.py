@@ -55,6 +55,7 @@ from teammed.programs.peers._shared import (
     distinct_roles,
     format_statements,
     note_fallback,
+    prediction,
     question_text,
     read_letter,
     said,
@@ -277,13 +278,8 @@ class KnowledgeDrivenTeam(PeerSystem):
             + ("" if verdict is not None else " The moderator named no valid option.")
         )
         t.transcript.add("decision", "answer", rationale, agent="moderator", role="Moderator", answer=answer)
-        return dspy.Prediction(
-            answer=answer,
-            rationale=rationale,
-            confidence=as_confidence(out.confidence) if verdict is not None else "Low",
-            record=self._record(t, method),
-            transcript=t.transcript.events,
-        )
+        confidence = as_confidence(out.confidence) if verdict is not None else "Low"
+        return prediction(answer, rationale, confidence, self._record(t, method), t.transcript)
 
     def _record(self, t: _Team, method: str) -> dict[str, Any]:
         first = [st for st in t.said if st.round == 0]

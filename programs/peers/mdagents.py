@@ -92,6 +92,7 @@ from teammed.programs.peers._shared import (
     as_demos,
     format_statements,
     note_fallback,
+    prediction,
     question_text,
     read_letter,
     said,
@@ -609,10 +610,4 @@ def _log_team(s: _Case, phase: str, agents: list[Agent], **data: Any) -> None:
 def _done(s: _Case, answer: str, rationale: str, confidence: str) -> dspy.Prediction:
     s.transcript.add("decision", "answer", rationale, answer=answer)
     rationale = rationale or f"Answer {answer} ({s.options[answer]})."
-    return dspy.Prediction(
-        answer=answer,
-        rationale=rationale,
-        confidence=confidence,
-        record=s.record,
-        transcript=s.transcript.events,
-    )
+    return prediction(answer, rationale, confidence, s.record, s.transcript)

@@ -28,6 +28,7 @@ from teammed.programs.peers._shared import (
     Settings,
     Statement,
     format_statements,
+    prediction,
     question_text,
     said,
 )
@@ -112,13 +113,7 @@ def _decide(p: _Panel, method: str) -> dspy.Prediction:
         "dropped": dropped(p.votes),
         "method": method,
     }
-    return dspy.Prediction(
-        answer=answer,
-        rationale=rationale,
-        confidence=confidence_from_share(share),
-        record=record,
-        transcript=p.transcript.events,
-    )
+    return prediction(answer, rationale, confidence_from_share(share), record, p.transcript)
 
 
 class MajorityVote(PeerSystem):
