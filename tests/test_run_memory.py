@@ -58,7 +58,8 @@ def test_a_resumed_run_summarizes_old_and_new_rows_alike(tmp_path: Path) -> None
     results.write_text("".join(lines[: N // 3]) + lines[N // 3][:25])  # killed mid-write after a third
     summary = run(questions, resume=True)
     rows = read_results(results)
-    assert [r.id for r in rows] == [q.id for q in questions]
+    # each question once (the file is in completion order: two questions are in flight at a time)
+    assert sorted(r.id for r in rows) == [q.id for q in questions]
     assert summary["n"] == N and summary["metrics"] == summarize(rows)
     assert summary["accuracy"] == round(sum(bool(r.correct) for r in rows) / N, 4)
 
