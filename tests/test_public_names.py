@@ -87,7 +87,9 @@ _GLOBAL_WRITES = re.compile(r"environ\[[^]]*\] *=[^=]|environ\.(setdefault|updat
                            r"\bgc\.(freeze|set_threshold|disable)\(|setswitchinterval|"
                            r"\b(litellm|module)\.\w+ *=[^=]|"
                            # a stream swapped for every thread, or another library's method replaced (tqdm's)
-                           r"redirect_std(out|err)\(|\bsys\.std(out|err) *=[^=]|\.__(init|call|new)__ *=[^=]")
+                           r"\bredirect_std(out|err)\b|\bsys\.std(out|err) *=[^=]|\.__(init|call|new)__ *=[^=]|"
+                           # the same through setattr, which no library code needs on a module or a class
+                           r"\bsetattr\(\s*(sys|os|tqdm|litellm|logging|warnings|dspy|optuna)\b|\bsetattr\([^)]*\"__\w+__\"")
 
 
 def test_no_library_code_writes_process_global_state() -> None:
@@ -109,7 +111,9 @@ def test_no_library_code_writes_process_global_state() -> None:
 
 
 @pytest.mark.parametrize("line", ["    with contextlib.redirect_stdout(printed):",
-                                  "    tqdm.tqdm.__init__ = quiet  # type: ignore", "    sys.stdout = io.StringIO()"])
+                                  "    tqdm.tqdm.__init__ = quiet  # type: ignore", "    sys.stdout = io.StringIO()",
+                                  "from contextlib import redirect_stdout as _hush",
+                                  '    setattr(tqdm.tqdm, "__init__", quiet)', '    setattr(sys, "stdout", sink)'])
 def test_the_process_state_check_catches_stream_swaps_and_patched_libraries(line: str) -> None:
     """The two kinds issue 46 found in library code (compile's tqdm patch, tune's redirect_stdout)."""
     assert _GLOBAL_WRITES.search(line.split("#")[0])
@@ -172,3 +176,26 @@ def test_the_dependency_check_finds_a_declared_package_nothing_imports() -> None
     without_httpx = {m: where for m, where in modules.items() if m != "httpx"}
     unused = check.unused_declarations([], without_httpx)
     assert any(line.startswith("httpx: declared in pyproject.toml but never imported") for line in unused)
+
+
+def test_the_dependency_check_counts_only_the_places_a_module_is_found_by_name() -> None:
+    """The review's two loopholes: a dict key that spells a package's name is not a use of it, and a module
+    imported by ``import_module`` must be declared as an ``import`` must; ``find_spec`` probes only count as a use."""
+    import ast
+    import importlib.util
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("check_deps", root / "scripts" / "check_deps.py")
+    assert spec is not None and spec.loader is not None
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+
+    def names(code: str) -> list[tuple[str, bool]]:
+        return check.names_found_in(ast.parse(code))
+
+    assert names('calls = {"requests": 3}\nprint("requests")') == []
+    assert names('importlib.import_module("requests")') == [("requests", False)]
+    assert names('[sys.executable, "-m", "llama_cpp.server"]') == [("llama_cpp.server", False)]
+    assert names('CODE = "import sys, xllamacpp"') == [("sys", False), ("xllamacpp", False)]
+    assert sorted(names('any(find_spec(m) for m in ("psycopg", "psycopg2"))')) == [("psycopg", True),
+                                                                                  ("psycopg2", True)]
