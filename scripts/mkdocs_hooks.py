@@ -7,7 +7,9 @@ before the build this writes ``.docs_src/teammed``: symlinks to every entry of `
 and to the five subpackage directories. It is rebuilt on every build and ignored by git.
 
 Each page's evidence lines (``<small>Shown by: ...</small>``) are folded into collapsed blocks, so
-that a page reads as prose first (`evidence_blocks`).
+that a page reads as prose first (`evidence_blocks`), and the marker ``<!-- components table -->``
+becomes the table of components drawn from ``teammed.components.TABLE`` (`components_table`): a
+page lists the components without a list of its own.
 """
 
 from __future__ import annotations
@@ -49,5 +51,21 @@ def evidence_blocks(markdown: str) -> str:
                                    f"{m.group(1).strip()}\n\n</details>\n", markdown)
 
 
+COMPONENTS_MARKER = "<!-- components table -->"
+
+
+def components_table(markdown: str) -> str:
+    """The marker replaced by one row per component of the table: its name, first short name and summary."""
+    from teammed.components import BY_NAME, TABLE
+
+    def needs(requires: tuple[str, ...]) -> str:
+        return f" (needs {' and '.join(BY_NAME[r].name.replace('_', ' ') for r in requires)})" if requires else ""
+
+    rows = [f"| {c.name.replace('_', ' ').capitalize()} | `{c.aliases[0]}` | {c.summary}{needs(c.requires)} |"
+            for c in TABLE]
+    table = "\n".join(["| component | short name | what it adds |", "|---|---|---|", *rows])
+    return markdown.replace(COMPONENTS_MARKER, table)
+
+
 def on_page_markdown(markdown: str, **_: object) -> str:
-    return evidence_blocks(markdown)
+    return evidence_blocks(components_table(markdown))

@@ -25,7 +25,7 @@ def test_mutual_monitoring_requires_leadership_with_rule_and_fix():
 
 @pytest.mark.parametrize("component", ["mutual_monitoring", "closed_loop"])
 def test_between_turn_components_need_two_turns(component):
-    with pytest.raises(ConfigError, match=f"{component} runs between discussion turns"):
+    with pytest.raises(ConfigError, match=rf"{component} requires n_turns >= 2 \(it acts between discussion turns\)"):
         TeamworkConfig.build(**{component: True, "leadership": True, "n_turns": 1})
 
 

@@ -8,8 +8,8 @@ all derived from `TABLE`. The deliberation (`programs/teamwork.py`) keeps its ph
 explicit: a component's hook there is the one place that runs it. Plain data (no pydantic), so
 building the command line's help does not import the configuration model.
 
-Adding a component (docs/architecture.md, "Add a component"): its signature, its module, one
-record here, its hook in a phase.
+Adding a component (docs/add-a-component.md): its signature, its module, one record here, its
+hook in a phase.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class Component:
     requires: tuple[str, ...] = ()
     requires_why: str = ""
     min_turns: int = 1
+    turns_why: str = ""  # why it needs min_turns, for the refusal
     papers: tuple[str, ...] = ("000", "001", "002")  # the seeds that include it
     # (input field, text): what a final-ranking request carries once it acted (the simulated team reads it)
     evidence: tuple[tuple[str, str], ...] = ()
@@ -80,11 +81,13 @@ TABLE: tuple[Component, ...] = (
         calls=lambda s: 4 * s.between,
         presets=("mutual_monitoring", "c7", "all", "all5"), requires=("leadership",),
         requires_why="the leader raises and judges challenges", min_turns=2,
+        turns_why="it acts between discussion turns",
         evidence=(("history", "leader challenged"),)),
     Component(
         "closed_loop", ("cl",), "each message restated by its receiver and confirmed by its sender",
         calls=lambda s: 2 * s.n * s.between,
-        presets=("closed_loop", "all"), min_turns=2, papers=("000",), evidence=(("history", " clarified: "),)),
+        presets=("closed_loop", "all"), min_turns=2, turns_why="it acts between discussion turns",
+        papers=("000",), evidence=(("history", " clarified: "),)),
 )
 
 # The presets of several components, in the order they are listed (001's Table 1 columns, then all).

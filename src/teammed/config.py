@@ -71,8 +71,9 @@ class TeamworkConfig(_Flags):  # type: ignore[misc,valid-type]
                     raise ValueError(f"{c.name} requires {needed} ({c.requires_why}; got {needed}=False); "
                                      f"enable {needed} or disable {c.name}")
             if self.n_turns < c.min_turns:
-                raise ValueError(f"{c.name} runs between discussion turns and requires n_turns >= {c.min_turns} "
-                                 f"(got n_turns={self.n_turns}); raise n_turns or disable {c.name}")
+                why = f" ({c.turns_why})" if c.turns_why else ""
+                raise ValueError(f"{c.name} requires n_turns >= {c.min_turns}{why} (got n_turns={self.n_turns}); "
+                                 f"raise n_turns or disable {c.name}")
         if self.leader_correction is not None and not self.leadership:
             raise ValueError(
                 "leader_correction requires leadership (got leadership=False); "

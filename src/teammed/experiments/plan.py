@@ -244,13 +244,20 @@ def _pilot(backend: BackendSpec, parts: Sequence[tuple[str, Callable[[], Any], S
     return run_pilot(backend, parts, k, price=prices_for(model, api_base)[0])
 
 
-def _dearest(questions: Sequence[Question]) -> list[tuple[str, Callable[[], Any], Sequence[Question]]]:
-    """A pilot's one part where a command prices many configurations: the preset all, which calls every
-    behaviour of the deliberation."""
-    from teammed.config import preset
+def _everything() -> Any:
+    """The dearest team of the search space: every component of `teammed.components.TABLE` on (the
+    preset all holds only the components whose record lists it)."""
+    from teammed.components import COMPONENTS
+    from teammed.config import config_from_components
     from teammed.programs.teamwork import TeamworkProgram
 
-    return [("all", lambda: TeamworkProgram(preset("all")), questions)]
+    return TeamworkProgram(config_from_components(list(COMPONENTS)))
+
+
+def _dearest(questions: Sequence[Question]) -> list[tuple[str, Callable[[], Any], Sequence[Question]]]:
+    """A pilot's one part where a command prices many configurations: every component on, which calls
+    every behaviour of the deliberation."""
+    return [("every component", _everything, questions)]
 
 
 # ---------------------------------------------------------------- run
@@ -338,15 +345,16 @@ def _plan_search(spec: SearchSpec, *, pilot: int | None = None) -> Plan:
     measured = _pilot(spec.backend, _dearest(questions), pilot)
     estimate = _estimator(spec.backend, pilot=measured)
     cheapest = estimate(lambda: TeamworkProgram(preset("base")), questions)
-    dearest = estimate(lambda: TeamworkProgram(preset("all")), questions)
-    merged = _merged(f"{spec.trials} trials on {len(questions)} questions, at the mean of base and all",
+    dearest = estimate(_everything, questions)
+    merged = _merged(f"{spec.trials} trials on {len(questions)} questions, at the mean of base and every component",
                      _part("", cheapest, times=spec.trials / 2), _part("", dearest, times=spec.trials / 2))
-    notes = [f"a trial costs between base ({cheapest.calls / max(1, len(questions)):.1f} calls a question) and all "
+    notes = [f"a trial costs between base ({cheapest.calls / max(1, len(questions)):.1f} calls a question) and "
+             "every component on "
              f"({dearest.calls / max(1, len(questions)):.1f}); pruned trials cost less"]
     if not spec.adaptive:
         return _finish("search", [merged], [cheapest], notes=notes, pilot=measured)
     adaptive = _plan_adaptive(spec, questions, estimate, dearest)
-    notes.append("--adaptive: the Special Set priced as the preset all; the chosen policy at most the Special Set "
+    notes.append("--adaptive: the Special Set priced as every component on; the chosen policy at most the Special Set "
                  "and one call more")
     return _finish("search", [merged, *adaptive], [cheapest], notes=notes, pilot=measured)
 
@@ -354,15 +362,13 @@ def _plan_search(spec: SearchSpec, *, pilot: int | None = None) -> Plan:
 def _plan_adaptive(spec: SearchSpec, tuning: list[Any], estimate: Callable[..., Any], team: Any) -> list[PlanPart]:
     """``search --adaptive``: stage 1 and the Special Set on the tuning questions, then the choice, the
     Special Set and the single agent on ``n_eval`` held-out questions."""
-    from teammed.config import preset
     from teammed.experiments.optimize import adaptive_held_out
     from teammed.programs.peers.adaptive import AdaptiveTeam
-    from teammed.programs.teamwork import TeamworkProgram
 
     held_out = adaptive_held_out(spec)
     single = estimate(lambda: AdaptiveTeam(threshold=0.0), tuning)
     single_eval = estimate(lambda: AdaptiveTeam(threshold=0.0), held_out)
-    team_eval = estimate(lambda: TeamworkProgram(preset("all")), held_out)
+    team_eval = estimate(_everything, held_out)
     return [_merged(f"adaptive front: the single agent and the Special Set on {len(tuning)} tuning questions",
                     _part("", single), _part("", team)),
             _merged(f"adaptive proof on {len(held_out)} held-out questions: the choice, the Special Set, the single "
@@ -485,11 +491,9 @@ TUNE_NOTE = ("the stand-in answers at random, so no configuration is better than
 def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
     if spec.protocol == "medagentsbench":
         return _plan_medagentsbench(spec, pilot=pilot)
-    from teammed.config import preset
     from teammed.data.sampling import sample_questions
     from teammed.data.splits import partition
     from teammed.optimizers.reproduce import DATASETS_001, DEFAULT_ROWS_001, ROWS_001, load_paper_datasets, row_program
-    from teammed.programs.teamwork import TeamworkProgram
 
     datasets = load_paper_datasets(list(spec.datasets or DATASETS_001), data_dir=spec.data_dir, split=spec.split)
     work: list[tuple[str, Callable[[], Any], Sequence[Question]]] = []
@@ -501,9 +505,9 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
         for row in spec.rows or DEFAULT_ROWS_001:
             for seed in spec.seeds:
                 cell = sample_questions(held_out, n=spec.n or 50, seed=seed)
-                # tuned later: priced as the preset all (the adaptive row: at most that, and one call more)
+                # tuned later: priced as every component on (the adaptive row: at most that, and one call more)
                 if ROWS_001[row][1] in ("special", "adaptive"):
-                    work.append((f"{code} {row} seed {seed}", lambda: TeamworkProgram(preset("all")), cell))
+                    work.append((f"{code} {row} seed {seed}", _everything, cell))
                 else:
                     work.append((f"{code} {row} seed {seed}", functools.partial(row_program, row, pool, seed), cell))
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
