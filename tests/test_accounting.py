@@ -8,6 +8,7 @@ import pytest
 
 from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError
+from teammed.optimizers._space import valid_subsets
 from teammed.programs.accounting import expected_calls
 from teammed.programs.teamwork import TeamworkProgram
 from tests.helpers import run
@@ -31,9 +32,10 @@ SUBSETS = list(_valid_subsets())
 
 
 def test_every_valid_subset_is_enumerated():
-    # 64 subsets, of which the 16 with mutual monitoring but no leadership are invalid;
-    # the 32 with leadership run with the correction authority on and off
-    assert len(SUBSETS) == 48 + 32
+    # the table's valid subsets, those with leadership twice (the correction authority on and off): on the
+    # papers' six, 48 + 32 (64 subsets, of which the 16 with mutual monitoring but no leadership are invalid)
+    valid = valid_subsets(min_turns=2)
+    assert len(SUBSETS) == len(valid) + sum("leadership" in s for s in valid)
 
 
 @pytest.mark.parametrize("n_turns", [2, 3])

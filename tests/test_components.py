@@ -135,7 +135,9 @@ print(json.dumps({
     assert got["in_all"] is False  # a group preset gains it only if its record says so
     assert got["own_preset"] == ["second_opinion"]
     assert got["calls"] == 2  # its term: one call per turn, two turns
-    assert got["subsets"] == 96 and got["one_turn"] == 16  # doubled with two turns; absent with one
+    # doubled with two turns (96 on the papers' table); absent with one
+    assert got["subsets"] == 2 * len(valid_subsets(min_turns=2))
+    assert got["one_turn"] == len(valid_subsets(min_turns=1))
     assert got["suggested"] == [False, True] and got["inferred"] == ["second_opinion"]
     run = subprocess.run([sys.executable, "-m", "teammed", "run", "--components", "so,smm", "--model", "scripted",
                           "--dataset", "demo", "--n", "1", "--dry-run"], cwd=tmp_path, env=_env(tmp_path),

@@ -102,13 +102,14 @@ def assert_all_valid(study: optuna.Study) -> None:
 
 # ---------------------------------------------------------------------- the space
 def test_the_space_holds_only_valid_subsets():
-    subsets = valid_subsets()
-    assert len(subsets) == 48 and len(set(subsets)) == 48
+    subsets = valid_subsets()  # 48 on the papers' six components (tests/test_components.py)
+    n = len(subsets)
+    assert len(set(subsets)) == n
     assert all("leadership" in s for s in subsets if "mutual_monitoring" in s)
-    assert len(valid_subsets(min_turns=1)) == 16  # no monitoring or closed loop with one turn
+    assert not any({"mutual_monitoring", "closed_loop"} & set(s) for s in valid_subsets(min_turns=1))
     space = SearchSpace(base=BASE, turns=(2, 3), agents=("auto", 2, 3, 4), early_consensus=(None, 0.8, 1.0))
-    assert space.size() == 48 * 2 * 4 * 3
-    assert len(SearchSpace(base=BASE, flat=True).grid()["components"]) == 48
+    assert space.size() == n * 2 * 4 * 3
+    assert len(SearchSpace(base=BASE, flat=True).grid()["components"]) == n
 
 
 # ---------------------------------------------------------------------- finding the planted subset
@@ -117,7 +118,7 @@ def test_brute_force_finds_the_planted_subset(tmp_path):
     result = search(tmp_path, trials=100, sampler="brute", storage=storage)
     assert result.components == ["leadership", "trust"]
     assert result.dev["accuracy"] == 1.0 and result.dev["se"] == 0.0 and result.dev["n"] == 4
-    assert result.trials["distinct_configs"] == 48  # the space ran out before the 100 trials
+    assert result.trials["distinct_configs"] == len(valid_subsets())  # 48: the space ran out before 100 trials
     assert result.pareto_front is None and result.study == {"storage": storage, "study_name": "planted"}
     study = load(storage)
     assert_all_valid(study)
@@ -128,7 +129,8 @@ def test_brute_force_finds_the_planted_subset(tmp_path):
     data = json.loads(path.read_text())
     assert data["format"] == "teammed-special-set/1" and data["dataset"] == "planted"
     assert {"components", "config", "dev", "trials", "study", "pareto_front", "evaluated"} <= data.keys()
-    assert len(data["evaluated"]) == 48 and data["evaluated"][0]["components"] == ["leadership", "trust"]
+    assert len(data["evaluated"]) == len(valid_subsets())
+    assert data["evaluated"][0]["components"] == ["leadership", "trust"]
     assert load_special_set(path) == TeamworkConfig(leadership=True, trust=True, n_agents=2)
 
     report = search_report(study, tmp_path / "report")
@@ -148,8 +150,8 @@ def test_grid_over_the_valid_space_returns_a_pareto_front(tmp_path):
         assert not any(o["accuracy"] >= r["accuracy"] and o["tokens_per_question"] < r["tokens_per_question"]
                        for o in result.evaluated)
     study = load(storage)
-    assert len(study.get_trials()) == 48  # each valid subset exactly once: the grid holds no invalid points
-    assert len({t.params["components"] for t in study.get_trials()}) == 48
+    n = len(valid_subsets())  # each valid subset exactly once: the grid holds no invalid points
+    assert len(study.get_trials()) == n and len({t.params["components"] for t in study.get_trials()}) == n
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials())  # never pruned
     assert_all_valid(study)
     search_report(study, tmp_path / "report")
