@@ -54,3 +54,18 @@ def test_objects_are_checked_like_the_flags() -> None:
                            backend="scripted"))
     spec = ex.RunSpec(data=QUESTIONS, team=TeamworkConfig(trust=True), backend=ScriptedLM(lambda call: None))
     assert "lm" not in spec.backend.model_dump() and spec.data.questions == tuple(QUESTIONS)
+
+
+def test_a_callers_own_lm_is_recorded_with_its_own_settings(tmp_path: Path) -> None:
+    """run.json records what the calls of a caller's `dspy.BaseLM` carry (its temperature, max_tokens and
+    api base, None where it sets none), not the spec's defaults it never sends (the review found 0.0 and
+    an api base of None for a `dspy.LM` that set none and one)."""
+    lm = ScriptedLM(lambda call: None)
+    lm.kwargs.update(temperature=0.7, max_tokens=300, api_base="http://127.0.0.1:9/v1")
+    result = ex.run(ex.RunSpec(data=QUESTIONS, team="base", n=2, backend=lm, out=str(tmp_path / "own")))
+    meta = json.loads((Path(result.cells[0].out) / "run.json").read_text())
+    assert meta["temperature"] == 0.7 and meta["identity"]["temperature"] == 0.7
+    assert meta["backends"][0]["api_base"] == "http://127.0.0.1:9/v1" and meta["backends"][0]["max_tokens"] == 300
+    bare = ex.run(ex.RunSpec(data=QUESTIONS, team="base", n=2, backend=ScriptedLM(lambda call: None),
+                             out=str(tmp_path / "bare")))
+    assert json.loads((Path(bare.cells[0].out) / "run.json").read_text())["temperature"] is None

@@ -109,8 +109,9 @@ class RunIdentity(BaseModel):
     shuffle_options: bool = False
     question_ids: list[str] = Field(default_factory=list)
     teammed_version: str | None = None
-    temperature: float = Field(default=0.0, description="--temperature of every call (run.json files written "
-                               "before this field load as 0, the default they ran with).")
+    temperature: float | None = Field(default=0.0, description="--temperature of every call (run.json files "
+                                      "written before this field load as 0, the default they ran with); None: a "
+                                      "caller's own LM that sets none.")
     shard: str | None = Field(default=None, description="--shard I/N: this run holds the I-th of N disjoint parts "
                               "of the sample (None: all of it); `report` merges the N parts into one run.")
 

@@ -102,7 +102,7 @@ def plan_cells(configs: Sequence[tuple[str, TeamworkConfig | None]], seeds: Sequ
 
 def run_identity(cell: RunCell, *, system: str, program: Mapping[str, Any], deployments: Sequence[Deployment],
                  api_base: str | None, dataset: str, dataset_sha256: str, split: str, revision: str | None,
-                 n: int | None, stratify: str | None, shuffle_options: bool, temperature: float) -> RunIdentity:
+                 n: int | None, stratify: str | None, shuffle_options: bool, temperature: float | None) -> RunIdentity:
     """A cell's `RunIdentity`. ``program``: a compiled program's part (`teammed.programs.persist.program_identity`);
     the server (``--api-base``) is part of the run, credentials masked."""
     from teammed import __version__

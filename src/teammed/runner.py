@@ -109,7 +109,7 @@ def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
     for d in deployments:
         lm = d.lm
         kwargs = getattr(lm, "kwargs", None) or {}
-        base = getattr(lm, "api_base", None)
+        base = getattr(lm, "api_base", None) or kwargs.get("api_base")  # a dspy.LM keeps it in its kwargs
         schema = bool(getattr(lm, "takes_schema", False))  # a teammed backend picks the dialect
         out.append({"deployment": d.spec, "model": getattr(lm, "model", None),
                     "api_base": redact(str(base).rstrip("/")) if base and not str(getattr(lm, "backend_id", "") or

@@ -14,7 +14,17 @@ if TYPE_CHECKING:
     from teammed.backends.resolve import BackendOptions
     from teammed.experiments.specs import BackendSpec
 
-__all__ = ["backend_options", "open_backends", "extra_lm", "model_specs", "server_of"]
+__all__ = ["backend_options", "open_backends", "extra_lm", "model_specs", "server_of", "called_with"]
+
+
+def called_with(spec: BackendSpec) -> dict[str, Any]:
+    """The api base, temperature and max_tokens the calls really carry, as a run records them: a caller's
+    own `dspy.BaseLM` is called as it is, so its own settings (None where it sets none), else the spec's."""
+    if spec.lm is not None:
+        own = getattr(spec.lm, "kwargs", None) or {}
+        return {"api_base": own.get("api_base"), "temperature": own.get("temperature"),
+                "max_tokens": own.get("max_tokens")}
+    return {"api_base": spec.api_base, "temperature": spec.temperature, "max_tokens": spec.max_tokens}
 
 
 def backend_options(spec: BackendSpec, *, command: str) -> BackendOptions:

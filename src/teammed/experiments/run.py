@@ -351,21 +351,22 @@ def _priced(backend: Any) -> bool:
 def _run_cell(spec: RunSpec, cell: RunCell, *, choice: DatasetChoice, program: dict[str, Any], deployments: list,
               in_flight: int) -> dict[str, Any]:
     from teammed.evals import Summarizer
+    from teammed.experiments._backend import called_with
     from teammed.experiments._team import program_factory
     from teammed.records import prompt_digest
     from teammed.run_plan import few_shot_pool, run_identity, run_meta
     from teammed.runner import RunSettings, run_questions
 
-    b = spec.backend
+    called = called_with(spec.backend)
     identity = run_identity(cell, system=spec.team.system, program=program, deployments=deployments,
-                            api_base=b.api_base, dataset=choice.name, dataset_sha256=choice.sha256,
+                            api_base=called["api_base"], dataset=choice.name, dataset_sha256=choice.sha256,
                             split=choice.split, revision=spec.data.revision, n=spec.n, stratify=spec.stratify,
-                            shuffle_options=spec.shuffle_options, temperature=b.temperature)
+                            shuffle_options=spec.shuffle_options, temperature=called["temperature"])
     factory = program_factory(spec.team, cell.config, pool=few_shot_pool(choice.source, cell.sampled or cell.questions),
                               seed=cell.seed, vision=any(q.image for q in cell.questions))
     settings = RunSettings(out_dir=cell.out, identity=identity, resume=spec.resume, retry_failed=spec.retry_failed,
                            max_consecutive_failures=spec.max_consecutive_failures,
-                           extra_meta=run_meta(cell, identity, max_tokens=b.max_tokens,
+                           extra_meta=run_meta(cell, identity, max_tokens=called["max_tokens"],
                                                prompt_sha256=prompt_digest(factory())))
     header = (f"{cell.label} | {choice.name} ({choice.split}) | seed {cell.seed} | {len(cell.questions)} questions | "
               f"{identity.model} -> {cell.out}")
