@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextvars
+import functools
 import inspect
 import json
 import os
@@ -62,7 +63,13 @@ def layer(relative: str) -> int:
 
 
 def _relative(frame: FrameType) -> str | None:
-    path = Path(frame.f_code.co_filename)
+    return _relative_path(frame.f_code.co_filename)
+
+
+@functools.cache  # the profile hook asks on every call: resolve each file name once
+def _relative_path(filename: str) -> str | None:
+    """A teammed source file's path from the repository's root; None for any other file."""
+    path = Path(filename)
     if not path.is_absolute() or _ROOT not in path.parents or ".venv" in path.parts:
         return None
     relative = path.relative_to(_ROOT).as_posix()

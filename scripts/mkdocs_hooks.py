@@ -56,10 +56,10 @@ COMPONENTS_MARKER = "<!-- components table -->"
 
 def components_table(markdown: str) -> str:
     """The marker replaced by one row per component of the table: its name, first short name and summary."""
-    from teammed.components import BY_NAME, TABLE
+    from teammed.components import TABLE
 
     def needs(requires: tuple[str, ...]) -> str:
-        return f" (needs {' and '.join(BY_NAME[r].name.replace('_', ' ') for r in requires)})" if requires else ""
+        return f" (needs {' and '.join(r.replace('_', ' ') for r in requires)})" if requires else ""
 
     rows = [f"| {c.name.replace('_', ' ').capitalize()} | `{c.aliases[0]}` | {c.summary}{needs(c.requires)} |"
             for c in TABLE]

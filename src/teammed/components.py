@@ -94,7 +94,7 @@ TABLE: tuple[Component, ...] = (
 GROUP_PRESETS = {
     "c6": "001's C6: shared mental model, leadership and team orientation",
     "c7": "001's C7: leadership, trust and mutual monitoring",
-    "all": "every component",
+    "all": "the papers' six components (a component of one's own joins it when its record lists all)",
     "all5": "001's Table 1 All Compon.: its five components (closed loop is 000's sixth)",
 }
 
