@@ -1,41 +1,13 @@
-"""MedAgentsBench's data folder: one layout and one schema for the benchmarks most papers report.
+"""MedAgentsBench's data folder (``data/`` of gersteinlab/medagents-benchmark) as ``--data-dir DIR``.
 
-The folder is ``data/`` of the MedAgentsBench repository (gersteinlab/medagents-benchmark), given
-as ``--data-dir DIR`` (or ``$TEAMMED_DATA_DIR``)::
-
-    DIR/medqa/test.jsonl            DIR/pubmedqa/test.jsonl      DIR/mmlu-pro/test.jsonl
-    DIR/medqa/test_hard.jsonl       DIR/pubmedqa/train.jsonl     DIR/medbullets/test.jsonl
-    DIR/medqa/sampled_50.jsonl      DIR/medmcqa/test.jsonl       DIR/afrimedqa/test.jsonl ...
-
-Each ``<split>.jsonl`` holds one JSON object a line: ``question``, ``options``
-({"A": text, ...}; options equal to ``"N/A"`` are padding and dropped), ``answer_idx`` (the gold
-letter), ``answer`` (its text), usually ``realidx`` (the id) and, depending on the benchmark,
-``meta_info``, ``category``, ``src``, ``reason`` or ``answer_rationale`` (kept in ``meta``).
-The split is the file's stem (``test``, ``test_hard``, ``sampled_50``, ``sampled_50_hard``,
-``test_good_reimp``, ``train``, ...): every ``.jsonl`` file in the folder is a split, and a split
-with no file is refused with the list of those present. The default is ``test`` (a folder without
-``test.jsonl``, such as ``medqa_5options``, needs ``--split``). Only ``.jsonl`` files are read
-(the folder also holds a ``test_hard.json`` copy for MedQA).
-
-**Ids.** A row's id is its ``realidx``. Some files have none (all of ``medqa_5options``, for
-instance); such a row gets :func:`teammed.data._fields.content_id` of its question and its kept
-(non-padding) options, ``q-`` + the first 12 hex digits of a SHA-1 of that text: the id every
-teammed loader gives that question when its source has no id, stable across runs and machines.
-Ids are unique within a file: when two rows have the same id (two identical rows hash alike),
-the repeats get ``-2``, ``-3``, ... appended in file order and a warning names the file and the ids.
-
-**Which folders count.** ``DIR/<folder>/`` is read in this layout when one of its ``.jsonl``
-files starts with a row holding ``question``, ``options``, ``answer_idx`` and ``realidx``; or
-when such a row without ``realidx`` starts a file whose stem is not a plain split name
-(``train``, ``test``, ``validation``, ``dev``, ``val``, ``valid``: e.g. ``test_hard.jsonl``),
-or any file of a benchmark only MedAgentsBench ships (:data:`EXTRA_SPECS`). Otherwise (e.g. a
-``medqa/test.jsonl`` from the hub, without ``realidx``) the folder goes to that benchmark's own
-loader.
-
-The registry name -> folder map is :data:`FOLDERS`. PubMedQA's rows already hold the abstract and
-the question in ``question`` and yes/no/maybe as options A-C; MedMCQA's ``test`` is the original
-dev set; ``mmlu-pro`` is MMLU-Pro's health category; ``mmlu`` is MMLU's medical subjects;
-``medbullets`` is the five-option MedBullets set.
+``DIR/<folder>/<split>.jsonl``, one JSON object a line (``question``, ``options``, ``answer_idx``,
+``answer``, usually ``realidx``). docs/data.md ("MedAgentsBench's data folder") states the rules this
+module implements: the split is the file stem; ``"N/A"`` options are padding and dropped; the id is
+``realidx``, else :func:`teammed.data._fields.content_id`, and a repeated id gets ``-2``, ``-3``, ...
+with a warning; which folders count as this layout (:data:`EXTRA_SPECS` are the benchmarks only
+MedAgentsBench ships). Besides: ``meta_info``, ``category``, ``src``, ``reason`` and
+``answer_rationale`` are kept in ``meta``; only ``.jsonl`` files are read (the folder also holds a
+``test_hard.json`` copy for MedQA); the registry name -> folder map is :data:`FOLDERS`.
 """
 
 from __future__ import annotations

@@ -30,18 +30,8 @@ MedAgentsBench's copy of it (``baselines/MDAgents``) shows them on every data se
 shown, as in MedAgentsBench's copy; given a ``dataset`` name, they are shown only on
 `WORKED_EXAMPLE_DATASETS` (MedQA), as in MDAgents' own code.
 
-Where ``paper`` departs from MDAgents' code (mitmedialab/MDAgents, ``utils.py``): one call per
-member and turn returns the wish to talk, the recipients and a message for each (theirs asks
-yes/no, then the recipients, then one call per message); the members of a turn speak at once
-(theirs in order); each round's summary their code asks for but never reads is not asked; the
-``k`` worked examples are drawn once per system by ``seed`` and carry no LM-written reason
-(theirs reshuffles them per question and asks the LM for a reason for each); an agent remembers
-the discussion through its inputs (the panel's latest answers and the round's messages), not a
-chat history; every call, triage and recruiters included, uses the run's model, as MedAgentsBench's
-copy does (it fixes only its answer parser, which this system does not need: answers are
-structured), while MDAgents' own code fixes the triage and the panel's recruiter to gpt-3.5. The
-advanced route is this system's own in both variants: its teams read earlier teams' reports,
-and the clinician in charge reads all of them.
+Where ``paper`` departs from MDAgents' code (mitmedialab/MDAgents, ``utils.py``) and MedAgentsBench's copy
+of it, and why, is the table of docs/fidelity.md (its ``mdagents`` rows, checked by tests/test_fidelity.py).
 
 LM calls per question, with N = n_specialists, R = max_rounds, T = n_teams, M = team_size:
 basic 2; advanced 3 + T(M + 1); intermediate, ``paper``: 3 + N + N·u + N·r, where u is the
