@@ -48,7 +48,7 @@ SYSTEMS: dict[str, Callable[..., dspy.Module]] = {
 def _suggest(name: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(name, choices, n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    return f"{hint} Available: {', '.join(choices)}."
+    return f"{hint} Available: {', '.join(choices) or 'none'}."
 
 
 def build_system(name: str, **kwargs: Any) -> dspy.Module:
@@ -66,12 +66,8 @@ def build_system(name: str, **kwargs: Any) -> dspy.Module:
     accepted = [p for p in inspect.signature(target).parameters if p != "self"]
     for key in kwargs:
         if key not in accepted:
-            options = ", ".join(accepted) or "none"
-            close = difflib.get_close_matches(key, accepted, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"system {name!r} takes no parameter {key!r}.{hint} Available: {options}.")
+            raise ConfigError(f"system {name!r} takes no parameter {key!r}.{_suggest(key, accepted)}")
     return factory(**kwargs)
-
 
 
 def build_with_examples(name: str, pool: Sequence[Any], *, seed: int = 0, **kwargs: Any) -> dspy.Module:
