@@ -290,6 +290,12 @@ class SavesConfig:
         _write(self, path, meta=meta)
         return None
 
+    def behaviours(self) -> list[str]:
+        """The names of the behaviours this program can call (each one named predictor)."""
+        from teammed.programs.behaviour import Behaviour
+
+        return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})  # type: ignore[attr-defined]
+
     def load_state(self, state: Any, *, allow_unsafe_lm_state: bool = False) -> Any:
         check_state(self, state)  # type: ignore[arg-type]
         return super().load_state(state, allow_unsafe_lm_state=allow_unsafe_lm_state)  # type: ignore[misc]

@@ -39,7 +39,6 @@ from teammed.deliberation import (
 from teammed.errors import ConfigError, NoAnswerError
 from teammed.programs.aggregation import borda_scores, rule_tie_break, winners
 from teammed.programs.assessment import IndependentAssessment, format_assessments, format_facts
-from teammed.programs.behaviour import Behaviour
 from teammed.programs.closed_loop import ClosedLoop, receiver_of
 from teammed.programs.context import History, first_context, format_trust, later_context
 from teammed.programs.discussion import Discussion
@@ -271,10 +270,6 @@ class TeamworkProgram(SavesConfig, AsyncForward, dspy.Module):
                                          shared=_leader_context(team, r2, talk, trust if self.config.trust else None))
         return TieBreak(tied=top, resolved_by="rule", answer=rule,
                         reason="first-place votes, then round-2 Borda, then letter")
-
-    def behaviours(self) -> list[str]:
-        """The names of the behaviours this configuration runs (each one named predictor)."""
-        return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
 
 
 def _trust_start(team: Team, trust: dict[str, float], *, on: bool) -> list[TrustSnapshot]:

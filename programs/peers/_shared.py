@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from teammed import usage
 from teammed.errors import ConfigError, NoAnswerError
-from teammed.programs.behaviour import Behaviour, showing_image
+from teammed.programs.behaviour import showing_image
 from teammed.programs.letters import letter_of
 from teammed.programs.options import validated_options
 from teammed.programs.parallel import AsyncForward
@@ -98,10 +98,6 @@ class PeerSystem(SavesConfig, AsyncForward, dspy.Module):
         with showing_image(image), _letter_tally() as tally:
             prediction = await super().acall(*args, **kwargs)
         return tally.finish(type(self).__name__, self.system_name, prediction)
-
-    def behaviours(self) -> list[str]:
-        """The names of the behaviours this system can call (each one named predictor)."""
-        return sorted({m.name for _, m in self.named_sub_modules() if isinstance(m, Behaviour)})
 
 
 def _checked(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
