@@ -39,7 +39,6 @@ __all__ = [
     "paired_comparison",
     "holm",
     "mde_paired",
-    "mde_from_se",
     "PublishedCheck",
     "published_consistency",
     "wilson_interval",
@@ -354,14 +353,6 @@ def _z_sum(alpha: float, power: float) -> float:
         raise ValueError(f"alpha and power must be in (0, 1) (got alpha={alpha}, power={power})")
     normal = statistics.NormalDist()
     return normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)
-
-
-def mde_from_se(se: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
-    """The smallest true difference a two-sided z-test at ``alpha`` detects with ``power``, given the
-    difference's standard error: (z_{1-alpha/2} + z_power) * se (2.80 * se at 0.05 and 80%)."""
-    if se < 0:
-        raise ValueError(f"se must be non-negative (got {se})")
-    return _z_sum(alpha, power) * se
 
 
 def mde_paired(n_pairs: int, discordant_share: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:

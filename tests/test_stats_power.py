@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from teammed.evals.stats import holm, mcnemar, mde_from_se, mde_paired, published_consistency
+from teammed.evals.stats import holm, mcnemar, mde_paired, published_consistency
 
 
 def test_holm_matches_the_textbook_example_and_keeps_order_and_gaps():
@@ -33,7 +33,6 @@ def test_holm_controls_the_family_wise_error_where_raw_p_values_do_not():
 
 
 def test_mde_is_the_normal_formula_and_shrinks_with_n():
-    assert mde_from_se(1.0) == pytest.approx(1.959964 + 0.841621, abs=1e-5)
     assert mde_paired(30, 7 / 30) == pytest.approx(2.801585 * math.sqrt((7 / 30) / 30), abs=1e-6)
     assert mde_paired(150, 0.2) < mde_paired(30, 0.2)
     assert mde_paired(10, 0.0) == mde_paired(10, 0.1)  # no discordance seen counts as 1/n
