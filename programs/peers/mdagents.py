@@ -112,6 +112,7 @@ __all__ = ["AdaptiveComplexity", "ROUTES", "VARIANTS", "DEFAULT_VARIANT", "VARIA
            "WORKED_EXAMPLE_DATASETS"]
 
 ROUTES = ("basic", "intermediate", "advanced")
+_PANEL = "mdagents intermediate route: neither the moderator nor any panel member"
 _PRIMARY_CARE = "Primary Care Physician"
 # The data sets MDAgents' own code shows worked examples on (``if args.dataset == 'medqa'``, either option
 # count); used when the system is given ``dataset=`` (see the module docstring).
@@ -301,21 +302,9 @@ class AdaptiveComplexity(PeerSystem):
             votes[f"round {r}"] = [o.choice for o in latest]
             rounds = r
         out = self.majority(question=s.question, options=s.options, answers=format_statements(latest))
-        answer = _decided(
-            read_letter(out.answer, s.options, behaviour=self.majority.name),
-            [o.choice for o in latest],
-            s.letters,
-            "mdagents intermediate route: neither the moderator nor any panel member",
-        )
-        s.record.update(
-            experts=[a.role for a in panel],
-            agents=_plain(panel),
-            rounds=rounds,
-            final=[{"agent": o.agent, "first": o.choice} for o in latest],
-            votes_by_turn=votes,
-            method="moderator_majority",
-        )
-        return _done(s, answer, str(out.rationale or ""), as_confidence(out.confidence))
+        return _decide(s, out, self.majority, [o.choice for o in latest], _PANEL, experts=[a.role for a in panel],
+                       agents=_plain(panel), rounds=rounds, votes_by_turn=votes, method="moderator_majority",
+                       final=[{"agent": o.agent, "first": o.choice} for o in latest])
 
     def _panel_opinions(self, s: _Case, panel: list[Agent]) -> list[Statement]:
         def one(agent: Agent) -> Statement:
@@ -408,21 +397,9 @@ class AdaptiveComplexity(PeerSystem):
         out = self.decide(
             question=s.question, options=s.options, summary=summary, opinions=format_statements(opinions)
         )
-        answer = _decided(
-            read_letter(out.answer, s.options, behaviour=self.decide.name),
-            [o.choice for o in opinions],
-            s.letters,
-            "mdagents intermediate route: neither the moderator nor any panel member",
-        )
-        s.record.update(
-            experts=[a.role for a in panel],
-            agents=_plain(panel),
-            rounds=rounds,
-            consensus=consensus,
-            final=[{"agent": o.agent, "first": o.choice} for o in opinions],
-            method="moderator",
-        )
-        return _done(s, answer, str(out.rationale or summary), as_confidence(out.confidence))
+        return _decide(s, out, self.decide, [o.choice for o in opinions], _PANEL, rationale=summary,
+                       experts=[a.role for a in panel], agents=_plain(panel), rounds=rounds, consensus=consensus,
+                       final=[{"agent": o.agent, "first": o.choice} for o in opinions], method="moderator")
 
     def _opinions(self, s: _Case, agents: list[Agent], earlier: str) -> list[Statement]:
         def one(agent: Agent) -> Statement:
@@ -499,20 +476,11 @@ class AdaptiveComplexity(PeerSystem):
                 choice=choice,
             )
         out = self.integrate(question=s.question, options=s.options, reports="\n\n".join(reports))
-        answer = _decided(
-            read_letter(out.answer, s.options, behaviour=self.integrate.name),
-            [t["answer"] for t in summary],
-            s.letters,
-            "mdagents advanced route: neither the clinician in charge nor any team",
-        )
-        agents = [a for _, members in teams for a in members]
-        s.record.update(
-            experts=[a.role for a in agents],
-            agents=[{**p, "team": name} for name, members in teams for p in _plain(members)],
-            teams=summary,
-            method="final_decision",
-        )
-        return _done(s, answer, str(out.rationale or ""), as_confidence(out.confidence))
+        return _decide(s, out, self.integrate, [t["answer"] for t in summary],
+                       "mdagents advanced route: neither the clinician in charge nor any team",
+                       experts=[a.role for _, members in teams for a in members],
+                       agents=[{**p, "team": name} for name, members in teams for p in _plain(members)],
+                       teams=summary, method="final_decision")
 
 
 def _shows_examples(dataset: str | None) -> bool:
@@ -595,6 +563,15 @@ def _plain(agents: list[Agent]) -> list[dict[str, str]]:
 def _log_team(s: _Case, phase: str, agents: list[Agent], **data: Any) -> None:
     for a in agents:
         s.transcript.add(phase, "recruited", a.brief(), agent=a.id, role=a.role, **data)
+
+
+def _decide(s: _Case, out: Any, decider: Behaviour, votes: Sequence[Vote], who: str, *, rationale: str = "",
+            **record: Any) -> dspy.Prediction:
+    """A route's decision: the decider's pick, else the plurality of the ``votes`` it weighed (`_decided`),
+    its record filled with ``record``."""
+    answer = _decided(read_letter(out.answer, s.options, behaviour=decider.name), votes, s.letters, who)
+    s.record.update(record)
+    return _done(s, answer, str(out.rationale or rationale), as_confidence(out.confidence))
 
 
 def _done(s: _Case, answer: str, rationale: str, confidence: str) -> dspy.Prediction:
