@@ -284,7 +284,7 @@ class AdaptiveComplexity(PeerSystem):
         c = self.config
         assert c.n_turns is not None  # the paper variant always has turns (AdaptiveSettings)
         panel = self._recruit_panel(s)
-        latest = self._panel_opinions(s, panel)
+        latest = self._opinions(s, panel, None)
         votes = {"opinions": [o.choice for o in latest]}
         rounds = 0
         for r in range(1, c.max_rounds + 1):
@@ -305,16 +305,6 @@ class AdaptiveComplexity(PeerSystem):
         return _decide(s, out, self.majority, [o.choice for o in latest], _PANEL, experts=[a.role for a in panel],
                        agents=_plain(panel), rounds=rounds, votes_by_turn=votes, method="moderator_majority",
                        final=[{"agent": o.agent, "first": o.choice} for o in latest])
-
-    def _panel_opinions(self, s: _Case, panel: list[Agent]) -> list[Statement]:
-        def one(agent: Agent) -> Statement:
-            out = self.panel_opinion(question=s.question, options=s.options, role=agent.brief())
-            return said(agent, 0, out, s.options, self.panel_opinion.name)
-
-        opinions = parallel_map(one, panel)
-        for o in opinions:
-            s.transcript.add("opinion", "opinion", o.text, agent=o.agent, role=o.role, turn=0, choice=o.choice)
-        return opinions
 
     def _turn(
         self, s: _Case, panel: list[Agent], latest: list[Statement], said: list[_Message], r: int, t: int
@@ -401,11 +391,14 @@ class AdaptiveComplexity(PeerSystem):
                        experts=[a.role for a in panel], agents=_plain(panel), rounds=rounds, consensus=consensus,
                        final=[{"agent": o.agent, "first": o.choice} for o in opinions], method="moderator")
 
-    def _opinions(self, s: _Case, agents: list[Agent], earlier: str) -> list[Statement]:
+    def _opinions(self, s: _Case, agents: list[Agent], earlier: str | None) -> list[Statement]:
+        """Each agent's opinion: the paper variant's panel after the worked examples (``earlier`` None), else
+        `SpecialistOpinion` having read ``earlier`` teams' reports."""
         def one(agent: Agent) -> Statement:
-            out = self.opinion(
-                question=s.question, options=s.options, role=agent.brief(), earlier_reports=earlier
-            )
+            if earlier is None:
+                out = self.panel_opinion(question=s.question, options=s.options, role=agent.brief())
+                return said(agent, 0, out, s.options, self.panel_opinion.name)
+            out = self.opinion(question=s.question, options=s.options, role=agent.brief(), earlier_reports=earlier)
             return said(agent, 0, out, s.options, self.opinion.name)
 
         opinions = parallel_map(one, agents)
