@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from teammed.errors import NoAnswerError
+
 __all__ = [
     "TOLERANCE",
     "Vote",
@@ -22,6 +24,7 @@ __all__ = [
     "dropped",
     "shares",
     "plurality",
+    "plurality_or_fail",
     "unanimous",
     "majority_holds",
     "anchored_scores",
@@ -72,6 +75,15 @@ def plurality(votes: Sequence[Vote], letters: Sequence[str]) -> tuple[str | None
     if not top:
         return None, 0.0
     return top[0], scores[top[0]]
+
+
+def plurality_or_fail(votes: Sequence[Vote], letters: Sequence[str], who: str) -> tuple[str, float]:
+    """`plurality`, or `NoAnswerError` when no vote names an option (``who`` names the voters that did not)."""
+    voted, share = plurality(votes, letters)
+    if voted is None:
+        raise NoAnswerError(f"{who} named an option ({dropped(votes)} dropped), so there is no answer; check that "
+                            "the model returns the requested JSON")
+    return voted, share
 
 
 def unanimous(votes: Sequence[Vote]) -> bool:

@@ -60,7 +60,6 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field
 
-from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._history import HistoryKeeper, Message, history_text
@@ -81,6 +80,7 @@ from teammed.programs.peers._votes import (
     dropped,
     leaders,
     plurality,
+    plurality_or_fail,
     shares,
 )
 from teammed.programs.team import Agent, Transcript
@@ -439,13 +439,8 @@ def _manager_or_votes(pick: str | None, confidence: str, first: Sequence[str | N
         return answer, "anchored_vote", confidence if pick is not None else confidence_from_share(scores[answer])
     if pick is not None:
         return pick, "manager", confidence
-    voted, share = plurality(final, letters)
-    if voted is None:
-        raise NoAnswerError(
-            f"consultation: neither the manager nor any specialist's last vote named an option "
-            f"({dropped(final)} last votes and the manager's pick dropped), so the team has no answer; "
-            "check that the model returns the requested JSON"
-        )
+    voted, share = plurality_or_fail(final, letters, "consultation: neither the manager nor any specialist's last "
+                                     "vote (the manager's pick dropped too)")
     return voted, "final_vote", confidence_from_share(share)
 
 

@@ -44,7 +44,6 @@ from typing import Any
 import dspy
 from pydantic import Field
 
-from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -61,7 +60,7 @@ from teammed.programs.peers._shared import (
     said,
     staff,
 )
-from teammed.programs.peers._votes import dropped, majority_holds, plurality
+from teammed.programs.peers._votes import dropped, majority_holds, plurality_or_fail
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_kamac import (
     AnswerUpdate,
@@ -267,12 +266,9 @@ class KnowledgeDrivenTeam(PeerSystem):
         elif t.consensus and t.leaning is not None:
             answer, method = t.leaning, "consensus"
         else:
-            voted = plurality(votes, t.letters)[0]
-            if voted is None:
-                raise NoAnswerError(f"kamac: neither the moderator nor any specialist's latest answer named an option "
-                                    f"({dropped(votes)} dropped), so the team has no answer; check that the model "
-                                    "returns the requested JSON")
-            answer, method = voted, "latest_vote"
+            answer = plurality_or_fail(votes, t.letters, "kamac: neither the moderator nor any specialist's latest "
+                                       "answer")[0]
+            method = "latest_vote"
         rationale = (str(out.rationale or "") if verdict is not None else "") or (
             f"Answer {answer} ({t.options[answer]}) by the {method.replace('_', ' ')}."
             + ("" if verdict is not None else " The moderator named no valid option.")

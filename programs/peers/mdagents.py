@@ -70,7 +70,6 @@ from typing import Any, Literal
 import dspy
 from pydantic import Field, model_validator
 
-from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -89,7 +88,7 @@ from teammed.programs.peers._shared import (
     select_examples,
     staff,
 )
-from teammed.programs.peers._votes import Vote, majority_holds, plurality
+from teammed.programs.peers._votes import Vote, majority_holds, plurality, plurality_or_fail
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_mdagents import (
     CareTeamsRecruitment,
@@ -501,13 +500,7 @@ def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agen
 def _decided(pick: str | None, votes: Sequence[Vote], letters: Sequence[str], who: str) -> str:
     """The decision maker's ``pick``; when it named no option, the plurality of the valid ``votes``
     it weighed; with none of either, `NoAnswerError` (``who`` names them in the message)."""
-    if pick is not None:
-        return pick
-    voted = plurality(votes, letters)[0]
-    if voted is None:
-        raise NoAnswerError(f"{who} named an option ({len(votes)} votes dropped), so there is no answer; "
-                            "check that the model returns the requested JSON")
-    return voted
+    return pick if pick is not None else plurality_or_fail(votes, letters, who)[0]
 
 
 def _member_key(text: str) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dspy
 from pydantic import Field
 
-from teammed.errors import NoAnswerError
 from teammed.programs.behaviour import Behaviour
 from teammed.programs.parallel import parallel_map
 from teammed.programs.peers._shared import (
@@ -32,7 +31,7 @@ from teammed.programs.peers._shared import (
     question_text,
     said,
 )
-from teammed.programs.peers._votes import confidence_from_share, dropped, plurality, shares, unanimous
+from teammed.programs.peers._votes import confidence_from_share, dropped, plurality_or_fail, shares, unanimous
 from teammed.programs.recruitment import generic_agents
 from teammed.programs.team import Agent, Transcript
 from teammed.signatures.peer_voting import IndependentVote, RevisedVote
@@ -86,10 +85,7 @@ def _cast(vote: Behaviour, p: _Panel) -> list[Statement]:
 
 
 def _decide(p: _Panel, method: str) -> dspy.Prediction:
-    answer, share = plurality(p.votes, p.letters)
-    if answer is None:
-        raise NoAnswerError(f"{method}: no expert's final vote named an option ({len(p.votes)} dropped), so the "
-                            "panel has no answer; check that the model returns the requested JSON")
+    answer, share = plurality_or_fail(p.votes, p.letters, f"{method}: no expert's final vote")
     counts = ", ".join(f"{k} {v:.0%}" for k, v in shares(p.votes, p.letters).items() if v)
     if dropped(p.votes):
         counts += f", {dropped(p.votes)} dropped"
