@@ -1,26 +1,12 @@
 """Published per-question outputs of other systems: MedAgentsBench's ``output/`` folder, typed.
 
-MedAgentsBench (gersteinlab/medagents-benchmark) publishes, per data set, model and method, what
-the method answered for each question: ``output/<dataset>/<model>-<dataset>-<split>-<method>.json``,
-a JSON list of objects with ``realidx``, ``question``, ``answer_idx`` (gold), ``predicted_answer``,
-``token_usage`` (``{"prompt_tokens", "completion_tokens"}``, the provider's billed counts, sometimes
-a Python-literal string) and ``time_elapsed`` (seconds, sometimes a string).
-
-`read_published` turns one file into a `PublishedRun`. Its rules, each said in ``notes``:
-
-- **Questions are matched to the benchmark's ids by their text** where a ``reference`` (normalized
-  question text -> id) is given, because a method may renumber them (``medagents`` does); a row
-  whose text the reference lacks keeps its ``realidx``. `reference_of` builds a reference from
-  the files themselves (for each text, the ``realidx`` most files give it).
-- **A question appearing twice counts once**: the first row is kept, the repeat is counted.
-- **Tokens a file does not report are unknown, not zero**: a file whose every row bills 0 prompt and
-  0 completion tokens (or has no ``token_usage``; ``spo`` and ``aflow``) has ``tokens_reported``
-  false and its tokens per question are None.
-- **Scored as published**: a prediction is right when it is the gold letter exactly; a
-  prediction that is not one of the question's option letters (prose, ``(D)``, NaN) is wrong and
-  counted in ``unscored``, never turned into a letter.
-- A file that is not a JSON list of such objects is refused with `PublishedFormatError` naming
-  the file, the row and what is wrong; nothing is skipped silently.
+``output/<dataset>/<model>-<dataset>-<split>-<method>.json`` is a JSON list of objects with ``realidx``,
+``question``, ``answer_idx`` (gold), ``predicted_answer``, ``token_usage`` (the provider's billed
+``prompt_tokens``/``completion_tokens``) and ``time_elapsed`` (seconds). `read_published` turns one file
+into a `PublishedRun`, by the rules of docs/published.md ("What the files do not say, and how teammed reads
+them"), each said in its ``notes``: questions matched by text (`reference_of`, `read_all`); a repeat counted
+once; tokens a file never reports unknown, not zero; a prediction that is no option letter wrong, never made
+a letter; a file that is not such a list refused with `PublishedFormatError` naming the file and the row.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """Published methods beside your runs: MedAgentsBench's per-question outputs on the questions your runs answered.
 
-`published_beside` reads, for each data set of the report, every published file of one model
-(`teammed.data.published`) and gives:
-
-- one row per published method, on the questions your runs answered that it answered: accuracy,
-  billed tokens per question (None where the file reports none) and seconds per question;
-- your configurations on the same questions (accuracy over every seed's answers, as Table 1);
-- a paired test of each configuration against each published method: exact McNemar on the questions
-  both answered, each question once (`teammed.evals.stats.pair_once`: a published method answered
-  every question once, so it is paired with your first seed that drew it), Holm over the whole family.
-
-Questions are matched by text where the runs' rows hold it, else by the files' ``realidx`` (the
-id teammed's MedAgentsBench loader gives a question); a method that renumbered its questions is
-matched by text either way (`teammed.data.published.read_all`).
+`published_beside` gives, per data set of the report, the rows of docs/published.md ("What each figure is"):
+each published method of one model on the questions your runs answered that it answered, your configurations
+on the same questions, and an exact McNemar test of each pair, each question once
+(`teammed.evals.stats.pair_once`), Holm over the whole family. Questions are matched by text where the runs'
+rows hold it, else by the files' ``realidx`` (`teammed.data.published.read_all`).
 """
 
 from __future__ import annotations
