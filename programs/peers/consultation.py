@@ -26,13 +26,9 @@ Context management: before each debate round the team's history is estimated at 
 tokens; while that passes ``summarize_at × context_window`` its longest not yet compressed
 message is compressed by an LM call.
 
-Sampling: the paper runs every reasoning call (role creation, analysis, debate) at temperature
-0.5 and its context summaries at 0.1. By default every call here runs at the run's temperature
-(``--temperature``, 0 unless set), like every other system: systems are compared at one
-temperature, and a run at 0 repeats. ``temperature`` and ``summary_temperature`` override it for
-the reasoning calls (every behaviour but the compression) and for the compression;
-``ConsultationTeam(temperature=PAPER_TEMPERATURE, summary_temperature=PAPER_SUMMARY_TEMPERATURE)``
-samples as the paper does.
+Sampling: every call runs at the run's temperature; ``temperature`` and ``summary_temperature`` override it
+for the reasoning calls and the compression (the paper's, `PAPER_TEMPERATURE` and `PAPER_SUMMARY_TEMPERATURE`,
+and why they are not the default: docs/fidelity.md).
 
 Anti-groupthink (``dissent``):
 
