@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from teammed.deliberation import Challenge, Deliberation, LeaderOverride, TieBreak
+from teammed.deliberation import Deliberation
 from teammed.results import PeerRecord
 
 __all__ = ["scope_of", "diagnose", "SCOPES"]
@@ -61,30 +61,6 @@ def _final_firsts(record: Record | None) -> dict[str, str]:
     return {v.agent: v.first or (v.ranking[0] if v.ranking else "?") for v in record.final}
 
 
-def _votes(record: Record) -> Mapping[str, Sequence[str | None]]:
-    return record.votes_by_turn or {}
-
-
-def _early(record: Record) -> bool:
-    return isinstance(record, Deliberation) and record.early_consensus
-
-
-def _challenges(record: Record) -> list[Challenge]:
-    return record.challenges if isinstance(record, Deliberation) else []
-
-
-def _tie(record: Record) -> TieBreak | None:
-    return record.tie if isinstance(record, Deliberation) else None
-
-
-def _trust(record: Record) -> dict[str, float]:
-    return (record.trust or {}) if isinstance(record, Deliberation) else {}
-
-
-def _review(record: Record) -> LeaderOverride | None:
-    return record.leader_override if isinstance(record, Deliberation) else None
-
-
 def _plurality(choices: Sequence[str]) -> str | None:
     """The single most common choice, or None when the top is shared."""
     top = Counter(choices).most_common(2)
@@ -110,7 +86,7 @@ def r2_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    if _early(record):
+    if isinstance(record, Deliberation) and record.early_consensus:
         verdict = "right" if answer == gold else f"wrong (gold {gold})"
         return [f"the R2 first choices agreed on {answer}, so the discussion was skipped; that was {verdict}"]
     r2_top = _plurality(list(_r2_firsts(record).values()))
@@ -126,7 +102,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
     else:
         notes.append(f"wrong before and after the discussion (R2 majority: {r2_top or 'split'}; "
                      f"final {answer}; gold {gold})")
-    for agent, votes in _votes(record).items():
+    for agent, votes in (record.votes_by_turn or {}).items():
         if len(votes) > 1 and votes[0] == gold and votes[-1] != gold:
             notes.append(f"{agent} moved away from the gold {gold} to {votes[-1]} during the discussion")
         elif len(votes) > 1 and votes[0] != gold and votes[-1] == gold:
@@ -135,7 +111,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
 
 
 def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    challenges = _challenges(record)
+    challenges = record.challenges if isinstance(record, Deliberation) else []
     if not challenges:
         return ["no challenge was raised on this question"]
     notes = []
@@ -156,7 +132,7 @@ def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    tie = _tie(record)
+    tie = record.tie if isinstance(record, Deliberation) else None
     if tie is None:
         return ["the vote was not tied on this question"]
     tied, chose = tie.tied, tie.answer
@@ -170,7 +146,7 @@ def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    trust = _trust(record)
+    trust = (record.trust or {}) if isinstance(record, Deliberation) else {}
     finals = _final_firsts(record)
     if not trust or not finals:
         return ["trust scores were not used on this question"]
@@ -190,7 +166,7 @@ def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     """The leader's correction authority: did its review keep, spoil or fix the team's answer?"""
-    review = _review(record)
+    review = record.leader_override if isinstance(record, Deliberation) else None
     if review is None:
         return outcome_notes(record, answer, gold)
     original, new = review.original, review.answer

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import dspy
 
@@ -20,7 +21,7 @@ from teammed.programs.parallel import parallel_map
 from teammed.records import ResultRow
 from teammed.types import Question
 
-__all__ = ["score_questions", "require_labels", "accuracy_of", "standard_error", "mean_of", "tokens_of"]
+__all__ = ["score_questions", "require_labels", "accuracy_of", "standard_error", "mean_of", "tokens_of", "cell_result"]
 
 
 def require_labels(questions: Sequence[Question]) -> None:
@@ -48,6 +49,14 @@ def score_questions(
 def tokens_of(row: ResultRow) -> int:
     """A row's billable tokens, prompt and completion (the same whether or not a cache answered)."""
     return row.prompt_tokens + row.completion_tokens
+
+
+def cell_result(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """Scored rows as a work-queue cell keeps them: per-question outcomes, accuracy and billable spend."""
+    correct = [bool(r.correct) for r in rows]  # a failed question is never correct
+    return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
+            "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
+            "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
 
 
 def accuracy_of(rows: Sequence[ResultRow]) -> float:

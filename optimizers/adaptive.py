@@ -1,26 +1,9 @@
-"""Tune the adaptive system (`teammed.programs.peers.adaptive`) on the accuracy-cost front.
+"""Tune the adaptive system (`teammed.programs.peers.adaptive`) on the accuracy-cost front (docs/adaptive.md).
 
-1. `measure`: on the *tuning* questions, the single agent (stage 1: its signal, right or wrong,
-   billable tokens) and every candidate team configuration (right or wrong, tokens) answer each
-   question once. A failed question counts as wrong, with what it spent.
-2. `front`: an Optuna multi-objective study (accuracy up, billable tokens per question down)
-   over the threshold and the escalation target. A (threshold, target) point's outcome on a
-   question follows from the measured table exactly (kept: the single agent's; escalated: the
-   team's, at both stages' cost), so the study's grid sampler walks every point with no further
-   LM call, and its Pareto front is exact on the tuning questions.
-3. `choose`: the operating point. With ``max_cost_ratio`` r, the most accurate point (the single
-   agent included) costing at most r times the best static configuration; otherwise the cheapest
-   candidate (the single agent alone, or an adaptive point) whose loss against the `reference` (the
-   most accurate static policy, the single agent alone counted as one) is within ``tolerance`` with
-   90% confidence: an exact one-sided bound on the paired loss (`loss_bound`, Clopper-Pearson, valid
-   with no discordant pair), Bonferroni-corrected for the number of candidates tried. When none
-   qualifies, the reference itself is chosen: a signal that carries no information about the single
-   agent's errors is detected this way, and the team is never traded for a guess; a single agent more
-   accurate than every team is kept alone.
-4. `prove`: on *held-out* questions, the chosen point (the real adaptive system), the best static
-   configuration and the single agent, paired, with McNemar's test.
-
-Pure functions over `Outcome` rows (2, 3) are separate from the ones that call a model (1, 4).
+`measure` (tuning questions) and `prove` (held-out questions) call a model; `front`, `choose`, `candidates`,
+`reference` and `loss_bound` are pure functions over the measured `Outcome` table, where any (threshold,
+target) point's outcome on a question follows exactly (kept: the single agent's; escalated: the team's, at
+both stages' cost). A failed question counts as wrong, with what it spent.
 """
 
 from __future__ import annotations
@@ -192,13 +175,9 @@ def _correct(outcomes: Sequence[Outcome], point: Point) -> list[bool]:
 
 
 def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alpha: float = 0.10) -> float:
-    """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share).
-
-    The loss is ``p_c - p_b``: the share of questions only ``static`` gets right minus the share only
-    ``point`` gets right. Clopper-Pearson bounds each from its count at ``alpha / 2`` (upper for
-    ``p_c``, lower for ``p_b``), so the difference holds with probability at least ``1 - alpha`` (Bonferroni),
-    with any number of discordant pairs, none included: 0 losses in 100 pairs still bound the loss
-    by 2.9 points at ``alpha`` 0.10, not by 0."""
+    """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share): the
+    Clopper-Pearson upper bound of ``p_c`` (only ``static`` right) minus the lower bound of ``p_b`` (only
+    ``point`` right), each at ``alpha / 2``; valid with no discordant pair (docs/adaptive.md)."""
     ours, theirs = _correct(outcomes, point), _correct(outcomes, static)
     n = len(ours)
     c = sum(t and not o for o, t in zip(ours, theirs, strict=True))
@@ -207,16 +186,15 @@ def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alph
 
 
 def reference(found: Front) -> Point:
-    """What the choice must not lose against: the most accurate static policy on the tuning questions,
-    the single agent alone counted among them (a team of one) when it is strictly more accurate than every
-    team; in a tie it is a candidate tested against the best team, like any cheaper policy."""
+    """What the choice must not lose against: the best static team, or the single agent when it is strictly
+    more accurate than every team (in a tie it is a candidate like any cheaper policy)."""
     return found.single if found.single.accuracy > found.best_static.accuracy else found.best_static
 
 
 def candidates(found: Front) -> list[Point]:
-    """What may replace the `reference`: the single agent alone and every adaptive point cheaper than it
-    that escalates some question (one that escalates none is the single agent again, and would only widen
-    the correction), cheapest first; none when the single agent is itself the reference."""
+    """What may replace the `reference`, cheapest first: the single agent and every cheaper adaptive point that
+    escalates some question (one that escalates none is the single agent again, and would only widen the
+    correction)."""
     ref = reference(found)
     escalating = [p for p in found.points if p.escalation_rate > 0]
     cheaper = [p for p in [found.single, *escalating] if p.tokens < ref.tokens and p != ref]
@@ -225,13 +203,9 @@ def candidates(found: Front) -> list[Point]:
 
 def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01, alpha: float = 0.10,
            max_cost_ratio: float | None = None) -> Point:
-    """The operating point (see the module docstring).
-
-    Without ``max_cost_ratio``: the cheapest of `candidates` whose exact loss bound (`loss_bound`)
-    against the `reference` is within ``tolerance``, each bound at ``alpha / m`` for the ``m``
-    candidates (Bonferroni), so the chance that the choice loses more than ``tolerance`` to the
-    reference is at most ``alpha`` however many points the grid holds; the reference itself when none
-    qualifies. The reference is the single agent when it is the most accurate static policy."""
+    """The operating point: with ``max_cost_ratio`` r, the most accurate point costing at most r times the best
+    static team; else the cheapest of `candidates` whose `loss_bound` against the `reference`, at ``alpha / m``
+    for the ``m`` candidates (Bonferroni), is within ``tolerance``, and the reference when none is."""
     best = found.best_static
     if max_cost_ratio is not None:
         affordable = [p for p in [found.single, *found.points] if p.tokens <= max_cost_ratio * best.tokens]

@@ -12,7 +12,6 @@ import difflib
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import dspy
@@ -122,32 +121,39 @@ def compile_program(
     _check_optimizer(optimizer)
     if not trainset:
         raise ConfigError("compiling needs a non-empty trainset; give --train a positive size")
-    plan = _Plan(lm=lm, teacher_settings={"lm": teacher_lm} if teacher_lm is not None else {},
-                 reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
-                 max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
-                 max_metric_calls=max_metric_calls, degraded=DegradedOutputs())
+    valset = valset or trainset
+    reflection_lm = reflection_lm or teacher_lm or lm
+    degraded = DegradedOutputs()  # the calls whose outputs were repaired or fell back: no demo from them
+    demos = {"metric": clean_traces(accuracy_metric, degraded),
+             "teacher_settings": {"lm": teacher_lm} if teacher_lm is not None else {},
+             "max_bootstrapped_demos": max_demos, "max_labeled_demos": max_demos}
+    student = student.deepcopy()
     # each question's calls in order (IN_TURN_SETTING): the traces demos are drawn from, and so the
     # compiled program, are the same on every run; questions still run side by side (num_threads)
-    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True,
-                      **{IN_TURN_SETTING: True}):
-        compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
-    drop_unsound_demos(compiled, plan.degraded)
+    with dspy.context(lm=lm, adapter=NotingAdapter(degraded), disable_history=True, **{IN_TURN_SETTING: True}):
+        if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
+            compiled = dspy.LabeledFewShot(k=max_demos).compile(student, trainset=trainset)
+        elif optimizer == "bootstrap":
+            compiled = dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
+        elif optimizer == "random-search":
+            search = dspy.BootstrapFewShotWithRandomSearch(num_candidate_programs=num_candidates,
+                                                           num_threads=num_threads, **demos)
+            compiled = search.compile(student, trainset=trainset, valset=valset)
+        elif optimizer == "mipro":
+            budget = {"auto": auto} if auto else {"auto": None, "num_candidates": num_candidates}
+            mipro = dspy.MIPROv2(prompt_model=reflection_lm, task_model=lm, num_threads=num_threads, seed=seed,
+                                 verbose=False, track_stats=False, **demos, **budget)
+            compiled = mipro.compile(student, trainset=trainset, valset=valset, num_trials=None if auto else num_trials,
+                                     minibatch=len(valset) > _MIPRO_MINIBATCH,
+                                     minibatch_size=min(_MIPRO_MINIBATCH, len(valset)))
+        else:
+            gepa_budget: dict[str, Any] = (
+                {"auto": auto} if auto else {"max_metric_calls": max_metric_calls or 4 * (len(trainset) + len(valset))})
+            gepa = dspy.GEPA(metric=deliberation_feedback, reflection_lm=reflection_lm, num_threads=num_threads,
+                             seed=seed, track_stats=False, **gepa_budget)
+            compiled = gepa.compile(student, trainset=trainset, valset=valset)
+    drop_unsound_demos(compiled, degraded)
     return compiled
-
-
-@dataclass(frozen=True)
-class _Plan:
-    lm: dspy.BaseLM
-    teacher_settings: dict[str, Any]
-    reflection_lm: dspy.BaseLM
-    seed: int
-    num_threads: int
-    max_demos: int
-    auto: str | None
-    num_candidates: int
-    num_trials: int
-    max_metric_calls: int | None
-    degraded: DegradedOutputs  # the calls whose outputs were repaired or fell back: no demo from them
 
 
 def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example]) -> None:
@@ -172,32 +178,3 @@ def _renders(predictor: Any) -> bool:
     """Whether a predictor's demos reach its prompt: DSPy drops a demo without any of its outputs."""
     outputs = set(predictor.signature.output_fields)
     return any(outputs & set(getattr(demo, "keys", lambda: [])()) for demo in predictor.demos)
-
-
-def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], valset: list[dspy.Example],
-         p: _Plan) -> dspy.Module:
-    demos = {"metric": clean_traces(accuracy_metric, p.degraded), "teacher_settings": p.teacher_settings,
-             "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
-    if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
-        return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)
-    if optimizer == "bootstrap":
-        return dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
-    if optimizer == "random-search":
-        search = dspy.BootstrapFewShotWithRandomSearch(num_candidate_programs=p.num_candidates,
-                                                       num_threads=p.num_threads, **demos)
-        return search.compile(student, trainset=trainset, valset=valset)
-    if optimizer == "mipro":
-        budget = {"auto": p.auto} if p.auto else {"auto": None, "num_candidates": p.num_candidates}
-        mipro = dspy.MIPROv2(prompt_model=p.reflection_lm, task_model=p.lm, num_threads=p.num_threads,
-                             seed=p.seed, verbose=False, track_stats=False, **demos, **budget)
-        return mipro.compile(student, trainset=trainset, valset=valset,
-                             num_trials=None if p.auto else p.num_trials,
-                             minibatch=len(valset) > _MIPRO_MINIBATCH,
-                             minibatch_size=min(_MIPRO_MINIBATCH, len(valset)))
-    if p.auto:
-        gepa_budget: dict[str, Any] = {"auto": p.auto}
-    else:
-        gepa_budget = {"max_metric_calls": p.max_metric_calls or 4 * (len(trainset) + len(valset))}
-    gepa = dspy.GEPA(metric=deliberation_feedback, reflection_lm=p.reflection_lm, num_threads=p.num_threads,
-                     seed=p.seed, track_stats=False, **gepa_budget)
-    return gepa.compile(student, trainset=trainset, valset=valset)

@@ -1,14 +1,9 @@
-"""Search the teamwork components for a data set's special set with Optuna.
+"""Search the teamwork components for a data set's special set with Optuna (docs/commands/search.md).
 
-The objective is a pure function of the trial: it samples a valid `TeamworkConfig`, runs
-the program over the dev questions in batches under ``dspy.context`` and returns the
-accuracy (and, for two objectives, mean tokens per question). Single-objective trials
-report after each batch and may be pruned by the median rule; multi-objective trials
-cannot be pruned. User attributes hold JSON only. The same storage and study name resume
-a search, which then runs only the trials still missing from ``trials`` (complete plus
-pruned), shared by however many workers point at the study. A resume first fails the
-trials orphaned by a killed worker (`teammed.optimizers._storage.worker_gone`, or an expired
-heartbeat), so they never count toward ``trials`` and replacements run.
+The objective samples a valid `TeamworkConfig` and scores it on the dev questions in batches:
+single-objective trials report after each batch and may be pruned by the median rule. User
+attributes hold JSON only. A resume first fails the trials orphaned by a killed worker
+(`teammed.optimizers._storage.worker_gone`, or an expired heartbeat), so replacements run.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ from teammed.optimizers._scoring import (
     tokens_of,
 )
 from teammed.optimizers._space import SearchSpace
-from teammed.optimizers._storage import WORKER, open_storage, worker_gone
+from teammed.optimizers._storage import WORKER, fail_gone, open_storage, worker_gone
 from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.records import ResultRow, dataset_digest
@@ -88,7 +83,6 @@ class _Objective:
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
         self.interrupted = False
-        self.duplicates = 0  # trials closed without a request: their configuration ran in another trial
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         """A failed trial returns NaN, which Optuna records as FAILED with one warning line (an
@@ -119,7 +113,6 @@ class _Objective:
             trial.set_user_attr("duplicate_of", twin.number)
             logger.info("trial %d (%s) was evaluated by trial %d (%s); not evaluated twice", trial.number,
                         config.label(), twin.number, twin.state.name.lower())
-            self.duplicates += 1
             raise optuna.TrialPruned()
         if self.limit is not None and _claimed(trial) >= self.limit:  # every trial asked for is taken
             trial.set_user_attr("over_budget", True)
@@ -289,14 +282,12 @@ class _TrialClock:
 
 
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
-        with warnings.catch_warnings():  # constant_liar is marked experimental in Optuna 5
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "grid":
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
-    with warnings.catch_warnings():  # BruteForceSampler is marked experimental in Optuna 5
+    with warnings.catch_warnings():  # constant_liar and BruteForceSampler are marked experimental in Optuna 5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
         return optuna.samplers.BruteForceSampler(seed=seed)
 
 
@@ -329,15 +320,8 @@ def _fail_orphans(study: optuna.Study) -> None:
     with warnings.catch_warnings():  # marked experimental in Optuna 5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not worker_gone(trial):
-            continue
-        logger.warning("trial %d (worker %s) was orphaned by a killed worker; failing it so another trial "
-                       "replaces it", trial.number, trial.user_attrs.get("worker") or "never recorded")
-        try:
-            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-        except (RuntimeError, ValueError):  # finished meanwhile
-            pass
+    fail_gone(study, study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)),
+              "was orphaned by a killed worker; failing it so another trial replaces it")
 
 
 def _refuse_parallel_sqlite(study: optuna.Study, reference: str) -> None:
