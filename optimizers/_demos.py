@@ -56,10 +56,6 @@ class DegradedOutputs:
         with self._lock:
             return key in self._keys
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._keys)
-
 
 def _absorb(outer: usage.Usage, inner: usage.Usage) -> None:
     """Add ``inner``'s counts to ``outer`` (every counter and per-name count, whatever fields `Usage` has)."""

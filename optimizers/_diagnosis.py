@@ -1,11 +1,9 @@
 """Where a deliberation went wrong, read from its typed record (pure functions).
 
-The record is the teamwork program's `Deliberation`, or a peer system's `PeerRecord` (which
-has round-2 and final choices and votes by turn, but no tie-break, challenges, trust or
-leader's review: those parts then read as "did not happen"). Each ``*_notes`` function
-speaks about one part of the deliberation only, so feedback for one behaviour never mixes
-in another's: R2 assessments, discussion dynamics, challenges, the tie-break, trust, or
-just the outcome.
+The record is the teamwork program's `Deliberation`, or a peer system's `PeerRecord`, which has no
+tie-break, challenges, trust or leader's review: those parts then read as "did not happen". Each
+``*_notes`` function speaks about its part of the deliberation only, so one behaviour's feedback never
+mixes in another's.
 """
 
 from __future__ import annotations

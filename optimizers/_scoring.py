@@ -1,10 +1,8 @@
 """Run a program over labelled questions and score each one: the optimizers' evaluation loop.
 
-Each question is answered by `teammed.answering.answer`, the function ``run`` answers with, so
-a scored row is the `ResultRow` ``run`` would write (without the run's identity): the same
-answer, correctness, failure and billable accounting. Questions run sequentially or in a small
-thread pool that copies the caller's context; a failing question is scored wrong (it stays in
-the denominator) rather than retried or dropped.
+Each question is answered by `teammed.answering.answer`, as ``run`` answers it, so a scored row is the
+`ResultRow` ``run`` would write (without the run's identity). A failing question is scored wrong (it
+stays in the denominator) rather than retried or dropped.
 """
 
 from __future__ import annotations

@@ -80,22 +80,15 @@ def _cells(outcomes: Sequence[Outcome], threshold: float, target: str) -> list[t
     return cells
 
 
-def point_of(outcomes: Sequence[Outcome], threshold: float, target: str) -> Point:
-    cells = _cells(outcomes, threshold, target)
+def _point(cells: Sequence[tuple[bool, int, bool]], **policy: Any) -> Point:
+    """``policy`` with what it scored from each question's (right, tokens, escalated)."""
     n = len(cells)
-    return Point(threshold=threshold, target=target, accuracy=sum(c[0] for c in cells) / n,
-                 tokens=sum(c[1] for c in cells) / n, escalation_rate=sum(c[2] for c in cells) / n)
+    return Point(**policy, accuracy=sum(c[0] for c in cells) / n, tokens=sum(c[1] for c in cells) / n,
+                 escalation_rate=sum(c[2] for c in cells) / n)
 
 
-def _static(outcomes: Sequence[Outcome], target: str) -> Point:
-    n = len(outcomes)
-    return Point(threshold=None, target=target, static=True, accuracy=sum(o.team_correct[target] for o in outcomes) / n,
-                 tokens=sum(o.team_tokens[target] for o in outcomes) / n, escalation_rate=1.0)
-
-
-def _thresholds(outcomes: Sequence[Outcome]) -> list[float]:
-    """Every threshold that splits the questions differently: each signal seen, and always."""
-    return sorted({o.signal for o in outcomes if o.signal is not None} | {ALWAYS})
+def point_of(outcomes: Sequence[Outcome], threshold: float, target: str) -> Point:
+    return _point(_cells(outcomes, threshold, target), threshold=threshold, target=target)
 
 
 def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
@@ -105,7 +98,7 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
     if not outcomes:
         raise ValueError("the front needs tuning questions")
     targets = sorted(outcomes[0].team_correct)
-    thresholds = _thresholds(outcomes)
+    thresholds = sorted({o.signal for o in outcomes if o.signal is not None} | {ALWAYS})  # each split, and always
     space: dict[str, Sequence[str | float]] = {"threshold": thresholds, "target": targets}
     quiet = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -123,11 +116,10 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
     finally:
         optuna.logging.set_verbosity(quiet)
     pareto = sorted({(t.params["threshold"], t.params["target"]) for t in study.best_trials})
-    statics = [_static(outcomes, t) for t in targets]
+    statics = [_point([(o.team_correct[t], o.team_tokens[t], True) for o in outcomes], threshold=None, target=t,
+                      static=True) for t in targets]
     best = max(statics, key=lambda p: (p.accuracy, -p.tokens))
-    n = len(outcomes)
-    single = Point(threshold=None, target=None, accuracy=sum(o.single_correct for o in outcomes) / n,
-                   tokens=sum(o.single_tokens for o in outcomes) / n, escalation_rate=0.0)
+    single = _point([(o.single_correct, o.single_tokens, False) for o in outcomes], threshold=None, target=None)
     return Front(points=[scored[k] for k in sorted(scored)], pareto=sorted((scored[k] for k in pareto),
                                                                              key=lambda p: p.tokens),
                  statics=statics, single=single, best_static=best)
@@ -291,20 +283,15 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
     mine = run(mine_program)
     static = run(_program(targets[static_target]))
     single = run(AdaptiveTeam(threshold=0.0))
-    n = len(questions)
-
-    def point(cells: list[tuple[bool, int, bool]], like: Point) -> Point:
-        return like.model_copy(update={"accuracy": sum(c[0] for c in cells) / n, "tokens": sum(c[1] for c in cells) / n,
-                                       "escalation_rate": sum(c[2] for c in cells) / n})
 
     def p_value(a: list[tuple[bool, int, bool]], b: list[tuple[bool, int, bool]]) -> float:
         return mcnemar(sum(x[0] and not y[0] for x, y in zip(a, b, strict=True)),
                        sum(y[0] and not x[0] for x, y in zip(a, b, strict=True)))
 
-    return Proof(n=n, chosen=point(mine, chosen),
-                 static=point(static, Point(threshold=None, target=static_target, static=True, accuracy=0, tokens=0,
-                                            escalation_rate=1.0)),
-                 single=point(single, Point(threshold=None, target=None, accuracy=0, tokens=0, escalation_rate=0.0)),
+    return Proof(n=len(questions), chosen=_point(mine, threshold=chosen.threshold, target=chosen.target,
+                                                 static=chosen.static),
+                 static=_point(static, threshold=None, target=static_target, static=True),
+                 single=_point(single, threshold=None, target=None),
                  p_vs_static=p_value(mine, static), p_vs_single=p_value(mine, single))
 
 

@@ -1,9 +1,7 @@
 """Compile a program with one of DSPy's optimizers, and evaluate programs on labelled questions.
 
-`compile_program` keeps DSPy's shape, ``compile(student, *, trainset, valset) -> Module``,
-returning a new program and leaving the student untouched. Every run happens inside
-``dspy.context(lm=..., adapter=...)`` (a `SchemaAdapter` that notes repaired outputs); nothing is
-configured globally.
+Every compile runs inside ``dspy.context(lm=..., adapter=...)`` (a `SchemaAdapter` that notes repaired
+outputs); nothing is configured globally.
 """
 
 from __future__ import annotations
@@ -32,23 +30,11 @@ OPTIMIZERS = frozenset({"labeled", "bootstrap", "random-search", "mipro", "gepa"
 _MIPRO_MINIBATCH = 35
 
 
-def _check_optimizer(name: str) -> None:
-    if name in OPTIMIZERS:
-        return
-    choices = sorted(OPTIMIZERS)
-    close = difflib.get_close_matches(name, choices, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown optimizer {name!r}.{hint} Available: {', '.join(choices)}.")
-
-
 def examples_from_questions(questions: Sequence[Question]) -> list[dspy.Example]:
     """One `dspy.Example` per question: inputs question, options, context; label ``answer``."""
     require_labels(questions)
-    examples = []
-    for q in questions:
-        examples.append(dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
-                                     answer=q.answer_idx).with_inputs("question", "options", "context"))
-    return examples
+    return [dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
+                         answer=q.answer_idx).with_inputs("question", "options", "context") for q in questions]
 
 
 def split_questions(
@@ -109,16 +95,15 @@ def compile_program(
 ) -> dspy.Module:
     """A new program compiled from ``student`` by ``optimizer``; ``student`` itself is not changed.
 
-    Budgets: ``max_demos`` bounds bootstrapped and labelled demos per predictor;
-    ``num_candidates`` is random search's candidate programs and MIPROv2's candidates;
-    with ``auto=None`` MIPROv2 runs ``num_trials`` trials and GEPA ``max_metric_calls``
-    metric calls (default: four passes over train and val).
-
-    No demo is built from an output that needed a repair or fell back to defaults, nor from one
-    that breaks its call's output schema (`teammed.optimizers._demos`): such steps leave the
-    bootstrapping traces, and any demo left of one leaves the compiled program.
+    Budgets: ``max_demos`` bounds bootstrapped and labelled demos per predictor; ``num_candidates`` is random
+    search's candidate programs and MIPROv2's candidates; with ``auto=None`` MIPROv2 runs ``num_trials`` trials
+    and GEPA ``max_metric_calls`` metric calls (default: four passes over train and val). No demo is built from
+    an output that was repaired, fell back or breaks its call's schema (`teammed.optimizers._demos`).
     """
-    _check_optimizer(optimizer)
+    if optimizer not in OPTIMIZERS:
+        close = difflib.get_close_matches(optimizer, sorted(OPTIMIZERS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown optimizer {optimizer!r}.{hint} Available: {', '.join(sorted(OPTIMIZERS))}.")
     if not trainset:
         raise ConfigError("compiling needs a non-empty trainset; give --train a positive size")
     valset = valset or trainset
@@ -157,12 +142,8 @@ def compile_program(
 
 
 def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example]) -> None:
-    """Refuse ``labeled`` where it would change nothing (no LM call; run before any evaluation).
-
-    Labeled demos carry the question, options and answer only. DSPy leaves a demo out of a
-    predictor's prompt when it has none of that predictor's outputs, and most teamwork
-    behaviours output rankings, messages or verdicts rather than an ``answer``.
-    """
+    """Refuse ``labeled`` where it would change nothing (no LM call): DSPy leaves a demo out of a prompt when it
+    has none of the predictor's outputs, and labeled demos hold only the ``answer`` (docs/commands/compile.md)."""
     if not trainset:
         return
     trial = dspy.LabeledFewShot(k=1).compile(student, trainset=list(trainset)[:1])

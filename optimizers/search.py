@@ -153,13 +153,9 @@ class _Objective:
 
 
 def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
-    """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else one
-    PRUNED (the median rule stopped it), else one RUNNING in a live worker with a lower number.
-
-    Of two workers that sampled one configuration at once, the lower-numbered trial evaluates it. Every
-    trial records its configuration before it looks, and waits (up to ``_DECLARE_S``) for the live
-    lower-numbered trials to record theirs, so the later one always sees the earlier and yields.
-    """
+    """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else a PRUNED one,
+    else one RUNNING in a live worker with a lower number. It waits (up to ``_DECLARE_S``) for the live
+    lower-numbered trials to record their configuration, so of two that sampled one at once the later yields."""
     deadline = time.monotonic() + _DECLARE_S
     while True:
         others = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
@@ -183,11 +179,8 @@ _DECLARE_S = 10.0  # a live trial records its configuration a moment after it st
 
 
 def _claimed(trial: optuna.Trial) -> int:
-    """The distinct configurations other trials have claimed: evaluated (complete, or pruned part way), or
-    being evaluated by a live worker's lower-numbered trial. The storage numbers trials atomically and a
-    trial waits for the lower ones to declare their configuration (`_twin`), so of workers that start at
-    once only as many as ``--trials`` leaves room for evaluate: a claim made in the storage, not a count
-    read before starting."""
+    """The distinct configurations other trials have claimed: evaluated (complete or pruned), or being evaluated
+    by a live worker's lower-numbered trial; a claim made in the storage (docs/architecture.md, shared studies)."""
     claims = set()
     for other in trial.study.get_trials(deepcopy=False, states=(*_DONE, TrialState.RUNNING)):
         if other.number == trial.number or "config" not in other.user_attrs \
@@ -231,10 +224,8 @@ def _running(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 class _Budget:
-    """Stops a worker once the study holds ``trials`` distinct evaluated configurations, counting those
-    other live workers are evaluating, or every configuration of the space; so N workers together
-    evaluate ``trials`` distinct configurations. A trial closed as a duplicate counts for nothing.
-    Stops too after ``stuck`` duplicates in a row: the sampler keeps proposing what was evaluated."""
+    """Stops a worker once the study holds ``trials`` distinct evaluated configurations (those live workers are
+    evaluating included) or the whole space, or after ``stuck`` duplicates in a row; a duplicate counts for nothing."""
 
     def __init__(self, trials: int, space_size: int, *, stuck: int = 25, attempts: int | None = None):
         self.trials, self.space_size, self.stuck = trials, space_size, stuck
@@ -261,24 +252,18 @@ class _Budget:
             study.stop()
 
 
-class _TrialClock:
-    """After each evaluating trial of this process: ``on_trial(k, n, eta_s)``, k the distinct configurations
-    the study evaluated so far (other workers' and earlier runs' included), n the ``trials`` asked for,
-    eta_s the time the rest should take at this process's mean evaluation time. A trial closed as a
-    duplicate reports nothing."""
+def _trial_clock(on_trial: Callable[[int, int, float | None], None], trials: int) -> Callable[..., None]:
+    """After each evaluating trial of this process: ``on_trial(k, n, eta_s)``, k the distinct configurations the
+    study evaluated so far (other workers' included), eta_s the rest at this process's mean time a trial."""
+    started, ran = time.monotonic(), [0]
 
-    def __init__(self, on_trial: Callable[[int, int, float | None], None], *, trials: int):
-        self.on_trial, self.trials = on_trial, trials
-        self.started = time.monotonic()
-        self.ran = 0
+    def clock(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.user_attrs.get("duplicate_of") is None:  # a duplicate reports nothing
+            ran[0] += 1
+            k = min(len(_evaluated(study)), trials)
+            on_trial(k, trials, (time.monotonic() - started) / ran[0] * (trials - k))
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if trial.user_attrs.get("duplicate_of") is not None:
-            return
-        self.ran += 1
-        k = min(len(_evaluated(study)), self.trials)
-        mean = (time.monotonic() - self.started) / self.ran
-        self.on_trial(k, self.trials, mean * (self.trials - k))
+    return clock
 
 
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
@@ -314,9 +299,8 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
 
 
 def _fail_orphans(study: optuna.Study) -> None:
-    """Fail the RUNNING trials whose worker is gone (kill -9): its heartbeat expired, its process on this
-    host is dead, or it was killed before recording itself. They would otherwise count toward ``trials``
-    (or stay RUNNING) for ever; their configurations are sampled again."""
+    """Fail the RUNNING trials whose worker is gone (kill -9), which would otherwise count toward ``trials`` for
+    ever: an expired heartbeat, a dead process on this host, or a worker killed before recording itself."""
     with warnings.catch_warnings():  # marked experimental in Optuna 5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
@@ -360,16 +344,10 @@ def search_special_set(
     on_trial: Callable[[int, int, float | None], None] | None = None,
     measured_on: str | None = None,
 ) -> SpecialSet:
-    """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
-
-    ``base_config`` fixes ``n_agents``, ``n_turns`` and ``early_consensus`` when they are not
-    searched. The chosen set is the most accurate configuration evaluated to the end (the
-    cheaper on ties); with two objectives the Pareto front is reported as well. A trial whose
-    questions all failed is FAILED, not scored 0; when they all failed with one fatal backend
-    error the search stops with `SearchAborted`. ``tuning`` (data set identity and the ids of
-    ``questions``) is stored in the Special Set so ``run`` can leave those questions out.
-    ``on_trial(k, n, eta_s)`` is called as each trial ends (progress: trial k of n, seconds left).
-    Tokens and cost are billable ones, the same whether or not the cache answered.
+    """Run (or resume) the study until it holds ``trials`` distinct evaluated configurations; return the special
+    set (docs/commands/search.md). ``base_config`` fixes what is not searched; ``tuning`` (data set identity and
+    question ids) is stored in the Special Set so ``run`` leaves those questions out; ``on_trial(k, n, eta_s)``
+    reports progress. Tokens and cost are billable ones, the same whether or not the cache answered.
     """
     if (lm is None) == (lm_factory is None):
         raise ConfigError("give exactly one of lm= (shared by every trial) or lm_factory= (one LM per trial)")
@@ -404,7 +382,7 @@ def search_special_set(
         objective = _Objective(space=space, questions=list(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads, limit=trials)
-        clock = [] if on_trial is None else [_TrialClock(on_trial, trials=trials)]
+        clock = [] if on_trial is None else [_trial_clock(on_trial, trials)]
         # more attempts than configurations still to evaluate: a re-proposed configuration is closed as a
         # duplicate (no request) and another sampled; the budget stops the loop at `trials` distinct ones
         study.optimize(objective, n_trials=remaining + budget.stuck + space.size(), callbacks=[budget, *clock])

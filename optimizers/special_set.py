@@ -1,10 +1,5 @@
-"""A data set's special set: the configuration a search chose, as one JSON file.
-
-``special_sets/<dataset>.json`` holds the chosen components and parameters (a
-`TeamworkConfig` dump), the dev accuracy ± SE and cost per question, the trial counts,
-the study it came from (storage with any password masked), the Pareto front for two
-objectives, and every evaluated configuration with its score and cost.
-"""
+"""A data set's special set: the configuration a search chose, its dev score and what was tried, as one
+JSON file (`SpecialSet`; the study's storage with any password masked)."""
 
 from __future__ import annotations
 

@@ -159,7 +159,10 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     made again, or a resume with another budget, must keep them, or every compile cell would change)."""
     if budget_calls is not None:
         budget = Budget(calls=budget_calls) if budget is None else budget
-        _check_planned(optimizer)
+        if optimizer not in PLANNED_OPTIMIZERS:
+            raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
+                              f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or "
+                              f"usd= (which stop the run when reached, without a plan)")
     compiles = optimizer == "bootstrap"
     widest = max(upper_calls(c) for c in [*stage1_configs, all_config])  # any configuration's bound
     costs = _Costs(compiles=compiles, batch_size=batch_size, rounds=rounds, min_rounds=min_rounds, widest=widest,
@@ -184,13 +187,6 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
                                   pool_size=pool_size)
     return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,
                     costs.stage3(train) + (proof_calls if proof else 0), budget, rate)
-
-
-def _check_planned(optimizer: str) -> None:
-    if optimizer not in PLANNED_OPTIMIZERS:
-        raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
-                          f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or usd= "
-                          f"(which stop the run when reached, without a plan)")
 
 
 def _sized(costs: _Costs, left: int, *, train: int | None, compile_train: int, max_train: int, stage1_batches: int,
@@ -223,12 +219,9 @@ class _Costs:
     stage1_configs: Sequence[Mapping[str, Any]]
     compile_configs: Sequence[Mapping[str, Any]]
 
-    def compile_cost(self, config: Mapping[str, Any], train: int) -> int:
-        return train * upper_calls(config) if self.compiles else 0
-
     def stage1(self, batches: int, train: int) -> int:
         evaluated = sum(batches * self.batch_size * upper_calls(c) for c in self.stage1_configs)
-        return evaluated + sum(self.compile_cost(c, train) for c in self.compile_configs)
+        return evaluated + (sum(train * upper_calls(c) for c in self.compile_configs) if self.compiles else 0)
 
     def race(self, pool: int) -> int:
         return pool * min(self.min_rounds, self.rounds) * self.batch_size * self.widest

@@ -96,12 +96,7 @@ class WorkQueue:
     # ----------------------------------------------------------------- reading
     def results(self) -> dict[str, dict[str, Any]]:
         """Every finished cell's result by key (the first finisher wins a duplicate)."""
-        done: dict[str, dict[str, Any]] = {}
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            key = t.user_attrs.get("cell_key")
-            if key is not None and key not in done and "result" in t.user_attrs:
-                done[key] = t.user_attrs["result"]
-        return done
+        return _by_state(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
 
     def spent(self, done: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, float]:
         """Billable calls, tokens and cost of every finished cell."""
