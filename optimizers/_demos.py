@@ -73,11 +73,9 @@ def _absorb(outer: usage.Usage, inner: usage.Usage) -> None:
 
 
 class NotingAdapter(SchemaAdapter):
-    """`SchemaAdapter` that notes, in ``degraded``, each call whose output it repaired or let fall back.
-
-    Each call is counted in a `Usage` of its own, then added to the caller's, so the accounting is
-    unchanged and a repair on another thread of the same question is never taken for this one's.
-    """
+    """`SchemaAdapter` that notes, in ``degraded``, each call whose output it repaired or let fall back. Each
+    call is counted in a `Usage` of its own, then added to the caller's, so a repair on another thread of the
+    same question is never taken for this one's."""
 
     def __init__(self, degraded: DegradedOutputs, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -58,13 +58,9 @@ def _alive(pid: int) -> bool:
 
 def worker_gone(trial: optuna.trial.FrozenTrial, *, stale_s: float | None = None,
                 unclaimed_s: float = UNCLAIMED_S, now: float | None = None) -> bool:
-    """Whether the worker of a RUNNING trial is gone, so the trial may be failed and its work redone.
-
-    Gone means: the worker recorded (``"host:pid"`` in the ``worker`` attribute) runs on this host and
-    its process is dead; or no worker is recorded ``unclaimed_s`` seconds after the trial started
-    (its worker was killed between taking the trial and recording itself); or, with ``stale_s``,
-    the trial started (the ``started`` attribute, else the storage's start time) longer ago than that.
-    """
+    """Whether the worker of a RUNNING trial is gone: the recorded ``"host:pid"`` is a dead process on this host,
+    or no worker is recorded ``unclaimed_s`` after the start (killed between taking the trial and recording
+    itself), or, with ``stale_s``, the trial started (``started``, else the storage's time) longer ago."""
     now = time.time() if now is None else now
     worker = str(trial.user_attrs.get("worker") or "")
     started: float | None

@@ -132,10 +132,7 @@ def reproduce_table1(
     tune_special: Callable[[str, Sequence[Question], Sequence[Question]], Mapping[str, Any]] | None = None,
 ) -> Table1Result:
     """Run (or resume) the grid; ``datasets`` maps a code to its questions, or to why it is unavailable.
-
-    ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config`` and ``program``, and
-    ``proven``: whether its held-out proof ran (a row without it is marked unproven in the table).
-    """
+    ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config``, ``program`` and ``proven``."""
     _check_rows(settings.rows)
     study = open_protocol_study(storage, study_name, out_dir, {  # another model, server, seeds or n is refused
         "protocol": "001-table1", "model": settings.model, "server": settings.server, "seeds": list(settings.seeds),

@@ -181,15 +181,10 @@ _DECLARE_S = 10.0  # a live trial records its configuration a moment after it st
 def _claimed(trial: optuna.Trial) -> int:
     """The distinct configurations other trials have claimed: evaluated (complete or pruned), or being evaluated
     by a live worker's lower-numbered trial; a claim made in the storage (docs/architecture.md, shared studies)."""
-    claims = set()
-    for other in trial.study.get_trials(deepcopy=False, states=(*_DONE, TrialState.RUNNING)):
-        if other.number == trial.number or "config" not in other.user_attrs \
-                or other.user_attrs.get("duplicate_of") is not None:
-            continue
-        if other.state == TrialState.RUNNING and (other.number > trial.number or worker_gone(other)):
-            continue
-        claims.add(json.dumps(other.user_attrs["config"], sort_keys=True))
-    return len(claims)
+    # the running ones first: a trial that completes between the two reads is still counted once
+    running = {json.dumps(t.user_attrs["config"], sort_keys=True) for t in _running(trial.study)
+               if t.number < trial.number and "config" in t.user_attrs}
+    return len(running | _evaluated(trial.study))
 
 
 def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -69,7 +69,11 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
     rows = evaluated_rows(all_trials)
     best = best_row(rows)
     if best is None:
-        _no_trial_succeeded(study, all_trials)
+        failed = [t for t in all_trials if t.state == TrialState.FAIL]
+        why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
+        raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
+                               f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
+                               f"search again to resume it")
     counts = _trial_counts(all_trials)
     if len(rows) >= space_size:
         logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
@@ -97,14 +101,6 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         runner_up=runner_up_test(rows, best),
         measured_on=(study.user_attrs.get("search") or {}).get("measured_on"),
     )
-
-
-def _no_trial_succeeded(study: optuna.Study, all_trials: Sequence[FrozenTrial]) -> NoReturn:
-    failed = [t for t in all_trials if t.state == TrialState.FAIL]
-    why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
-    raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
-                           f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
-                           f"search again to resume it")
 
 
 def _trial_counts(all_trials: Sequence[FrozenTrial]) -> dict[str, int]:

@@ -185,11 +185,8 @@ def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[
 
 def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int, rate: CallRate | None = None,
               spent: Mapping[str, float] | None = None, train: int | None = None) -> TunePlan:
-    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum.
-
-    A tokens= or usd= limit is planned in calls at ``rate`` (`first_rate` before any call, `measured_rate`
-    after), on top of what was ``spent``; without an optimizer that bounds its calls it only stops the run.
-    ``train`` keeps the compile's training questions stage 1 already compiled on."""
+    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`), a tokens=/usd= limit in calls at ``rate``
+    on top of what was ``spent``; ``train`` keeps the training questions stage 1 already compiled on."""
     if needs_rate(s, budget) and rate is None:
         raise ConfigError("a tokens= or usd= budget is planned at a rate per call: pass `first_rate(...)`")
     planned = s.optimizer in PLANNED_OPTIMIZERS
@@ -260,9 +257,8 @@ def _usd_covering(calls: int, rate: CallRate) -> str:
 
 def replan_thresholds(rate: CallRate, spent: Mapping[str, float], budget: Budget, buys: int | None, minimum: int,
                       proof_calls: int) -> dict[str, Any]:
-    """What the re-plan after stage 1's first batch decided on: the budget's limits, the measured rate, what the
-    first batch spent, the calls the budget buys in all at that rate, and the two thresholds (the smallest tune;
-    the smallest with the proof; both upper bounds on calls)."""
+    """What the re-plan after stage 1's first batch decided on: limits, measured rate, spend, the calls the budget
+    buys at that rate, and the two thresholds (the smallest tune, and with the proof; upper bounds on calls)."""
     return {"limits": {"calls": budget.calls, "tokens": budget.tokens, "usd": budget.usd},
             "rate": {"tokens": rate.tokens, "usd": rate.usd},
             "spent": {"calls": int(spent.get("calls", 0)), "tokens": float(spent.get("tokens", 0)),
@@ -292,7 +288,6 @@ class _Pipeline:
         self.replanned: dict[str, Any] | None = None  # the re-plan's thresholds (`replan_thresholds`)
         self.racing_stopped: str | None = None
 
-    # ------------------------------------------------------------------ work
     def _program(self, config: Mapping[str, Any] | None, prompts: str) -> dspy.Module:
         if config is None:
             from teammed.programs.peers import build_system
@@ -357,7 +352,6 @@ class _Pipeline:
         return {"state": state, "own": own, "value": 0.0, "calls": used.calls,
                 "tokens": used.prompt_tokens + used.completion_tokens, "cost_usd": used.cost_usd}
 
-    # ------------------------------------------------------------------ stages
     def stage1(self) -> dict[str, float]:
         if self.s.optimizer != "none":
             cells = compile_cells(self.s)
@@ -541,9 +535,8 @@ def on_probabilities(influence: Mapping[str, float]) -> dict[str, float]:
 
 
 def screen_rounds(rounds: int, min_rounds: int) -> int:
-    """The rounds the pool is screened on: the first third of the tuning rounds (at least ``min_rounds``).
-
-    The screen only chooses where the climb starts; the climb's races use every round."""
+    """The first third of the tuning rounds (at least ``min_rounds``): the screen only chooses where the climb
+    starts, and the climb's races use every round."""
     return min(rounds, max(min_rounds, -(-rounds // 3)))
 
 
@@ -890,7 +883,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
               f"${spent.get('cost_usd')}; memo reuse rate {spent.get('reuse_rate')} "
               f"({spent.get('memo_hits')} of {spent.get('memo_requests')} requests)", ""]
     if report.get("influence"):
-        lines += _influence_lines(report)
+        probs = report.get("on_probabilities") or {}
+        lines += ["## influence (preset accuracy minus the preset without the component)", "",
+                  "| component | influence | P(on) |", "|---|---|---|"]
+        lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
+        lines.append("")
     if report.get("racing"):
         lines += _racing_lines(report["racing"])
     if report.get("runner_up"):
@@ -906,17 +903,23 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"- {r['config']}: {r['accuracy']} at {r['tokens_per_question']} tokens/q (n={r['n']})"
                   for r in report["pareto_front"]]
     if report.get("held_out"):
-        lines += _held_out_lines(report)
+        lines += ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
+                  "|---|---|---|---|---|---|"]
+        for arm, s in report["held_out"].items():
+            c = (report.get("held_out_comparison") or {}).get(arm)
+            diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
+            pval = f"{c['p_mcnemar']:.4f}" if c else ""
+            lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
+        if "winner_uncompiled" in report["held_out"]:
+            lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
+                      "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
+                      "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
+                      "|---|---|---|"]
+            for arm, c in (report.get("held_out_components_only") or {}).items():
+                if c:
+                    lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
+                                 f"{c['p_mcnemar']:.4f} |")
     return "\n".join(lines) + "\n"
-
-
-def _influence_lines(report: Mapping[str, Any]) -> list[str]:
-    lines = ["## influence (preset accuracy minus the preset without the component)", "",
-             "| component | influence | P(on) |", "|---|---|---|"]
-    probs = report.get("on_probabilities") or {}
-    lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
-    lines.append("")
-    return lines
 
 
 def _racing_lines(r: Mapping[str, Any]) -> list[str]:
@@ -933,24 +936,4 @@ def _racing_lines(r: Mapping[str, Any]) -> list[str]:
               f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
               for h in r["history"]]
     lines.append("")
-    return lines
-
-
-def _held_out_lines(report: Mapping[str, Any]) -> list[str]:
-    lines = ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
-             "|---|---|---|---|---|---|"]
-    for arm, s in report["held_out"].items():
-        c = (report.get("held_out_comparison") or {}).get(arm)
-        diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
-        pval = f"{c['p_mcnemar']:.4f}" if c else ""
-        lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
-    if "winner_uncompiled" in report["held_out"]:
-        lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
-                  "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
-                  "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
-                  "|---|---|---|"]
-        for arm, c in (report.get("held_out_components_only") or {}).items():
-            if c:
-                lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
-                             f"{c['p_mcnemar']:.4f} |")
     return lines

@@ -64,9 +64,8 @@ class TunePlan:
     reserve: int  # kept for the winner's compile and, when planned, the proof
     budget: Budget | None = None
     rate: CallRate | None = None  # tokens and dollars per call, for tokens= and usd= limits
-    # the budget is below the minimum at the estimated rate (a worst case), but stage 1's first batch fits at the
-    # cheapest a call can be:
-    # the smallest tune's sizes, until the first batch measures the rate and the rest is planned again
+    # below the minimum at the estimated (worst-case) rate, but stage 1's first batch fits at the cheapest a call
+    # can be: the smallest tune's sizes, until the first batch measures the rate and the rest is planned again
     provisional: bool = False
 
     def fits(self, spent: Mapping[str, float], upper: int) -> bool:

@@ -93,7 +93,6 @@ class WorkQueue:
         self.study, self.budget, self.poll_s, self.stale_s = study, budget, poll_s, stale_s
         self.unclaimed_s = unclaimed_s
 
-    # ----------------------------------------------------------------- reading
     def results(self) -> dict[str, dict[str, Any]]:
         """Every finished cell's result by key (the first finisher wins a duplicate)."""
         return _by_state(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
@@ -107,7 +106,6 @@ class WorkQueue:
                 totals[key] += float(result.get(key, 0) or 0)
         return totals
 
-    # ----------------------------------------------------------------- working
     def run(self, cells: Sequence[Mapping[str, Any]],
             execute: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Every cell's result by key; runs the missing ones (and any other worker's enqueued cells)."""

@@ -70,11 +70,8 @@ def incumbent(alive: Sequence[str], scores: Mapping[str, Mapping[str, bool]],
 def race(labels: Sequence[str], rounds: Sequence[Sequence[str]],
          scores: Mapping[str, Mapping[str, bool]], tokens: Mapping[str, float], *,
          alpha: float, min_rounds: int = 1) -> RaceState:
-    """Replay the race over the rounds whose results are all in ``scores``; return the state after them.
-
-    ``rounds[r]`` is the question ids of round ``r``; ``scores[label][qid]`` is correctness.
-    The replay stops at the first round some survivor has not finished (its cells are due next).
-    """
+    """Replay the race over the rounds (``rounds[r]``: question ids) whose results are all in ``scores``
+    (``scores[label][qid]``: correct); it stops at the first round a survivor has not finished."""
     threshold = drop_threshold(alpha)
     state = RaceState(alive=list(labels))
     evidence = {c: 1.0 for c in labels}

@@ -45,10 +45,6 @@ class CallRate:
     longest: float = 1.0
     floor: float | None = None  # estimated: the cheapest a call can be there (no demos, one-token answers)
 
-    def describe(self) -> dict[str, Any]:
-        return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail,
-                "longest": round(self.longest, 4), "floor": self.floor}
-
     def cheapest(self) -> CallRate:
         """This rate at its floor (itself when it has none): what no model's calls can undercut."""
         if self.floor is None:
