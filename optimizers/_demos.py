@@ -1,15 +1,12 @@
 """Demos are built only from outputs the model gave cleanly: never from a fallback or a repair.
 
-Bootstrapping optimizers (bootstrap, random-search, MIPROv2) keep every step of a trace whose
-final answer was right, and a team reaches the right answer even when one agent's output was
-unreadable. `SchemaAdapter` never raises on such an output: it repairs it or fills its fields
-with fallback values (``discuss {'message': '', 'current_choice': ''}``) and counts that in the
-current `Usage` (``repaired``, ``parse_failures``). A demo built from it would teach the model to
-answer that way, so compile notes each such call (`NotingAdapter`, from the per-call counts),
-drops its step from the trace before DSPy builds demos (`clean_traces`), and sweeps the compiled
-program for any demo left (`drop_unsound_demos`). Outputs the program repairs after the call (a
-ranking with a repeated or missing letter, a letter that names no option) are told by the
-call's own output schema: a demo whose outputs do not fit it is dropped the same way.
+Bootstrapping optimizers keep every step of a trace whose final answer was right, and a team reaches the
+right answer even when one agent's output was unreadable, which `SchemaAdapter` repairs or fills with
+fallback values (counted in the current `Usage`). A demo built from it would teach the model to answer that
+way, so compile notes each such call (`NotingAdapter`), drops its step from the trace before DSPy builds
+demos (`clean_traces`), and sweeps the compiled program for any demo left (`drop_unsound_demos`). Outputs
+the program repairs after the call (a ranking naming a letter twice, a letter that names no option) are
+told by the call's own output schema, and dropped the same way.
 """
 
 from __future__ import annotations

@@ -37,10 +37,8 @@ def scope_of(pred_name: str | None) -> str:
     """The part of the deliberation a named predictor is responsible for ("all" when unnamed)."""
     if not pred_name:
         return "all"
-    for prefix, scope in _SCOPE_BY_PREFIX:
-        if pred_name.startswith(prefix):
-            return scope
-    return "outcome"  # recruitment, facts, report, closed loop: they shape context, judged by the outcome
+    # recruitment, facts, report, closed loop: they shape context, judged by the outcome
+    return next((scope for prefix, scope in _SCOPE_BY_PREFIX if pred_name.startswith(prefix)), "outcome")
 
 
 def _r2_firsts(record: Record | None) -> dict[str, str]:

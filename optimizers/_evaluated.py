@@ -23,11 +23,12 @@ __all__ = [
     "component_effects",
     "parameter_effects",
     "PARAMETERS",
+    "STATS",
 ]
 
 Row = dict[str, Any]
 PARAMETERS = ("n_turns", "n_agents", "early_consensus")
-_STATS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question")
+STATS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question")
 
 
 def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
@@ -42,7 +43,7 @@ def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
         key = json.dumps(attrs["config"], sort_keys=True)
         row = {"trial": t.number, "state": t.state.name,
                "components": [c for c in COMPONENTS if attrs["config"].get(c)], "config": attrs["config"],
-               **{k: attrs.get(k) for k in _STATS}, "outcomes": attrs.get("outcomes")}
+               **{k: attrs.get(k) for k in STATS}, "outcomes": attrs.get("outcomes")}
         previous = rows.get(key)
         if previous is None or (previous["state"] != "COMPLETE" and row["state"] == "COMPLETE"):
             rows[key] = row

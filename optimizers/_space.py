@@ -32,12 +32,8 @@ def subset_label(components: tuple[str, ...] | list[str]) -> str:
 def valid_subsets(*, min_turns: int = 2) -> list[tuple[str, ...]]:
     """Every component subset the rules allow, in canonical order (48 of the papers' six components with
     two or more turns)."""
-    subsets = []
-    for flags in itertools.product((False, True), repeat=len(COMPONENTS)):
-        on = tuple(name for name, flag in zip(COMPONENTS, flags, strict=True) if flag)
-        if valid(on, min_turns):
-            subsets.append(on)
-    return subsets
+    flags = itertools.product((False, True), repeat=len(COMPONENTS))
+    return [on for on in (tuple(itertools.compress(COMPONENTS, f)) for f in flags) if valid(on, min_turns)]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, TeammedError, WorkFailed
+from teammed.optimizers._evaluated import STATS
 from teammed.optimizers._scoring import (
     accuracy_of,
     mean_of,
@@ -44,8 +45,7 @@ logger = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "grid", "brute")
 OBJECTIVES = ("accuracy", "accuracy,tokens")
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-_STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
-              "n_failed")
+_STAT_KEYS = (*STATS, "n_failed")
 
 
 class TrialFailed(TeammedError):

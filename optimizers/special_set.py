@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError, WorkFailed
-from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front, runner_up_test
+from teammed.optimizers._evaluated import STATS, Row, best_row, evaluated_rows, pareto_front, runner_up_test
 
 __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",
            "NoTrialSucceeded"]
@@ -24,9 +24,8 @@ __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_sp
 logger = logging.getLogger(__name__)
 
 FORMAT = "teammed-special-set/1"
-_PUBLIC = ("trial", "state", "components", "config", "accuracy", "se", "n", "tokens_per_question",
-           "cost_per_question", "calls_per_question")
-_DEV = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question", "trial")
+_PUBLIC = ("trial", "state", "components", "config", *STATS)
+_DEV = (*STATS, "trial")
 
 
 class NoTrialSucceeded(WorkFailed):
