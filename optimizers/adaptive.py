@@ -67,13 +67,17 @@ class Front(_Frozen):
     best_static: Point
 
 
-def _cells(outcomes: Sequence[Outcome], threshold: float, target: str) -> list[tuple[bool, int, bool]]:
-    """Each question's (right, tokens, escalated) under (threshold, target)."""
+def _cells(outcomes: Sequence[Outcome], threshold: float | None, target: str | None,
+           static: bool = False) -> list[tuple[bool, int, bool]]:
+    """Each question's (right, tokens, escalated) under a policy: ``target`` alone (``static``), the single agent
+    (``target`` None), or escalation to ``target`` below ``threshold``."""
     cells = []
     for o in outcomes:
-        if o.signal is None:  # stage 1 failed: the question fails, the team is never asked
+        if static and target is not None:
+            cells.append((o.team_correct[target], o.team_tokens[target], True))
+        elif o.signal is None:  # stage 1 failed: the question fails, the team is never asked
             cells.append((False, o.single_tokens, False))
-        elif o.signal >= threshold:
+        elif target is None or threshold is None or o.signal >= threshold:
             cells.append((o.single_correct, o.single_tokens, False))
         else:
             cells.append((o.team_correct[target], o.single_tokens + o.team_tokens[target], True))
@@ -116,10 +120,9 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
     finally:
         optuna.logging.set_verbosity(quiet)
     pareto = sorted({(t.params["threshold"], t.params["target"]) for t in study.best_trials})
-    statics = [_point([(o.team_correct[t], o.team_tokens[t], True) for o in outcomes], threshold=None, target=t,
-                      static=True) for t in targets]
+    statics = [_point(_cells(outcomes, None, t, static=True), threshold=None, target=t, static=True) for t in targets]
     best = max(statics, key=lambda p: (p.accuracy, -p.tokens))
-    single = _point([(o.single_correct, o.single_tokens, False) for o in outcomes], threshold=None, target=None)
+    single = _point(_cells(outcomes, None, None), threshold=None, target=None)
     return Front(points=[scored[k] for k in sorted(scored)], pareto=sorted((scored[k] for k in pareto),
                                                                              key=lambda p: p.tokens),
                  statics=statics, single=single, best_static=best)
@@ -156,21 +159,11 @@ def clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
     return lower, upper
 
 
-def _correct(outcomes: Sequence[Outcome], point: Point) -> list[bool]:
-    """Each question's right/wrong under ``point`` (the single agent, a static team or an adaptive point)."""
-    if point.target is None:
-        return [o.signal is not None and o.single_correct for o in outcomes]
-    if point.static:
-        return [o.team_correct[point.target] for o in outcomes]
-    assert point.threshold is not None
-    return [c[0] for c in _cells(outcomes, point.threshold, point.target)]
-
-
 def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alpha: float = 0.10) -> float:
     """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share): the
     Clopper-Pearson upper bound of ``p_c`` (only ``static`` right) minus the lower bound of ``p_b`` (only
     ``point`` right), each at ``alpha / 2``; valid with no discordant pair (docs/adaptive.md)."""
-    ours, theirs = _correct(outcomes, point), _correct(outcomes, static)
+    ours, theirs = ([c[0] for c in _cells(outcomes, p.threshold, p.target, p.static)] for p in (point, static))
     n = len(ours)
     c = sum(t and not o for o, t in zip(ours, theirs, strict=True))
     b = sum(o and not t for o, t in zip(ours, theirs, strict=True))

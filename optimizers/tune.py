@@ -588,10 +588,13 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "tokens_per_question": round(sum(r["tokens"] for r in rows) / n, 2) if n else None}
 
 
+def _finished(queue: WorkQueue) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every finished cell and its result."""
+    return [(json.loads(key), result) for key, result in queue.results().items()]
+
+
 def _tuning_evals(queue: WorkQueue) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Every finished evaluation on tuning questions: (cell, result)."""
-    cells = [(json.loads(key), result) for key, result in queue.results().items()]
-    return [(c, r) for c, r in cells if c.get("kind") == "eval" and c.get("part") == "tune"]
+    return [(c, r) for c, r in _finished(queue) if c.get("kind") == "eval" and c.get("part") == "tune"]
 
 
 def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
@@ -803,11 +806,8 @@ def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping
 
 def _stage1_train(queue: WorkQueue) -> int | None:
     """The training questions stage 1's finished compiles used (None: none finished yet)."""
-    for key in queue.results():
-        cell = json.loads(key)
-        if cell.get("kind") == "compile" and cell.get("stage") == 1:
-            return int(cell["train"])
-    return None
+    return next((int(c["train"]) for c, _ in _finished(queue) if c.get("kind") == "compile" and c.get("stage") == 1),
+                None)
 
 
 def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:
