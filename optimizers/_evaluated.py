@@ -1,8 +1,5 @@
-"""What a study evaluated, as plain rows, and the summaries built from them (pure functions).
-
-A row is one distinct configuration: its components, config, accuracy ± SE over ``n``
-questions and its cost. Trials that reused an earlier evaluation are folded into it, and a
-configuration evaluated to the end wins over a pruned evaluation of it.
+"""What a study evaluated, as plain rows (one per distinct configuration), and the summaries built from
+them (pure functions). A configuration evaluated to the end wins over a pruned evaluation of it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The space of teamwork configurations a search samples from: only valid ones, ever.
 
-Two encodings of the same valid space, both derived from the component table
-(`teammed.components`). The tree (TPE, brute force) suggests one boolean per component: first
-those that require no other, then each of the rest only when what it requires is on; a component
-is suggested only when the turns reach its minimum. The flat one (grid) has one categorical ``components`` parameter
-whose choices are exactly the valid subsets, because a grid cannot be conditional.
+Two encodings of the same valid space, both derived from the component table (`teammed.components`). The
+tree (TPE, brute force) suggests a component only when what it requires is on and the turns reach its
+minimum; the flat one (grid) has one categorical ``components`` parameter whose choices are exactly the
+valid subsets, because a grid cannot be conditional.
 """
 
 from __future__ import annotations

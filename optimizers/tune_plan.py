@@ -1,24 +1,13 @@
 """A ``calls=`` budget planned before the first call: stage sizes that end with a Special Set.
 
-Every figure is an upper bound on billable calls, from `teammed.programs.accounting.expected_calls`
-with the largest team (4 agents, or the configured size), a tie, and no early consensus; the
-single agent answers in one call. A ``bootstrap`` compile runs its teacher on at most every
-training question; ``labeled`` and ``none`` call nothing. The plan:
-
-1. the minimum: stage 1 on one batch, a race of two configurations for ``min_rounds`` rounds, and
-   the winner's compile on two questions. Below it `plan_tune` refuses, naming it;
-2. the held-out proof (stage 4, every arm on every held-out question) when the budget covers it
-   on top of the minimum; otherwise the Special Set is written without it, and says so;
-3. the rest, in order: the compile's training questions (demos, up to ``compile_train``), stage 1's
-   batches (up to ``stage1_batches``), the race's pool (up to ``pool_size``);
-4. racing then runs round by round while the next round's bound fits in what is left after the
-   reserve (stage 3 and the proof), and stops with the leading configuration when it does not.
-
-A ``tokens=`` or ``usd=`` budget is planned in calls at a rate (`teammed.optimizers.tune_rate`):
-estimated from the rendered prompts before the first call, measured after stage 1's first batch,
-when the rest is planned again. Racing then checks every limit the budget gives against what
-was really spent, the next round's calls and the reserve counted at the rate. With several
-limits, the tightest one plans.
+Every figure is an upper bound on billable calls (`upper_calls`: `teammed.programs.accounting.expected_calls`
+with the largest team, a tie and no early consensus; the single agent answers in one call; a ``bootstrap``
+compile runs its teacher on at most every training question; ``labeled`` and ``none`` call nothing). Below
+the minimum (stage 1 on one batch, a race of two for ``min_rounds`` rounds, the winner's compile on two
+questions) `plan_tune` refuses, naming it. Above it the held-out proof is planned when the budget covers it,
+then the stages grow (`_sized`), and racing runs while its next round fits beside the reserve (stage 3 and
+the proof). A ``tokens=`` or ``usd=`` budget is planned in calls at a rate (`teammed.optimizers.tune_rate`),
+and re-planned at the rate stage 1's first batch measures; with several limits, the tightest one plans.
 """
 
 from __future__ import annotations
