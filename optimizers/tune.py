@@ -478,15 +478,10 @@ class _Pipeline:
         scores: dict[str, dict[str, bool]] = {}
         tokens: dict[str, float] = {}
         for label, cfg in by_label.items():
-            mine: dict[str, bool] = {}
-            spent: list[int] = []
-            for b in range(len(self.rounds)):
-                result = done.get(cell_key(self._eval_cell(cfg, self.prompts1, "tune", b)))
-                if result is None:
-                    continue
-                mine.update(zip(result["ids"], result["correct"], strict=True))
-                spent.extend(result["tokens_each"])
-            scores[label] = mine
+            keys = [cell_key(self._eval_cell(cfg, self.prompts1, "tune", b)) for b in range(len(self.rounds))]
+            results = [done[k] for k in keys if k in done]
+            scores[label] = {i: c for r in results for i, c in zip(r["ids"], r["correct"], strict=True)}
+            spent = [t for r in results for t in r["tokens_each"]]
             tokens[label] = sum(spent) / len(spent) if spent else 0.0
         return scores, tokens
 
@@ -504,14 +499,11 @@ class _Pipeline:
             arms["winner_uncompiled"] = (dict(winner_config), "none")
         cells = [self._eval_cell(cfg, p, "eval", b) for cfg, p in arms.values() for b in range(len(self.eval_batches))]
         done = self.queue.run(cells, self.execute)
-        rows: dict[str, list[dict[str, Any]]] = {}
-        for arm, (cfg, p) in arms.items():
-            rows[arm] = []
-            for b in range(len(self.eval_batches)):
-                r = done[cell_key(self._eval_cell(cfg, p, "eval", b))]
-                rows[arm] += [{"seed": 0, "id": i, "correct": c, "failed": f, "tokens": t}
-                              for i, c, f, t in zip(r["ids"], r["correct"], r["failed"], r["tokens_each"], strict=True)]
-        return rows
+        by_arm = {arm: [done[cell_key(self._eval_cell(cfg, p, "eval", b))] for b in range(len(self.eval_batches))]
+                  for arm, (cfg, p) in arms.items()}
+        return {arm: [{"seed": 0, "id": i, "correct": c, "failed": f, "tokens": t} for r in results
+                      for i, c, f, t in zip(r["ids"], r["correct"], r["failed"], r["tokens_each"], strict=True)]
+                for arm, results in by_arm.items()}
 
 
 class _InfluenceSampler(optuna.samplers.RandomSampler):
