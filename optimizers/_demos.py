@@ -1,15 +1,12 @@
 """Demos are built only from outputs the model gave cleanly: never from a fallback or a repair.
 
-Bootstrapping optimizers (bootstrap, random-search, MIPROv2) keep every step of a trace whose
-final answer was right, and a team reaches the right answer even when one agent's output was
-unreadable. `SchemaAdapter` never raises on such an output: it repairs it or fills its fields
-with fallback values (``discuss {'message': '', 'current_choice': ''}``) and counts that in the
-current `Usage` (``repaired``, ``parse_failures``). A demo built from it would teach the model to
-answer that way, so compile notes each such call (`NotingAdapter`, from the per-call counts),
-drops its step from the trace before DSPy builds demos (`clean_traces`), and sweeps the compiled
-program for any demo left (`drop_unsound_demos`). Outputs the program repairs after the call (a
-ranking with a repeated or missing letter, a letter that names no option) are told by the
-call's own output schema: a demo whose outputs do not fit it is dropped the same way.
+Bootstrapping optimizers keep every step of a trace whose final answer was right, and a team reaches the
+right answer even when one agent's output was unreadable, which `SchemaAdapter` repairs or fills with
+fallback values (counted in the current `Usage`). A demo built from it would teach the model to answer that
+way, so compile notes each such call (`NotingAdapter`), drops its step from the trace before DSPy builds
+demos (`clean_traces`), and sweeps the compiled program for any demo left (`drop_unsound_demos`). Outputs
+the program repairs after the call (a ranking naming a letter twice, a letter that names no option) are
+told by the call's own output schema, and dropped the same way.
 """
 
 from __future__ import annotations
@@ -56,10 +53,6 @@ class DegradedOutputs:
         with self._lock:
             return key in self._keys
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._keys)
-
 
 def _absorb(outer: usage.Usage, inner: usage.Usage) -> None:
     """Add ``inner``'s counts to ``outer`` (every counter and per-name count, whatever fields `Usage` has)."""
@@ -77,11 +70,9 @@ def _absorb(outer: usage.Usage, inner: usage.Usage) -> None:
 
 
 class NotingAdapter(SchemaAdapter):
-    """`SchemaAdapter` that notes, in ``degraded``, each call whose output it repaired or let fall back.
-
-    Each call is counted in a `Usage` of its own, then added to the caller's, so the accounting is
-    unchanged and a repair on another thread of the same question is never taken for this one's.
-    """
+    """`SchemaAdapter` that notes, in ``degraded``, each call whose output it repaired or let fall back. Each
+    call is counted in a `Usage` of its own, then added to the caller's, so a repair on another thread of the
+    same question is never taken for this one's."""
 
     def __init__(self, degraded: DegradedOutputs, **kwargs: Any) -> None:
         super().__init__(**kwargs)

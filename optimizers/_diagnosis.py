@@ -1,11 +1,9 @@
 """Where a deliberation went wrong, read from its typed record (pure functions).
 
-The record is the teamwork program's `Deliberation`, or a peer system's `PeerRecord` (which
-has round-2 and final choices and votes by turn, but no tie-break, challenges, trust or
-leader's review: those parts then read as "did not happen"). Each ``*_notes`` function
-speaks about one part of the deliberation only, so feedback for one behaviour never mixes
-in another's: R2 assessments, discussion dynamics, challenges, the tie-break, trust, or
-just the outcome.
+The record is the teamwork program's `Deliberation`, or a peer system's `PeerRecord`, which has no
+tie-break, challenges, trust or leader's review: those parts then read as "did not happen". Each
+``*_notes`` function speaks about its part of the deliberation only, so one behaviour's feedback never
+mixes in another's.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from teammed.deliberation import Challenge, Deliberation, LeaderOverride, TieBreak
+from teammed.deliberation import Deliberation
 from teammed.results import PeerRecord
 
 __all__ = ["scope_of", "diagnose", "SCOPES"]
@@ -39,10 +37,8 @@ def scope_of(pred_name: str | None) -> str:
     """The part of the deliberation a named predictor is responsible for ("all" when unnamed)."""
     if not pred_name:
         return "all"
-    for prefix, scope in _SCOPE_BY_PREFIX:
-        if pred_name.startswith(prefix):
-            return scope
-    return "outcome"  # recruitment, facts, report, closed loop: they shape context, judged by the outcome
+    # recruitment, facts, report, closed loop: they shape context, judged by the outcome
+    return next((scope for prefix, scope in _SCOPE_BY_PREFIX if pred_name.startswith(prefix)), "outcome")
 
 
 def _r2_firsts(record: Record | None) -> dict[str, str]:
@@ -59,30 +55,6 @@ def _final_firsts(record: Record | None) -> dict[str, str]:
     if isinstance(record, PeerRecord):
         return {str(v.agent): v.choice or "?" for v in record.final}
     return {v.agent: v.first or (v.ranking[0] if v.ranking else "?") for v in record.final}
-
-
-def _votes(record: Record) -> Mapping[str, Sequence[str | None]]:
-    return record.votes_by_turn or {}
-
-
-def _early(record: Record) -> bool:
-    return isinstance(record, Deliberation) and record.early_consensus
-
-
-def _challenges(record: Record) -> list[Challenge]:
-    return record.challenges if isinstance(record, Deliberation) else []
-
-
-def _tie(record: Record) -> TieBreak | None:
-    return record.tie if isinstance(record, Deliberation) else None
-
-
-def _trust(record: Record) -> dict[str, float]:
-    return (record.trust or {}) if isinstance(record, Deliberation) else {}
-
-
-def _review(record: Record) -> LeaderOverride | None:
-    return record.leader_override if isinstance(record, Deliberation) else None
 
 
 def _plurality(choices: Sequence[str]) -> str | None:
@@ -110,7 +82,7 @@ def r2_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    if _early(record):
+    if isinstance(record, Deliberation) and record.early_consensus:
         verdict = "right" if answer == gold else f"wrong (gold {gold})"
         return [f"the R2 first choices agreed on {answer}, so the discussion was skipped; that was {verdict}"]
     r2_top = _plurality(list(_r2_firsts(record).values()))
@@ -126,7 +98,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
     else:
         notes.append(f"wrong before and after the discussion (R2 majority: {r2_top or 'split'}; "
                      f"final {answer}; gold {gold})")
-    for agent, votes in _votes(record).items():
+    for agent, votes in (record.votes_by_turn or {}).items():
         if len(votes) > 1 and votes[0] == gold and votes[-1] != gold:
             notes.append(f"{agent} moved away from the gold {gold} to {votes[-1]} during the discussion")
         elif len(votes) > 1 and votes[0] != gold and votes[-1] == gold:
@@ -135,7 +107,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
 
 
 def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    challenges = _challenges(record)
+    challenges = record.challenges if isinstance(record, Deliberation) else []
     if not challenges:
         return ["no challenge was raised on this question"]
     notes = []
@@ -156,7 +128,7 @@ def challenge_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    tie = _tie(record)
+    tie = record.tie if isinstance(record, Deliberation) else None
     if tie is None:
         return ["the vote was not tied on this question"]
     tied, chose = tie.tied, tie.answer
@@ -170,7 +142,7 @@ def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    trust = _trust(record)
+    trust = (record.trust or {}) if isinstance(record, Deliberation) else {}
     finals = _final_firsts(record)
     if not trust or not finals:
         return ["trust scores were not used on this question"]
@@ -190,7 +162,7 @@ def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     """The leader's correction authority: did its review keep, spoil or fix the team's answer?"""
-    review = _review(record)
+    review = record.leader_override if isinstance(record, Deliberation) else None
     if review is None:
         return outcome_notes(record, answer, gold)
     original, new = review.original, review.answer

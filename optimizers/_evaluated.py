@@ -1,8 +1,5 @@
-"""What a study evaluated, as plain rows, and the summaries built from them (pure functions).
-
-A row is one distinct configuration: its components, config, accuracy ± SE over ``n``
-questions and its cost. Trials that reused an earlier evaluation are folded into it, and a
-configuration evaluated to the end wins over a pruned evaluation of it.
+"""What a study evaluated, as plain rows (one per distinct configuration), and the summaries built from
+them (pure functions). A configuration evaluated to the end wins over a pruned evaluation of it.
 """
 
 from __future__ import annotations
@@ -23,11 +20,12 @@ __all__ = [
     "component_effects",
     "parameter_effects",
     "PARAMETERS",
+    "STATS",
 ]
 
 Row = dict[str, Any]
 PARAMETERS = ("n_turns", "n_agents", "early_consensus")
-_STATS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question")
+STATS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question")
 
 
 def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
@@ -42,7 +40,7 @@ def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
         key = json.dumps(attrs["config"], sort_keys=True)
         row = {"trial": t.number, "state": t.state.name,
                "components": [c for c in COMPONENTS if attrs["config"].get(c)], "config": attrs["config"],
-               **{k: attrs.get(k) for k in _STATS}, "outcomes": attrs.get("outcomes")}
+               **{k: attrs.get(k) for k in STATS}, "outcomes": attrs.get("outcomes")}
         previous = rows.get(key)
         if previous is None or (previous["state"] != "COMPLETE" and row["state"] == "COMPLETE"):
             rows[key] = row
@@ -60,11 +58,8 @@ def best_row(rows: Sequence[Row]) -> Row | None:
 
 
 def runner_up_test(rows: Sequence[Row], best: Row, *, alpha: float = 0.05) -> dict[str, Any] | None:
-    """The best row against the most accurate other completed row: is the lead within noise?
-
-    Paired (exact McNemar on the questions both answered) where both rows kept their per-question
-    outcomes; else whether the two 95% intervals (accuracy ± 1.96 SE) overlap. None without a runner-up.
-    """
+    """The best row against the most accurate other completed row: is the lead within noise? Exact McNemar on
+    the questions both answered, or, without per-question outcomes, whether the 95% intervals overlap."""
     from teammed.evals.stats import versus_runner_up
 
     others = [r for r in _complete(rows) if r is not best and r["trial"] != best["trial"]]
@@ -83,12 +78,8 @@ def runner_up_test(rows: Sequence[Row], best: Row, *, alpha: float = 0.05) -> di
 
 
 def pareto_front(rows: Sequence[Row]) -> list[Row]:
-    """The rows no other beats on both accuracy (higher) and tokens per question (fewer), cheapest first.
-
-    The one Pareto front of search and tune. A row with a ``state`` (a study's, `evaluated_rows`)
-    counts only when COMPLETE: a pruned evaluation saw too few questions. tune's rows have none:
-    each is every tuning question a configuration was evaluated on.
-    """
+    """The rows no other beats on both accuracy (higher) and tokens per question (fewer), cheapest first: the
+    one front of search and tune. A study's row counts only when COMPLETE (a pruned one saw too few questions)."""
     done = [r for r in rows if r.get("state", "COMPLETE") == "COMPLETE"]
 
     def dominated(r: Row) -> bool:
@@ -105,11 +96,8 @@ def _mean(values: list[float]) -> float | None:
 
 
 def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
-    """Per component: mean accuracy of completed configurations with it on and off, and the difference.
-
-    Mutual monitoring is compared among configurations with leadership on, the only ones
-    where it could be switched on.
-    """
+    """Per component: mean accuracy of completed configurations with it on and off, and the difference
+    (mutual monitoring among those with leadership on, the only ones where it could be on)."""
     done = _complete(rows)
     effects = {}
     for name in COMPONENTS:

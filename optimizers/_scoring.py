@@ -1,16 +1,15 @@
 """Run a program over labelled questions and score each one: the optimizers' evaluation loop.
 
-Each question is answered by `teammed.answering.answer`, the function ``run`` answers with, so
-a scored row is the `ResultRow` ``run`` would write (without the run's identity): the same
-answer, correctness, failure and billable accounting. Questions run sequentially or in a small
-thread pool that copies the caller's context; a failing question is scored wrong (it stays in
-the denominator) rather than retried or dropped.
+Each question is answered by `teammed.answering.answer`, as ``run`` answers it, so a scored row is the
+`ResultRow` ``run`` would write (without the run's identity). A failing question is scored wrong (it
+stays in the denominator) rather than retried or dropped.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import dspy
 
@@ -20,7 +19,7 @@ from teammed.programs.parallel import parallel_map
 from teammed.records import ResultRow
 from teammed.types import Question
 
-__all__ = ["score_questions", "require_labels", "accuracy_of", "standard_error", "mean_of", "tokens_of"]
+__all__ = ["score_questions", "require_labels", "accuracy_of", "standard_error", "mean_of", "tokens_of", "cell_result"]
 
 
 def require_labels(questions: Sequence[Question]) -> None:
@@ -48,6 +47,14 @@ def score_questions(
 def tokens_of(row: ResultRow) -> int:
     """A row's billable tokens, prompt and completion (the same whether or not a cache answered)."""
     return row.prompt_tokens + row.completion_tokens
+
+
+def cell_result(rows: Sequence[ResultRow]) -> dict[str, Any]:
+    """Scored rows as a work-queue cell keeps them: per-question outcomes, accuracy and billable spend."""
+    correct = [bool(r.correct) for r in rows]  # a failed question is never correct
+    return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
+            "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
+            "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
 
 
 def accuracy_of(rows: Sequence[ResultRow]) -> float:

@@ -1,10 +1,9 @@
 """The space of teamwork configurations a search samples from: only valid ones, ever.
 
-Two encodings of the same valid space, both derived from the component table
-(`teammed.components`). The tree (TPE, brute force) suggests one boolean per component: first
-those that require no other, then each of the rest only when what it requires is on; a component
-is suggested only when the turns reach its minimum. The flat one (grid) has one categorical ``components`` parameter
-whose choices are exactly the valid subsets, because a grid cannot be conditional.
+Two encodings of the same valid space, both derived from the component table (`teammed.components`). The
+tree (TPE, brute force) suggests a component only when what it requires is on and the turns reach its
+minimum; the flat one (grid) has one categorical ``components`` parameter whose choices are exactly the
+valid subsets, because a grid cannot be conditional.
 """
 
 from __future__ import annotations
@@ -32,12 +31,8 @@ def subset_label(components: tuple[str, ...] | list[str]) -> str:
 def valid_subsets(*, min_turns: int = 2) -> list[tuple[str, ...]]:
     """Every component subset the rules allow, in canonical order (48 of the papers' six components with
     two or more turns)."""
-    subsets = []
-    for flags in itertools.product((False, True), repeat=len(COMPONENTS)):
-        on = tuple(name for name, flag in zip(COMPONENTS, flags, strict=True) if flag)
-        if valid(on, min_turns):
-            subsets.append(on)
-    return subsets
+    flags = itertools.product((False, True), repeat=len(COMPONENTS))
+    return [on for on in (tuple(itertools.compress(COMPONENTS, f)) for f in flags) if valid(on, min_turns)]
 
 
 @dataclass(frozen=True)

@@ -1,21 +1,9 @@
-"""Where a study lives: a SQLite file by default, a journal file, or a database URL.
+"""Where a study lives: a SQLite file by default, a journal file, or a database URL (docs/scaling.md).
 
-* ``None`` -> ``sqlite:///<out_dir>/study.db`` (one worker at a time);
-* ``journal:PATH`` or a path ending ``.log`` or ``.journal`` -> `optuna.storages.JournalStorage` on
-  that file (several processes on one machine, or on a shared file system); ``journal:x.log`` is
-  relative, ``journal:/x.log`` and ``journal:///x.log`` absolute, and ``journal://x.log`` (which would
-  read as ``/x.log``) is refused;
-* a database URL: ``sqlite:///PATH`` (one worker at a time) or ``postgresql://user:pass@host/db`` (the
-  installed psycopg or psycopg2 driver is picked), for workers on several machines. MySQL is not
-  supported (no driver is declared, and nothing here tests it).
-
-Anything else is refused with the accepted forms listed (`STORAGE_FORMS`): ``journal:/x.log`` once
-made a ``./journal:`` folder.
-
-Database storages send heartbeats, so a crashed worker's trial is failed after a grace
-period instead of staying RUNNING forever. `worker_gone` tells, on every storage, whether a
-RUNNING trial's worker is gone (a dead process on this host, or no worker recorded long after
-the trial started: a kill -9 between taking the trial and recording the worker).
+``journal:x.log`` is relative, ``journal:/x.log`` and ``journal:///x.log`` absolute, and ``journal://x.log``
+(which would read as ``/x.log``) is refused; ``postgresql://`` takes the installed psycopg or psycopg2
+driver. MySQL is not supported (no driver is declared, and nothing here tests it). Database storages send
+heartbeats; `worker_gone` tells, on every storage, whether a RUNNING trial's worker is gone.
 """
 
 from __future__ import annotations
@@ -29,16 +17,19 @@ import socket
 import sqlite3
 import time
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import optuna
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
+from optuna.trial import TrialState
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError, ProgrammingError
 
 from teammed.errors import ConfigError, DataError
 
-__all__ = ["open_storage", "masked", "worker_gone", "WORKER", "UNCLAIMED_S", "STORAGE_FORMS"]
+__all__ = ["open_storage", "masked", "worker_gone", "fail_gone", "WORKER", "UNCLAIMED_S", "STORAGE_FORMS"]
 
 STORAGE_FORMS = ("journal:/abs/path/study.log (or any path ending .log or .journal: a journal file, for "
                  "several processes on one machine)", "sqlite:////abs/path/study.db (one worker at a time)",
@@ -67,13 +58,9 @@ def _alive(pid: int) -> bool:
 
 def worker_gone(trial: optuna.trial.FrozenTrial, *, stale_s: float | None = None,
                 unclaimed_s: float = UNCLAIMED_S, now: float | None = None) -> bool:
-    """Whether the worker of a RUNNING trial is gone, so the trial may be failed and its work redone.
-
-    Gone means: the worker recorded (``"host:pid"`` in the ``worker`` attribute) runs on this host and
-    its process is dead; or no worker is recorded ``unclaimed_s`` seconds after the trial started
-    (its worker was killed between taking the trial and recording itself); or, with ``stale_s``,
-    the trial started (the ``started`` attribute, else the storage's start time) longer ago than that.
-    """
+    """Whether the worker of a RUNNING trial is gone: the recorded ``"host:pid"`` is a dead process on this host,
+    or no worker is recorded ``unclaimed_s`` after the start (killed between taking the trial and recording
+    itself), or, with ``stale_s``, the trial started (``started``, else the storage's time) longer ago."""
     now = time.time() if now is None else now
     worker = str(trial.user_attrs.get("worker") or "")
     started: float | None
@@ -88,6 +75,17 @@ def worker_gone(trial: optuna.trial.FrozenTrial, *, stale_s: float | None = None
     if host == socket.gethostname() and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
         return True
     return stale_s is not None and age is not None and age > stale_s
+
+
+def fail_gone(study: optuna.Study, trials: Iterable[optuna.trial.FrozenTrial], what: str, **gone: Any) -> None:
+    """Fail each of the RUNNING ``trials`` whose worker is gone (`worker_gone` with ``gone``), so its work is
+    done again; ``what`` is the log's reason."""
+    for trial in trials:
+        if worker_gone(trial, **gone):
+            logger.warning("trial %d (worker %s) %s", trial.number, trial.user_attrs.get("worker") or "never recorded",
+                           what)
+            with contextlib.suppress(RuntimeError, ValueError):  # finished meanwhile
+                study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
 
 
 def masked(url: str) -> str:

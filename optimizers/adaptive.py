@@ -1,26 +1,9 @@
-"""Tune the adaptive system (`teammed.programs.peers.adaptive`) on the accuracy-cost front.
+"""Tune the adaptive system (`teammed.programs.peers.adaptive`) on the accuracy-cost front (docs/adaptive.md).
 
-1. `measure`: on the *tuning* questions, the single agent (stage 1: its signal, right or wrong,
-   billable tokens) and every candidate team configuration (right or wrong, tokens) answer each
-   question once. A failed question counts as wrong, with what it spent.
-2. `front`: an Optuna multi-objective study (accuracy up, billable tokens per question down)
-   over the threshold and the escalation target. A (threshold, target) point's outcome on a
-   question follows from the measured table exactly (kept: the single agent's; escalated: the
-   team's, at both stages' cost), so the study's grid sampler walks every point with no further
-   LM call, and its Pareto front is exact on the tuning questions.
-3. `choose`: the operating point. With ``max_cost_ratio`` r, the most accurate point (the single
-   agent included) costing at most r times the best static configuration; otherwise the cheapest
-   candidate (the single agent alone, or an adaptive point) whose loss against the `reference` (the
-   most accurate static policy, the single agent alone counted as one) is within ``tolerance`` with
-   90% confidence: an exact one-sided bound on the paired loss (`loss_bound`, Clopper-Pearson, valid
-   with no discordant pair), Bonferroni-corrected for the number of candidates tried. When none
-   qualifies, the reference itself is chosen: a signal that carries no information about the single
-   agent's errors is detected this way, and the team is never traded for a guess; a single agent more
-   accurate than every team is kept alone.
-4. `prove`: on *held-out* questions, the chosen point (the real adaptive system), the best static
-   configuration and the single agent, paired, with McNemar's test.
-
-Pure functions over `Outcome` rows (2, 3) are separate from the ones that call a model (1, 4).
+`measure` (tuning questions) and `prove` (held-out questions) call a model; `front`, `choose`, `candidates`,
+`reference` and `loss_bound` are pure functions over the measured `Outcome` table, where any (threshold,
+target) point's outcome on a question follows exactly (kept: the single agent's; escalated: the team's, at
+both stages' cost). A failed question counts as wrong, with what it spent.
 """
 
 from __future__ import annotations
@@ -84,35 +67,32 @@ class Front(_Frozen):
     best_static: Point
 
 
-def _cells(outcomes: Sequence[Outcome], threshold: float, target: str) -> list[tuple[bool, int, bool]]:
-    """Each question's (right, tokens, escalated) under (threshold, target)."""
+def _cells(outcomes: Sequence[Outcome], threshold: float | None, target: str | None,
+           static: bool = False) -> list[tuple[bool, int, bool]]:
+    """Each question's (right, tokens, escalated) under a policy: ``target`` alone (``static``), the single agent
+    (``target`` None), or escalation to ``target`` below ``threshold``."""
     cells = []
     for o in outcomes:
-        if o.signal is None:  # stage 1 failed: the question fails, the team is never asked
+        if static and target is not None:
+            cells.append((o.team_correct[target], o.team_tokens[target], True))
+        elif o.signal is None:  # stage 1 failed: the question fails, the team is never asked
             cells.append((False, o.single_tokens, False))
-        elif o.signal >= threshold:
+        elif target is None or threshold is None or o.signal >= threshold:
             cells.append((o.single_correct, o.single_tokens, False))
         else:
             cells.append((o.team_correct[target], o.single_tokens + o.team_tokens[target], True))
     return cells
 
 
-def point_of(outcomes: Sequence[Outcome], threshold: float, target: str) -> Point:
-    cells = _cells(outcomes, threshold, target)
+def _point(cells: Sequence[tuple[bool, int, bool]], **policy: Any) -> Point:
+    """``policy`` with what it scored from each question's (right, tokens, escalated)."""
     n = len(cells)
-    return Point(threshold=threshold, target=target, accuracy=sum(c[0] for c in cells) / n,
-                 tokens=sum(c[1] for c in cells) / n, escalation_rate=sum(c[2] for c in cells) / n)
+    return Point(**policy, accuracy=sum(c[0] for c in cells) / n, tokens=sum(c[1] for c in cells) / n,
+                 escalation_rate=sum(c[2] for c in cells) / n)
 
 
-def _static(outcomes: Sequence[Outcome], target: str) -> Point:
-    n = len(outcomes)
-    return Point(threshold=None, target=target, static=True, accuracy=sum(o.team_correct[target] for o in outcomes) / n,
-                 tokens=sum(o.team_tokens[target] for o in outcomes) / n, escalation_rate=1.0)
-
-
-def _thresholds(outcomes: Sequence[Outcome]) -> list[float]:
-    """Every threshold that splits the questions differently: each signal seen, and always."""
-    return sorted({o.signal for o in outcomes if o.signal is not None} | {ALWAYS})
+def point_of(outcomes: Sequence[Outcome], threshold: float, target: str) -> Point:
+    return _point(_cells(outcomes, threshold, target), threshold=threshold, target=target)
 
 
 def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
@@ -122,7 +102,7 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
     if not outcomes:
         raise ValueError("the front needs tuning questions")
     targets = sorted(outcomes[0].team_correct)
-    thresholds = _thresholds(outcomes)
+    thresholds = sorted({o.signal for o in outcomes if o.signal is not None} | {ALWAYS})  # each split, and always
     space: dict[str, Sequence[str | float]] = {"threshold": thresholds, "target": targets}
     quiet = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -140,11 +120,9 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
     finally:
         optuna.logging.set_verbosity(quiet)
     pareto = sorted({(t.params["threshold"], t.params["target"]) for t in study.best_trials})
-    statics = [_static(outcomes, t) for t in targets]
+    statics = [_point(_cells(outcomes, None, t, static=True), threshold=None, target=t, static=True) for t in targets]
     best = max(statics, key=lambda p: (p.accuracy, -p.tokens))
-    n = len(outcomes)
-    single = Point(threshold=None, target=None, accuracy=sum(o.single_correct for o in outcomes) / n,
-                   tokens=sum(o.single_tokens for o in outcomes) / n, escalation_rate=0.0)
+    single = _point(_cells(outcomes, None, None), threshold=None, target=None)
     return Front(points=[scored[k] for k in sorted(scored)], pareto=sorted((scored[k] for k in pareto),
                                                                              key=lambda p: p.tokens),
                  statics=statics, single=single, best_static=best)
@@ -181,25 +159,11 @@ def clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
     return lower, upper
 
 
-def _correct(outcomes: Sequence[Outcome], point: Point) -> list[bool]:
-    """Each question's right/wrong under ``point`` (the single agent, a static team or an adaptive point)."""
-    if point.target is None:
-        return [o.signal is not None and o.single_correct for o in outcomes]
-    if point.static:
-        return [o.team_correct[point.target] for o in outcomes]
-    assert point.threshold is not None
-    return [c[0] for c in _cells(outcomes, point.threshold, point.target)]
-
-
 def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alpha: float = 0.10) -> float:
-    """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share).
-
-    The loss is ``p_c - p_b``: the share of questions only ``static`` gets right minus the share only
-    ``point`` gets right. Clopper-Pearson bounds each from its count at ``alpha / 2`` (upper for
-    ``p_c``, lower for ``p_b``), so the difference holds with probability at least ``1 - alpha`` (Bonferroni),
-    with any number of discordant pairs, none included: 0 losses in 100 pairs still bound the loss
-    by 2.9 points at ``alpha`` 0.10, not by 0."""
-    ours, theirs = _correct(outcomes, point), _correct(outcomes, static)
+    """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share): the
+    Clopper-Pearson upper bound of ``p_c`` (only ``static`` right) minus the lower bound of ``p_b`` (only
+    ``point`` right), each at ``alpha / 2``; valid with no discordant pair (docs/adaptive.md)."""
+    ours, theirs = ([c[0] for c in _cells(outcomes, p.threshold, p.target, p.static)] for p in (point, static))
     n = len(ours)
     c = sum(t and not o for o, t in zip(ours, theirs, strict=True))
     b = sum(o and not t for o, t in zip(ours, theirs, strict=True))
@@ -207,16 +171,15 @@ def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alph
 
 
 def reference(found: Front) -> Point:
-    """What the choice must not lose against: the most accurate static policy on the tuning questions,
-    the single agent alone counted among them (a team of one) when it is strictly more accurate than every
-    team; in a tie it is a candidate tested against the best team, like any cheaper policy."""
+    """What the choice must not lose against: the best static team, or the single agent when it is strictly
+    more accurate than every team (in a tie it is a candidate like any cheaper policy)."""
     return found.single if found.single.accuracy > found.best_static.accuracy else found.best_static
 
 
 def candidates(found: Front) -> list[Point]:
-    """What may replace the `reference`: the single agent alone and every adaptive point cheaper than it
-    that escalates some question (one that escalates none is the single agent again, and would only widen
-    the correction), cheapest first; none when the single agent is itself the reference."""
+    """What may replace the `reference`, cheapest first: the single agent and every cheaper adaptive point that
+    escalates some question (one that escalates none is the single agent again, and would only widen the
+    correction)."""
     ref = reference(found)
     escalating = [p for p in found.points if p.escalation_rate > 0]
     cheaper = [p for p in [found.single, *escalating] if p.tokens < ref.tokens and p != ref]
@@ -225,13 +188,9 @@ def candidates(found: Front) -> list[Point]:
 
 def choose(outcomes: Sequence[Outcome], found: Front, *, tolerance: float = 0.01, alpha: float = 0.10,
            max_cost_ratio: float | None = None) -> Point:
-    """The operating point (see the module docstring).
-
-    Without ``max_cost_ratio``: the cheapest of `candidates` whose exact loss bound (`loss_bound`)
-    against the `reference` is within ``tolerance``, each bound at ``alpha / m`` for the ``m``
-    candidates (Bonferroni), so the chance that the choice loses more than ``tolerance`` to the
-    reference is at most ``alpha`` however many points the grid holds; the reference itself when none
-    qualifies. The reference is the single agent when it is the most accurate static policy."""
+    """The operating point: with ``max_cost_ratio`` r, the most accurate point costing at most r times the best
+    static team; else the cheapest of `candidates` whose `loss_bound` against the `reference`, at ``alpha / m``
+    for the ``m`` candidates (Bonferroni), is within ``tolerance``, and the reference when none is."""
     best = found.best_static
     if max_cost_ratio is not None:
         affordable = [p for p in [found.single, *found.points] if p.tokens <= max_cost_ratio * best.tokens]
@@ -317,20 +276,15 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
     mine = run(mine_program)
     static = run(_program(targets[static_target]))
     single = run(AdaptiveTeam(threshold=0.0))
-    n = len(questions)
-
-    def point(cells: list[tuple[bool, int, bool]], like: Point) -> Point:
-        return like.model_copy(update={"accuracy": sum(c[0] for c in cells) / n, "tokens": sum(c[1] for c in cells) / n,
-                                       "escalation_rate": sum(c[2] for c in cells) / n})
 
     def p_value(a: list[tuple[bool, int, bool]], b: list[tuple[bool, int, bool]]) -> float:
         return mcnemar(sum(x[0] and not y[0] for x, y in zip(a, b, strict=True)),
                        sum(y[0] and not x[0] for x, y in zip(a, b, strict=True)))
 
-    return Proof(n=n, chosen=point(mine, chosen),
-                 static=point(static, Point(threshold=None, target=static_target, static=True, accuracy=0, tokens=0,
-                                            escalation_rate=1.0)),
-                 single=point(single, Point(threshold=None, target=None, accuracy=0, tokens=0, escalation_rate=0.0)),
+    return Proof(n=len(questions), chosen=_point(mine, threshold=chosen.threshold, target=chosen.target,
+                                                 static=chosen.static),
+                 static=_point(static, threshold=None, target=static_target, static=True),
+                 single=_point(single, threshold=None, target=None),
                  p_vs_static=p_value(mine, static), p_vs_single=p_value(mine, single))
 
 

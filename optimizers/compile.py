@@ -1,9 +1,7 @@
 """Compile a program with one of DSPy's optimizers, and evaluate programs on labelled questions.
 
-`compile_program` keeps DSPy's shape, ``compile(student, *, trainset, valset) -> Module``,
-returning a new program and leaving the student untouched. Every run happens inside
-``dspy.context(lm=..., adapter=...)`` (a `SchemaAdapter` that notes repaired outputs); nothing is
-configured globally.
+Every compile runs inside ``dspy.context(lm=..., adapter=...)`` (a `SchemaAdapter` that notes repaired
+outputs); nothing is configured globally.
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ import difflib
 import logging
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import dspy
@@ -33,23 +30,11 @@ OPTIMIZERS = frozenset({"labeled", "bootstrap", "random-search", "mipro", "gepa"
 _MIPRO_MINIBATCH = 35
 
 
-def _check_optimizer(name: str) -> None:
-    if name in OPTIMIZERS:
-        return
-    choices = sorted(OPTIMIZERS)
-    close = difflib.get_close_matches(name, choices, n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"unknown optimizer {name!r}.{hint} Available: {', '.join(choices)}.")
-
-
 def examples_from_questions(questions: Sequence[Question]) -> list[dspy.Example]:
     """One `dspy.Example` per question: inputs question, options, context; label ``answer``."""
     require_labels(questions)
-    examples = []
-    for q in questions:
-        examples.append(dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
-                                     answer=q.answer_idx).with_inputs("question", "options", "context"))
-    return examples
+    return [dspy.Example(id=q.id, question=q.question, options=dict(q.options), context=q.context,
+                         answer=q.answer_idx).with_inputs("question", "options", "context") for q in questions]
 
 
 def split_questions(
@@ -110,53 +95,55 @@ def compile_program(
 ) -> dspy.Module:
     """A new program compiled from ``student`` by ``optimizer``; ``student`` itself is not changed.
 
-    Budgets: ``max_demos`` bounds bootstrapped and labelled demos per predictor;
-    ``num_candidates`` is random search's candidate programs and MIPROv2's candidates;
-    with ``auto=None`` MIPROv2 runs ``num_trials`` trials and GEPA ``max_metric_calls``
-    metric calls (default: four passes over train and val).
-
-    No demo is built from an output that needed a repair or fell back to defaults, nor from one
-    that breaks its call's output schema (`teammed.optimizers._demos`): such steps leave the
-    bootstrapping traces, and any demo left of one leaves the compiled program.
+    Budgets: ``max_demos`` bounds bootstrapped and labelled demos per predictor; ``num_candidates`` is random
+    search's candidate programs and MIPROv2's candidates; with ``auto=None`` MIPROv2 runs ``num_trials`` trials
+    and GEPA ``max_metric_calls`` metric calls (default: four passes over train and val). No demo is built from
+    an output that was repaired, fell back or breaks its call's schema (`teammed.optimizers._demos`).
     """
-    _check_optimizer(optimizer)
+    if optimizer not in OPTIMIZERS:
+        close = difflib.get_close_matches(optimizer, sorted(OPTIMIZERS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown optimizer {optimizer!r}.{hint} Available: {', '.join(sorted(OPTIMIZERS))}.")
     if not trainset:
         raise ConfigError("compiling needs a non-empty trainset; give --train a positive size")
-    plan = _Plan(lm=lm, teacher_settings={"lm": teacher_lm} if teacher_lm is not None else {},
-                 reflection_lm=reflection_lm or teacher_lm or lm, seed=seed, num_threads=num_threads,
-                 max_demos=max_demos, auto=auto, num_candidates=num_candidates, num_trials=num_trials,
-                 max_metric_calls=max_metric_calls, degraded=DegradedOutputs())
+    valset = valset or trainset
+    reflection_lm = reflection_lm or teacher_lm or lm
+    degraded = DegradedOutputs()  # the calls whose outputs were repaired or fell back: no demo from them
+    demos = {"metric": clean_traces(accuracy_metric, degraded),
+             "teacher_settings": {"lm": teacher_lm} if teacher_lm is not None else {},
+             "max_bootstrapped_demos": max_demos, "max_labeled_demos": max_demos}
+    student = student.deepcopy()
     # each question's calls in order (IN_TURN_SETTING): the traces demos are drawn from, and so the
     # compiled program, are the same on every run; questions still run side by side (num_threads)
-    with dspy.context(lm=lm, adapter=NotingAdapter(plan.degraded), disable_history=True,
-                      **{IN_TURN_SETTING: True}):
-        compiled = _run(student.deepcopy(), optimizer, trainset, valset or trainset, plan)
-    drop_unsound_demos(compiled, plan.degraded)
+    with dspy.context(lm=lm, adapter=NotingAdapter(degraded), disable_history=True, **{IN_TURN_SETTING: True}):
+        if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
+            compiled = dspy.LabeledFewShot(k=max_demos).compile(student, trainset=trainset)
+        elif optimizer == "bootstrap":
+            compiled = dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
+        elif optimizer == "random-search":
+            search = dspy.BootstrapFewShotWithRandomSearch(num_candidate_programs=num_candidates,
+                                                           num_threads=num_threads, **demos)
+            compiled = search.compile(student, trainset=trainset, valset=valset)
+        elif optimizer == "mipro":
+            budget = {"auto": auto} if auto else {"auto": None, "num_candidates": num_candidates}
+            mipro = dspy.MIPROv2(prompt_model=reflection_lm, task_model=lm, num_threads=num_threads, seed=seed,
+                                 verbose=False, track_stats=False, **demos, **budget)
+            compiled = mipro.compile(student, trainset=trainset, valset=valset, num_trials=None if auto else num_trials,
+                                     minibatch=len(valset) > _MIPRO_MINIBATCH,
+                                     minibatch_size=min(_MIPRO_MINIBATCH, len(valset)))
+        else:
+            gepa_budget: dict[str, Any] = (
+                {"auto": auto} if auto else {"max_metric_calls": max_metric_calls or 4 * (len(trainset) + len(valset))})
+            gepa = dspy.GEPA(metric=deliberation_feedback, reflection_lm=reflection_lm, num_threads=num_threads,
+                             seed=seed, track_stats=False, **gepa_budget)
+            compiled = gepa.compile(student, trainset=trainset, valset=valset)
+    drop_unsound_demos(compiled, degraded)
     return compiled
 
 
-@dataclass(frozen=True)
-class _Plan:
-    lm: dspy.BaseLM
-    teacher_settings: dict[str, Any]
-    reflection_lm: dspy.BaseLM
-    seed: int
-    num_threads: int
-    max_demos: int
-    auto: str | None
-    num_candidates: int
-    num_trials: int
-    max_metric_calls: int | None
-    degraded: DegradedOutputs  # the calls whose outputs were repaired or fell back: no demo from them
-
-
 def check_labeled_useful(student: dspy.Module, trainset: Sequence[dspy.Example]) -> None:
-    """Refuse ``labeled`` where it would change nothing (no LM call; run before any evaluation).
-
-    Labeled demos carry the question, options and answer only. DSPy leaves a demo out of a
-    predictor's prompt when it has none of that predictor's outputs, and most teamwork
-    behaviours output rankings, messages or verdicts rather than an ``answer``.
-    """
+    """Refuse ``labeled`` where it would change nothing (no LM call): DSPy leaves a demo out of a prompt when it
+    has none of the predictor's outputs, and labeled demos hold only the ``answer`` (docs/commands/compile.md)."""
     if not trainset:
         return
     trial = dspy.LabeledFewShot(k=1).compile(student, trainset=list(trainset)[:1])
@@ -172,32 +159,3 @@ def _renders(predictor: Any) -> bool:
     """Whether a predictor's demos reach its prompt: DSPy drops a demo without any of its outputs."""
     outputs = set(predictor.signature.output_fields)
     return any(outputs & set(getattr(demo, "keys", lambda: [])()) for demo in predictor.demos)
-
-
-def _run(student: dspy.Module, optimizer: str, trainset: list[dspy.Example], valset: list[dspy.Example],
-         p: _Plan) -> dspy.Module:
-    demos = {"metric": clean_traces(accuracy_metric, p.degraded), "teacher_settings": p.teacher_settings,
-             "max_bootstrapped_demos": p.max_demos, "max_labeled_demos": p.max_demos}
-    if optimizer == "labeled":  # `teammed compile` refuses it first where it would change nothing
-        return dspy.LabeledFewShot(k=p.max_demos).compile(student, trainset=trainset)
-    if optimizer == "bootstrap":
-        return dspy.BootstrapFewShot(**demos).compile(student, trainset=trainset)
-    if optimizer == "random-search":
-        search = dspy.BootstrapFewShotWithRandomSearch(num_candidate_programs=p.num_candidates,
-                                                       num_threads=p.num_threads, **demos)
-        return search.compile(student, trainset=trainset, valset=valset)
-    if optimizer == "mipro":
-        budget = {"auto": p.auto} if p.auto else {"auto": None, "num_candidates": p.num_candidates}
-        mipro = dspy.MIPROv2(prompt_model=p.reflection_lm, task_model=p.lm, num_threads=p.num_threads,
-                             seed=p.seed, verbose=False, track_stats=False, **demos, **budget)
-        return mipro.compile(student, trainset=trainset, valset=valset,
-                             num_trials=None if p.auto else p.num_trials,
-                             minibatch=len(valset) > _MIPRO_MINIBATCH,
-                             minibatch_size=min(_MIPRO_MINIBATCH, len(valset)))
-    if p.auto:
-        gepa_budget: dict[str, Any] = {"auto": p.auto}
-    else:
-        gepa_budget = {"max_metric_calls": p.max_metric_calls or 4 * (len(trainset) + len(valset))}
-    gepa = dspy.GEPA(metric=deliberation_feedback, reflection_lm=p.reflection_lm, num_threads=p.num_threads,
-                     seed=p.seed, track_stats=False, **gepa_budget)
-    return gepa.compile(student, trainset=trainset, valset=valset)

@@ -1,10 +1,5 @@
-"""Metrics the optimizers score programs with: plain accuracy, and GEPA's textual feedback.
-
-Both are pure functions of the gold example and the prediction. `deliberation_feedback`
-reads the typed record (`Deliberation`, or a peer system's `PeerRecord`) and says where it
-went wrong; given a predictor's name it speaks only about that behaviour's part (the tie-break,
-round 2, the challenges, ...).
-"""
+"""Metrics the optimizers score programs with: plain accuracy, and GEPA's textual feedback (both pure
+functions of the gold example and the prediction)."""
 
 from __future__ import annotations
 
@@ -31,13 +26,8 @@ def deliberation_feedback(
     pred_name: str | None = None,
     pred_trace: Any = None,
 ) -> dspy.Prediction:
-    """GEPA's feedback metric: the accuracy score and a diagnosis of the deliberation.
-
-    Without ``pred_name`` the feedback covers the whole deliberation ("the leader broke a
-    tie the wrong way ...", "wrong from the start ...", or "correct"). With it, the feedback
-    is about that predictor's part only, e.g. ``leader.resolve_tie.predict`` hears only
-    about the tie and ``assessment.assess.predict`` only about round 2.
-    """
+    """GEPA's feedback metric: the accuracy score and a diagnosis of the deliberation, about the predictor
+    ``pred_name``'s part only when given (``leader.resolve_tie.predict`` hears only about the tie)."""
     answer = getattr(pred, "answer", None)
     record = read_record(getattr(pred, "record", None))  # a Deliberation, a peer system's record, or None
     feedback = diagnose(record, answer=answer, gold=gold.answer, scope=scope_of(pred_name))

@@ -1,8 +1,5 @@
-"""A search's report: a markdown page and PNG figures drawn from the study's trials.
-
-Figures are drawn on matplotlib's Agg canvas (no pyplot, no plotly): every evaluated
-configuration with its score and cost, component effects (mean accuracy with a component
-on minus off), the optimization history, and the Pareto front for two objectives.
+"""A search's report: a markdown page and PNG figures drawn from the study's trials, on matplotlib's Agg
+canvas (no pyplot, no plotly).
 """
 
 from __future__ import annotations

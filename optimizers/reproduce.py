@@ -1,21 +1,8 @@
 """`reproduce 001-table1`: the TeamMedAgents paper's Table 1 protocol, with its numbers beside ours.
 
-The grid is (data set x row x seed): 50 questions per cell drawn with seeds 111, 222, 333
-from the data set's held-out part (`teammed.data.splits.partition(part="eval")`), rows are the
-single-agent baselines, each component's preset, all components and the *tuned* special set
-(`teammed.optimizers.tune.tune` on the same data set's tuning part, never the cells' questions).
-Every cell is one Optuna trial of one study (`tune_queue.WorkQueue`), so the command resumes
-where it stopped and several machines pointing at the same storage share the cells.
-
-The table gives per row and data set the measured mean ± SE over seeds, the published mean
-± SE and whether 3 seeds x 50 questions can produce it (`teammed.evals.stats.published_consistency`),
-their difference, and a two-sided Welch t-test of that difference only against a possible cell: the
-published SE on 2 df (3 seeds), ours on k - 1 df, floored by the binomial SE of the cell's questions
-(`teammed.evals.stats.cell_estimate`: one seed, or seeds that agree, never make a cell exact), with
-Satterthwaite's df; and the exact McNemar test of the row against Zero-Shot on the
-same questions. Each family of p-values gets Holm's adjustment beside the raw value, and each
-comparison its minimum detectable difference at 80% power. Few-Shot and MDAgents draw their worked
-examples from the data set's tuning part, never from a cell's questions.
+The protocol, the rows and the table's tests are described in docs/commands/reproduce.md. Every cell
+(data set x row x seed) is one trial of one study (`tune_queue.WorkQueue`), so the grid resumes and is
+shared by every machine on the storage.
 """
 
 from __future__ import annotations
@@ -32,7 +19,7 @@ import dspy
 
 from teammed.config import preset
 from teammed.errors import ConfigError, TeammedError
-from teammed.optimizers._scoring import score_questions, tokens_of
+from teammed.optimizers._scoring import cell_result, score_questions
 from teammed.optimizers.tune_queue import Budget, WorkQueue, cell_key
 from teammed.records import write_atomic
 from teammed.types import Question
@@ -40,7 +27,8 @@ from teammed.types import Question
 if TYPE_CHECKING:
     from teammed.results import ResultRow
 
-__all__ = ["PROTOCOLS", "TABLE1_001", "DATASETS_001", "ROWS_001", "reproduce_table1", "ReproduceSettings"]
+__all__ = ["PROTOCOLS", "TABLE1_001", "DATASETS_001", "ROWS_001", "reproduce_table1", "ReproduceSettings",
+           "load_paper_datasets", "Table1Result", "Budget", "open_protocol_study"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,17 +108,6 @@ class Table1Result:
     markdown: str = ""
 
 
-def _mcnemar(ours: Mapping[tuple[str, str], bool], theirs: Mapping[tuple[str, str], bool]) -> dict[str, Any] | None:
-    """Exact McNemar of two cells, each question once (`teammed.evals.stats.pair_once`)."""
-    from teammed.evals.stats import discordant, mcnemar, pair_once
-
-    pairing = pair_once(ours, theirs)
-    if not pairing.n:
-        return None
-    b, c = discordant(pairing.pairs)
-    return {"b": b, "c": c, "n": pairing.n, "repeats": pairing.repeats, "p": round(mcnemar(b, c), 6)}
-
-
 def row_program(row: str, pool: Sequence[Question], seed: int) -> dspy.Module:
     """The system of a Table 1 row but the tuned one; ``pool``: the labeled questions worked examples
     (Few-Shot, MDAgents) are drawn from."""
@@ -155,12 +132,11 @@ def reproduce_table1(
     tune_special: Callable[[str, Sequence[Question], Sequence[Question]], Mapping[str, Any]] | None = None,
 ) -> Table1Result:
     """Run (or resume) the grid; ``datasets`` maps a code to its questions, or to why it is unavailable.
-
-    ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config`` and ``program``, and
-    ``proven``: whether its held-out proof ran (a row without it is marked unproven in the table).
-    """
+    ``tune_special(code, tuning, held_out)`` returns the tuned row's ``config``, ``program`` and ``proven``."""
     _check_rows(settings.rows)
-    study = _open_study(storage, study_name, out_dir, settings)
+    study = open_protocol_study(storage, study_name, out_dir, {  # another model, server, seeds or n is refused
+        "protocol": "001-table1", "model": settings.model, "server": settings.server, "seeds": list(settings.seeds),
+        "n": settings.n})
     unavailable = {code: q for code, q in datasets.items() if isinstance(q, str)}
     available = {code: list(q) for code, q in datasets.items() if not isinstance(q, str)}
     cell_questions: dict[tuple[str, int], list[Question]] = {}
@@ -197,13 +173,6 @@ def _check_rows(rows: Sequence[str]) -> None:
     if "TeamMed (adaptive)" in rows and "TeamMed (tuned)" not in rows:
         raise ConfigError("the adaptive row escalates to the tuned row's Special Set; keep the row "
                           "'TeamMed (tuned)' in --rows")
-
-
-def _open_study(storage: str | None, study_name: str, out_dir: Path, settings: ReproduceSettings) -> Any:
-    """The grid's study; one that reproduces another model, server, seeds or n is refused."""
-    return open_protocol_study(storage, study_name, out_dir, {
-        "protocol": "001-table1", "model": settings.model, "server": settings.server, "seeds": list(settings.seeds),
-        "n": settings.n})
 
 
 def open_protocol_study(storage: str | None, study_name: str, out_dir: Path, identity: Mapping[str, Any]) -> Any:
@@ -262,10 +231,7 @@ def _program_for(row: str, code: str, seed: int, pools: Mapping[str, list[Questi
 
 def _scored(row: str, rows: Sequence[ResultRow]) -> dict[str, Any]:
     """A finished cell as the queue keeps it (the adaptive row: how many questions its team answered)."""
-    correct = [bool(r.correct) for r in rows]
-    done = {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
-            "value": sum(correct) / len(correct) if correct else 0.0, "calls": sum(r.calls for r in rows),
-            "tokens": sum(tokens_of(r) for r in rows), "cost_usd": sum(r.cost_usd for r in rows)}
+    done = cell_result(rows)
     if ROWS_001[row][1] == "adaptive":
         done["escalated"] = sum(getattr(r.record, "stage", None) == "team" for r in rows)
     return done
@@ -395,14 +361,17 @@ def _by_question(by_seed: Mapping[int, Mapping[str, Any]]) -> dict[tuple[str, st
 
 def _vs_zero_shot(by_seed: Mapping[int, Mapping[str, Any]],
                   baseline: Mapping[int, Mapping[str, Any]]) -> dict[str, Any] | None:
-    """McNemar against the Zero-Shot cell of the same data set, with its minimum detectable effect."""
-    from teammed.evals.stats import mde_paired
+    """Exact McNemar against the Zero-Shot cell of the same data set, each question once
+    (`teammed.evals.stats.pair_once`), with its minimum detectable effect."""
+    from teammed.evals.stats import discordant, mcnemar, mde_paired, pair_once
 
-    vs_zero = _mcnemar(_by_question(by_seed), _by_question(baseline))
-    if vs_zero is not None:
-        mde = mde_paired(vs_zero["n"], (vs_zero["b"] + vs_zero["c"]) / vs_zero["n"])
-        vs_zero["mde"] = round(100 * mde, 1) if mde is not None else None
-    return vs_zero
+    pairing = pair_once(_by_question(by_seed), _by_question(baseline))
+    if not pairing.n:
+        return None
+    b, c = discordant(pairing.pairs)
+    mde = mde_paired(pairing.n, (b + c) / pairing.n)
+    return {"b": b, "c": c, "n": pairing.n, "repeats": pairing.repeats, "p": round(mcnemar(b, c), 6),
+            "mde": round(100 * mde, 1) if mde is not None else None}
 
 
 def _tuned_fields(row: str, code: str, special: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
@@ -525,5 +494,3 @@ def load_paper_datasets(codes: Sequence[str], *, data_dir: Path | None,
         found[label] = questions
     return found
 
-
-__all__ += ["load_paper_datasets", "Table1Result", "Budget", "open_protocol_study"]

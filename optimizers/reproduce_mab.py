@@ -1,16 +1,8 @@
 """`reproduce medagentsbench`: MedAgentsBench's hard-set table, published rows from its files, measured rows ours.
 
-Per data set (a MedAgentsBench folder name or registry name, read from ``--data-dir`` at ``split``,
-``test_hard`` by default), teammed's systems (`ROWS_MAB`) answer the same questions the published
-methods answered. Published rows come from the published files of one model
-(`teammed.data.published`), restricted to those questions. Each measured row is tested against each
-published row question by question (exact McNemar, each question once: `teammed.evals.stats.pair_once`),
-Holm over the table's whole family, with tokens/question and $/question beside accuracy.
-
-Every cell (data set x row) is one trial of one Optuna study (`tune_queue.WorkQueue`): the command
-resumes where it stopped, and a study made for another model, split or question count is refused.
-Few-Shot and MDAgents draw their worked examples from ``pool_split`` (``test`` by default), never
-from a question of the table: pool questions whose id or text is in the table are dropped.
+What the table holds and how its rows are tested: docs/commands/reproduce.md. Every cell (data set x row) is
+one trial of one study (`tune_queue.WorkQueue`), so the command resumes; a study made for another model, split
+or question count is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +16,7 @@ from typing import Any
 import dspy
 
 from teammed.errors import ConfigError
-from teammed.optimizers._scoring import score_questions, tokens_of
+from teammed.optimizers._scoring import cell_result, score_questions
 from teammed.optimizers.tune_queue import WorkQueue
 from teammed.records import write_atomic
 from teammed.types import Question
@@ -96,13 +88,6 @@ def row_program_mab(row: str, pool: Sequence[Question], seed: int = 0) -> dspy.M
     return build_with_examples(what, pool, seed=seed, **({"n_experts": 5} if what == "majority_vote" else {}))
 
 
-def _scored(rows: Sequence[Any]) -> dict[str, Any]:
-    correct = [bool(r.correct) and not r.failed for r in rows]
-    return {"ids": [r.id for r in rows], "correct": correct, "failed": [r.failed for r in rows],
-            "calls": sum(r.calls for r in rows), "tokens": sum(tokens_of(r) for r in rows),
-            "cost_usd": sum(r.cost_usd for r in rows)}
-
-
 def _published(root: Path, code: str, questions: Sequence[Question], settings: MabSettings) -> list[Any]:
     from teammed.data.published import published_files, read_all, text_key
     from teammed.evals.published import folder_of
@@ -133,7 +118,7 @@ def reproduce_medagentsbench(*, datasets: Mapping[str, Sequence[Question] | str]
 
     def execute(cell: dict[str, Any]) -> dict[str, Any]:
         program = row_program_mab(cell["row"], pools.get(cell["dataset"], []))
-        return _scored(score_questions(program, list(by_code[cell["dataset"]].values()), lm))
+        return cell_result(score_questions(program, list(by_code[cell["dataset"]].values()), lm))
 
     cells: list[dict[str, Any]] = [{"kind": PROTOCOL, "dataset": code, "row": row, "split": settings.split,
                                     "n": len(qs)} for code, qs in table.items() for row in settings.rows]

@@ -1,14 +1,9 @@
-"""Search the teamwork components for a data set's special set with Optuna.
+"""Search the teamwork components for a data set's special set with Optuna (docs/commands/search.md).
 
-The objective is a pure function of the trial: it samples a valid `TeamworkConfig`, runs
-the program over the dev questions in batches under ``dspy.context`` and returns the
-accuracy (and, for two objectives, mean tokens per question). Single-objective trials
-report after each batch and may be pruned by the median rule; multi-objective trials
-cannot be pruned. User attributes hold JSON only. The same storage and study name resume
-a search, which then runs only the trials still missing from ``trials`` (complete plus
-pruned), shared by however many workers point at the study. A resume first fails the
-trials orphaned by a killed worker (`teammed.optimizers._storage.worker_gone`, or an expired
-heartbeat), so they never count toward ``trials`` and replacements run.
+The objective samples a valid `TeamworkConfig` and scores it on the dev questions in batches:
+single-objective trials report after each batch and may be pruned by the median rule. User
+attributes hold JSON only. A resume first fails the trials orphaned by a killed worker
+(`teammed.optimizers._storage.worker_gone`, or an expired heartbeat), so replacements run.
 """
 
 from __future__ import annotations
@@ -27,6 +22,7 @@ from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
 from teammed.errors import ConfigError, TeammedError, WorkFailed
+from teammed.optimizers._evaluated import STATS
 from teammed.optimizers._scoring import (
     accuracy_of,
     mean_of,
@@ -36,7 +32,7 @@ from teammed.optimizers._scoring import (
     tokens_of,
 )
 from teammed.optimizers._space import SearchSpace
-from teammed.optimizers._storage import WORKER, open_storage, worker_gone
+from teammed.optimizers._storage import WORKER, fail_gone, open_storage, worker_gone
 from teammed.optimizers.special_set import SpecialSet, special_set_from_study
 from teammed.programs.teamwork import TeamworkProgram
 from teammed.records import ResultRow, dataset_digest
@@ -49,8 +45,7 @@ logger = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "grid", "brute")
 OBJECTIVES = ("accuracy", "accuracy,tokens")
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-_STAT_KEYS = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question",
-              "n_failed")
+_STAT_KEYS = (*STATS, "n_failed")
 
 
 class TrialFailed(TeammedError):
@@ -88,7 +83,6 @@ class _Objective:
         self.batch_size, self.multi, self.num_threads = batch_size, multi, num_threads
         self.aborted: SearchAborted | None = None
         self.interrupted = False
-        self.duplicates = 0  # trials closed without a request: their configuration ran in another trial
 
     def __call__(self, trial: optuna.Trial) -> float | tuple[float, float]:
         """A failed trial returns NaN, which Optuna records as FAILED with one warning line (an
@@ -119,7 +113,6 @@ class _Objective:
             trial.set_user_attr("duplicate_of", twin.number)
             logger.info("trial %d (%s) was evaluated by trial %d (%s); not evaluated twice", trial.number,
                         config.label(), twin.number, twin.state.name.lower())
-            self.duplicates += 1
             raise optuna.TrialPruned()
         if self.limit is not None and _claimed(trial) >= self.limit:  # every trial asked for is taken
             trial.set_user_attr("over_budget", True)
@@ -160,13 +153,9 @@ class _Objective:
 
 
 def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
-    """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else one
-    PRUNED (the median rule stopped it), else one RUNNING in a live worker with a lower number.
-
-    Of two workers that sampled one configuration at once, the lower-numbered trial evaluates it. Every
-    trial records its configuration before it looks, and waits (up to ``_DECLARE_S``) for the live
-    lower-numbered trials to record theirs, so the later one always sees the earlier and yields.
-    """
+    """An evaluation of the same configuration this trial need not repeat: a COMPLETE one, else a PRUNED one,
+    else one RUNNING in a live worker with a lower number. It waits (up to ``_DECLARE_S``) for the live
+    lower-numbered trials to record their configuration, so of two that sampled one at once the later yields."""
     deadline = time.monotonic() + _DECLARE_S
     while True:
         others = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
@@ -190,20 +179,12 @@ _DECLARE_S = 10.0  # a live trial records its configuration a moment after it st
 
 
 def _claimed(trial: optuna.Trial) -> int:
-    """The distinct configurations other trials have claimed: evaluated (complete, or pruned part way), or
-    being evaluated by a live worker's lower-numbered trial. The storage numbers trials atomically and a
-    trial waits for the lower ones to declare their configuration (`_twin`), so of workers that start at
-    once only as many as ``--trials`` leaves room for evaluate: a claim made in the storage, not a count
-    read before starting."""
-    claims = set()
-    for other in trial.study.get_trials(deepcopy=False, states=(*_DONE, TrialState.RUNNING)):
-        if other.number == trial.number or "config" not in other.user_attrs \
-                or other.user_attrs.get("duplicate_of") is not None:
-            continue
-        if other.state == TrialState.RUNNING and (other.number > trial.number or worker_gone(other)):
-            continue
-        claims.add(json.dumps(other.user_attrs["config"], sort_keys=True))
-    return len(claims)
+    """The distinct configurations other trials have claimed: evaluated (complete or pruned), or being evaluated
+    by a live worker's lower-numbered trial; a claim made in the storage (docs/architecture.md, shared studies)."""
+    # the running ones first: a trial that completes between the two reads is still counted once
+    running = {json.dumps(t.user_attrs["config"], sort_keys=True) for t in _running(trial.study)
+               if t.number < trial.number and "config" in t.user_attrs}
+    return len(running | _evaluated(trial.study))
 
 
 def _record(trial: optuna.Trial, rows: Sequence[ResultRow]) -> dict[str, Any]:
@@ -238,10 +219,8 @@ def _running(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
 
 
 class _Budget:
-    """Stops a worker once the study holds ``trials`` distinct evaluated configurations, counting those
-    other live workers are evaluating, or every configuration of the space; so N workers together
-    evaluate ``trials`` distinct configurations. A trial closed as a duplicate counts for nothing.
-    Stops too after ``stuck`` duplicates in a row: the sampler keeps proposing what was evaluated."""
+    """Stops a worker once the study holds ``trials`` distinct evaluated configurations (those live workers are
+    evaluating included) or the whole space, or after ``stuck`` duplicates in a row; a duplicate counts for nothing."""
 
     def __init__(self, trials: int, space_size: int, *, stuck: int = 25, attempts: int | None = None):
         self.trials, self.space_size, self.stuck = trials, space_size, stuck
@@ -268,35 +247,27 @@ class _Budget:
             study.stop()
 
 
-class _TrialClock:
-    """After each evaluating trial of this process: ``on_trial(k, n, eta_s)``, k the distinct configurations
-    the study evaluated so far (other workers' and earlier runs' included), n the ``trials`` asked for,
-    eta_s the time the rest should take at this process's mean evaluation time. A trial closed as a
-    duplicate reports nothing."""
+def _trial_clock(on_trial: Callable[[int, int, float | None], None], trials: int) -> Callable[..., None]:
+    """After each evaluating trial of this process: ``on_trial(k, n, eta_s)``, k the distinct configurations the
+    study evaluated so far (other workers' included), eta_s the rest at this process's mean time a trial."""
+    started, ran = time.monotonic(), [0]
 
-    def __init__(self, on_trial: Callable[[int, int, float | None], None], *, trials: int):
-        self.on_trial, self.trials = on_trial, trials
-        self.started = time.monotonic()
-        self.ran = 0
+    def clock(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
+        if trial.user_attrs.get("duplicate_of") is None:  # a duplicate reports nothing
+            ran[0] += 1
+            k = min(len(_evaluated(study)), trials)
+            on_trial(k, trials, (time.monotonic() - started) / ran[0] * (trials - k))
 
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        if trial.user_attrs.get("duplicate_of") is not None:
-            return
-        self.ran += 1
-        k = min(len(_evaluated(study)), self.trials)
-        mean = (time.monotonic() - self.started) / self.ran
-        self.on_trial(k, self.trials, mean * (self.trials - k))
+    return clock
 
 
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
-    if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
-        with warnings.catch_warnings():  # constant_liar is marked experimental in Optuna 5
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "grid":
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
-    with warnings.catch_warnings():  # BruteForceSampler is marked experimental in Optuna 5
+    with warnings.catch_warnings():  # constant_liar and BruteForceSampler are marked experimental in Optuna 5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
+            return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
         return optuna.samplers.BruteForceSampler(seed=seed)
 
 
@@ -323,21 +294,13 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
 
 
 def _fail_orphans(study: optuna.Study) -> None:
-    """Fail the RUNNING trials whose worker is gone (kill -9): its heartbeat expired, its process on this
-    host is dead, or it was killed before recording itself. They would otherwise count toward ``trials``
-    (or stay RUNNING) for ever; their configurations are sampled again."""
+    """Fail the RUNNING trials whose worker is gone (kill -9), which would otherwise count toward ``trials`` for
+    ever: an expired heartbeat, a dead process on this host, or a worker killed before recording itself."""
     with warnings.catch_warnings():  # marked experimental in Optuna 5
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         optuna.storages.fail_stale_trials(study)
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        if not worker_gone(trial):
-            continue
-        logger.warning("trial %d (worker %s) was orphaned by a killed worker; failing it so another trial "
-                       "replaces it", trial.number, trial.user_attrs.get("worker") or "never recorded")
-        try:
-            study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-        except (RuntimeError, ValueError):  # finished meanwhile
-            pass
+    fail_gone(study, study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)),
+              "was orphaned by a killed worker; failing it so another trial replaces it")
 
 
 def _refuse_parallel_sqlite(study: optuna.Study, reference: str) -> None:
@@ -376,16 +339,10 @@ def search_special_set(
     on_trial: Callable[[int, int, float | None], None] | None = None,
     measured_on: str | None = None,
 ) -> SpecialSet:
-    """Run (or resume) the study until it holds ``trials`` finished trials; return the special set.
-
-    ``base_config`` fixes ``n_agents``, ``n_turns`` and ``early_consensus`` when they are not
-    searched. The chosen set is the most accurate configuration evaluated to the end (the
-    cheaper on ties); with two objectives the Pareto front is reported as well. A trial whose
-    questions all failed is FAILED, not scored 0; when they all failed with one fatal backend
-    error the search stops with `SearchAborted`. ``tuning`` (data set identity and the ids of
-    ``questions``) is stored in the Special Set so ``run`` can leave those questions out.
-    ``on_trial(k, n, eta_s)`` is called as each trial ends (progress: trial k of n, seconds left).
-    Tokens and cost are billable ones, the same whether or not the cache answered.
+    """Run (or resume) the study until it holds ``trials`` distinct evaluated configurations; return the special
+    set (docs/commands/search.md). ``base_config`` fixes what is not searched; ``tuning`` (data set identity and
+    question ids) is stored in the Special Set so ``run`` leaves those questions out; ``on_trial(k, n, eta_s)``
+    reports progress. Tokens and cost are billable ones, the same whether or not the cache answered.
     """
     if (lm is None) == (lm_factory is None):
         raise ConfigError("give exactly one of lm= (shared by every trial) or lm_factory= (one LM per trial)")
@@ -420,7 +377,7 @@ def search_special_set(
         objective = _Objective(space=space, questions=list(questions),
                                lm_factory=lm_factory or (lambda: lm), batch_size=batch_size, multi=multi,
                                num_threads=num_threads, limit=trials)
-        clock = [] if on_trial is None else [_TrialClock(on_trial, trials=trials)]
+        clock = [] if on_trial is None else [_trial_clock(on_trial, trials)]
         # more attempts than configurations still to evaluate: a re-proposed configuration is closed as a
         # duplicate (no request) and another sampled; the budget stops the loop at `trials` distinct ones
         study.optimize(objective, n_trials=remaining + budget.stuck + space.size(), callbacks=[budget, *clock])

@@ -1,10 +1,5 @@
-"""A data set's special set: the configuration a search chose, as one JSON file.
-
-``special_sets/<dataset>.json`` holds the chosen components and parameters (a
-`TeamworkConfig` dump), the dev accuracy ± SE and cost per question, the trial counts,
-the study it came from (storage with any password masked), the Pareto front for two
-objectives, and every evaluated configuration with its score and cost.
-"""
+"""A data set's special set: the configuration a search chose, its dev score and what was tried, as one
+JSON file (`SpecialSet`; the study's storage with any password masked)."""
 
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -21,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed.config import COMPONENTS, TeamworkConfig
 from teammed.errors import ConfigError, WorkFailed
-from teammed.optimizers._evaluated import Row, best_row, evaluated_rows, pareto_front, runner_up_test
+from teammed.optimizers._evaluated import STATS, Row, best_row, evaluated_rows, pareto_front, runner_up_test
 
 __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_special_set", "FORMAT",
            "NoTrialSucceeded"]
@@ -29,9 +24,8 @@ __all__ = ["SpecialSet", "special_set_from_study", "write_special_set", "load_sp
 logger = logging.getLogger(__name__)
 
 FORMAT = "teammed-special-set/1"
-_PUBLIC = ("trial", "state", "components", "config", "accuracy", "se", "n", "tokens_per_question",
-           "cost_per_question", "calls_per_question")
-_DEV = ("accuracy", "se", "n", "tokens_per_question", "cost_per_question", "calls_per_question", "trial")
+_PUBLIC = ("trial", "state", "components", "config", *STATS)
+_DEV = (*STATS, "trial")
 
 
 class NoTrialSucceeded(WorkFailed):
@@ -74,7 +68,11 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
     rows = evaluated_rows(all_trials)
     best = best_row(rows)
     if best is None:
-        _no_trial_succeeded(study, all_trials)
+        failed = [t for t in all_trials if t.state == TrialState.FAIL]
+        why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
+        raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
+                               f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
+                               f"search again to resume it")
     counts = _trial_counts(all_trials)
     if len(rows) >= space_size:
         logger.info("study %s evaluated all %d configurations of the space", study.study_name, space_size)
@@ -102,14 +100,6 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         runner_up=runner_up_test(rows, best),
         measured_on=(study.user_attrs.get("search") or {}).get("measured_on"),
     )
-
-
-def _no_trial_succeeded(study: optuna.Study, all_trials: Sequence[FrozenTrial]) -> NoReturn:
-    failed = [t for t in all_trials if t.state == TrialState.FAIL]
-    why = f" (e.g. {failed[-1].user_attrs['error']})" if failed and failed[-1].user_attrs.get("error") else ""
-    raise NoTrialSucceeded(f"no trial of study {study.study_name!r} ran to completion: {len(failed)} failed"
-                           f"{why}; no Special Set was written. Fix the backend (see the log), then run the "
-                           f"search again to resume it")
 
 
 def _trial_counts(all_trials: Sequence[FrozenTrial]) -> dict[str, int]:

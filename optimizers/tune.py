@@ -1,27 +1,10 @@
 """`tune`: prompts and components designed together, and proven on questions tuning never saw.
 
-One resumable pipeline over one Optuna study (see `teammed.optimizers.tune_queue`: every
-unit of work is a trial, so a resumed run or another worker continues where it stopped):
-
-1. **Behaviours.** Each component's preset (the smallest configuration that exercises it,
-   spec §5.2) is compiled with the chosen DSPy optimizer, as is ``base``. Every stage-1
-   configuration is evaluated with these prompts on the first tuning batches, and each
-   component's *influence* is its preset's accuracy minus the same preset without it.
-2. **Components.** A pool of valid configurations is drawn from `SearchSpace`'s conditional
-   space by an Optuna sampler that switches each component on with a probability that grows
-   with its influence (plus the configuration of every positive-influence component). The
-   pool is raced on the first third of the tuning batches, paired, batch by batch
-   (`tune_race.race`): a screen that picks where to start. From its leader, a climb races
-   the current configuration against one one-change neighbour at a time (the most promising
-   by influence first) on every tuning batch and moves to the first that wins, until the
-   current configuration holds against every neighbour not yet dropped or raced on every
-   batch. Cells are shared: a neighbour the screen kept, or one stage 1 ran, reuses them.
-3. **Winner.** The surviving configuration's whole program is compiled again (workflow level).
-4. **Proof.** The winner, ``base``, ``all`` and the single agent answer the held-out
-   questions; paired McNemar tests and bootstrap CIs compare them.
-
-Every figure is billable (a memo or cache hit costs what the call would have cost); the
-memo's reuse rate is reported on its own. The budget is checked before each unit of work.
+The four stages (behaviours, components, the winner's compile, the held-out proof) and the budget
+plan are described in docs/commands/tune.md. Every unit of work is a cell of one Optuna study
+(`teammed.optimizers.tune_queue`), so a resumed run or another worker continues where it stopped.
+Every figure is billable (a memo or cache hit costs what the call would have cost); the memo's reuse
+rate is reported on its own.
 """
 
 from __future__ import annotations
@@ -33,7 +16,7 @@ import logging
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +30,7 @@ from teammed.config import PRESETS, TeamworkConfig, config_from_components
 from teammed.errors import ConfigError, DataError, WorkFailed
 from teammed.events import step
 from teammed.optimizers._evaluated import pareto_front
-from teammed.optimizers._scoring import score_questions, tokens_of
+from teammed.optimizers._scoring import cell_result, score_questions, tokens_of
 from teammed.optimizers._space import SearchSpace, subset_label, valid_subsets
 from teammed.optimizers.compile import MAX_DEMOS, compile_program, examples_from_questions
 from teammed.optimizers.special_set import FORMAT
@@ -110,7 +93,6 @@ class TuneOutcome:
     special_set_path: Path | None = None
     report_path: Path | None = None
     message: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def check_disjoint(tune_questions: Sequence[Question], eval_questions: Sequence[Question]) -> None:
@@ -144,9 +126,7 @@ def _config_json(components: Sequence[str], s: TuneSettings) -> dict[str, Any]:
 
 
 def _label(config: Mapping[str, Any] | None) -> str:
-    if config is None:
-        return "single"
-    return subset_label([c for c in COMPONENTS if config.get(c)])
+    return "single" if config is None else subset_label(_components(config))
 
 
 def _atomic_json(path: Path, data: Any) -> None:
@@ -205,11 +185,8 @@ def first_rate(s: TuneSettings, budget: Budget | None, tune_questions: Sequence[
 
 def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int, rate: CallRate | None = None,
               spent: Mapping[str, float] | None = None, train: int | None = None) -> TunePlan:
-    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`); refuses one below the minimum.
-
-    A tokens= or usd= limit is planned in calls at ``rate`` (`first_rate` before any call, `measured_rate`
-    after), on top of what was ``spent``; without an optimizer that bounds its calls it only stops the run.
-    ``train`` keeps the compile's training questions stage 1 already compiled on."""
+    """Plan the stages from ``budget`` (`teammed.optimizers.tune_plan`), a tokens=/usd= limit in calls at ``rate``
+    on top of what was ``spent``; ``train`` keeps the training questions stage 1 already compiled on."""
     if needs_rate(s, budget) and rate is None:
         raise ConfigError("a tokens= or usd= budget is planned at a rate per call: pass `first_rate(...)`")
     planned = s.optimizer in PLANNED_OPTIMIZERS
@@ -233,12 +210,9 @@ def make_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: in
 
 def opening_plan(s: TuneSettings, budget: Budget | None, *, n_tune: int, n_eval: int,
                  rate: CallRate | None, train: int | None = None) -> TunePlan:
-    """The plan before the first call (`make_plan` at `first_rate`). The estimated rate is a worst case (the
-    longest questions, every predictor with its most demos), so a tokens=/usd= budget below the minimum at it
-    is not refused when stage 1's first batch fits at the cheapest a call can be (`CallRate.cheapest`: no demos,
-    one-token answers): the tune starts at the smallest tune's sizes,
-    the first batch measures the rate, and the re-plan decides (a budget still short stops the tune there,
-    resumable, naming what it needs). A calls= limit below the minimum is refused."""
+    """The plan before the first call (`make_plan` at `first_rate`). A tokens=/usd= budget below the minimum at
+    the estimated (worst-case) rate starts at the smallest tune's sizes when stage 1's first batch fits at the
+    cheapest a call can be (`CallRate.cheapest`); the first batch's re-plan decides (docs/commands/tune.md)."""
     try:
         return make_plan(s, budget, n_tune=n_tune, n_eval=n_eval, rate=rate, train=train)
     except BelowMinimum as exc:
@@ -283,9 +257,8 @@ def _usd_covering(calls: int, rate: CallRate) -> str:
 
 def replan_thresholds(rate: CallRate, spent: Mapping[str, float], budget: Budget, buys: int | None, minimum: int,
                       proof_calls: int) -> dict[str, Any]:
-    """What the re-plan after stage 1's first batch decided on: the budget's limits, the measured rate, what the
-    first batch spent, the calls the budget buys in all at that rate, and the two thresholds (the smallest tune;
-    the smallest with the proof; both upper bounds on calls)."""
+    """What the re-plan after stage 1's first batch decided on: limits, measured rate, spend, the calls the budget
+    buys at that rate, and the two thresholds (the smallest tune, and with the proof; upper bounds on calls)."""
     return {"limits": {"calls": budget.calls, "tokens": budget.tokens, "usd": budget.usd},
             "rate": {"tokens": rate.tokens, "usd": rate.usd},
             "spent": {"calls": int(spent.get("calls", 0)), "tokens": float(spent.get("tokens", 0)),
@@ -315,7 +288,6 @@ class _Pipeline:
         self.replanned: dict[str, Any] | None = None  # the re-plan's thresholds (`replan_thresholds`)
         self.racing_stopped: str | None = None
 
-    # ------------------------------------------------------------------ work
     def _program(self, config: Mapping[str, Any] | None, prompts: str) -> dspy.Module:
         if config is None:
             from teammed.programs.peers import build_system
@@ -343,10 +315,7 @@ class _Pipeline:
 
     def execute(self, cell: dict[str, Any]) -> dict[str, Any]:
         before = self.lm.stats() if isinstance(self.lm, MemoLM) else {"requests": 0, "hits": 0}
-        if cell["kind"] == "compile":
-            result = self._compile(cell)
-        else:
-            result = self._evaluate(cell)
+        result = self._compile(cell) if cell["kind"] == "compile" else self._evaluate(cell)
         after = self.lm.stats() if isinstance(self.lm, MemoLM) else before
         result["memo_requests"] = after["requests"] - before["requests"]
         result["memo_hits"] = after["hits"] - before["hits"]
@@ -363,20 +332,12 @@ class _Pipeline:
                     else "errors")
             raise TuneAborted(f"every question of a {cell['part']} cell failed with {what}: {rows[0].error} "
                               f"(no Special Set was written; rerun the same command to resume once this is fixed)")
-        correct = [bool(r.correct) for r in rows]
-        tokens = [tokens_of(r) for r in rows]
-        return {"ids": ids, "correct": correct, "failed": [r.failed for r in rows],
-                "tokens_each": tokens, "value": sum(correct) / len(correct),
-                "calls": sum(r.calls for r in rows), "tokens": sum(tokens),
-                "cost_usd": sum(r.cost_usd for r in rows)}
+        return {**cell_result(rows), "tokens_each": [tokens_of(r) for r in rows]}
 
     def _compile(self, cell: dict[str, Any]) -> dict[str, Any]:
         from teammed.programs.teamwork import TeamworkProgram
 
-        config = cell["config"]
-        student = TeamworkProgram(TeamworkConfig.build(**config))
-        if cell["start"] == "stage1":
-            student.load_state(self._compose(student, config))
+        student = self._program(cell["config"], cell["start"])  # "none", or "stage1": the stage-1 prompts
         n = self.s.compile_train
         train = examples_from_questions(self.tune_q[:n])
         val = examples_from_questions(self.tune_q[n:2 * n]) or train
@@ -391,17 +352,13 @@ class _Pipeline:
         return {"state": state, "own": own, "value": 0.0, "calls": used.calls,
                 "tokens": used.prompt_tokens + used.completion_tokens, "cost_usd": used.cost_usd}
 
-    # ------------------------------------------------------------------ stages
-    def stage1_configs(self) -> dict[str, dict[str, Any]]:
-        return stage1_configs(self.s)
-
     def stage1(self) -> dict[str, float]:
         if self.s.optimizer != "none":
             cells = compile_cells(self.s)
             done = self.queue.run(cells, self.execute)
             for cell in cells:
                 self.compiled[cell["name"]] = done[cell_key(cell)]
-        configs = self.stage1_configs()
+        configs = stage1_configs(self.s)
         if self.replan is not None:  # a tokens=/usd= plan: the first batch measures the rate, the rest is re-planned
             first = [self._eval_cell(cfg, self.prompts1, "tune", 0) for cfg in configs.values()]
             done = self.queue.run(first, self.execute)
@@ -448,19 +405,10 @@ class _Pipeline:
         return {"kind": "eval", "config": dict(config) if config is not None else None, "prompts": prompts,
                 "part": part, "batch": batch}
 
-    def pool(self, influence: Mapping[str, float]) -> list[dict[str, Any]]:
-        return sample_pool(influence, settings=self.s)
-
     def stage2(self, pool: list[dict[str, Any]],
                influence: Mapping[str, float] | None = None) -> tuple[str, Any]:
-        """Screen the pool on the first third of the tuning rounds, then climb from its leader.
-
-        The climb races the current configuration against one of its one-change neighbours at a time
-        (the most promising by ``influence`` first) on every tuning round, and moves to the first
-        neighbour that wins. It ends when the current configuration has held against every neighbour
-        not yet settled: dropped by a race's test, or raced on every round. A neighbour the screen
-        kept reuses the rounds it ran there.
-        """
+        """Screen the pool on the first third of the tuning rounds, then climb from its leader one
+        one-change neighbour at a time (docs/commands/tune.md, stage 2)."""
         by_label = {_label(c): c for c in pool}
         entrants = list(by_label)
         self.races: list[dict[str, Any]] = []
@@ -530,15 +478,10 @@ class _Pipeline:
         scores: dict[str, dict[str, bool]] = {}
         tokens: dict[str, float] = {}
         for label, cfg in by_label.items():
-            mine: dict[str, bool] = {}
-            spent: list[int] = []
-            for b in range(len(self.rounds)):
-                result = done.get(cell_key(self._eval_cell(cfg, self.prompts1, "tune", b)))
-                if result is None:
-                    continue
-                mine.update(zip(result["ids"], result["correct"], strict=True))
-                spent.extend(result["tokens_each"])
-            scores[label] = mine
+            keys = [cell_key(self._eval_cell(cfg, self.prompts1, "tune", b)) for b in range(len(self.rounds))]
+            results = [done[k] for k in keys if k in done]
+            scores[label] = {i: c for r in results for i, c in zip(r["ids"], r["correct"], strict=True)}
+            spent = [t for r in results for t in r["tokens_each"]]
             tokens[label] = sum(spent) / len(spent) if spent else 0.0
         return scores, tokens
 
@@ -556,14 +499,11 @@ class _Pipeline:
             arms["winner_uncompiled"] = (dict(winner_config), "none")
         cells = [self._eval_cell(cfg, p, "eval", b) for cfg, p in arms.values() for b in range(len(self.eval_batches))]
         done = self.queue.run(cells, self.execute)
-        rows: dict[str, list[dict[str, Any]]] = {}
-        for arm, (cfg, p) in arms.items():
-            rows[arm] = []
-            for b in range(len(self.eval_batches)):
-                r = done[cell_key(self._eval_cell(cfg, p, "eval", b))]
-                rows[arm] += [{"seed": 0, "id": i, "correct": c, "failed": f, "tokens": t}
-                              for i, c, f, t in zip(r["ids"], r["correct"], r["failed"], r["tokens_each"], strict=True)]
-        return rows
+        by_arm = {arm: [done[cell_key(self._eval_cell(cfg, p, "eval", b))] for b in range(len(self.eval_batches))]
+                  for arm, (cfg, p) in arms.items()}
+        return {arm: [{"seed": 0, "id": i, "correct": c, "failed": f, "tokens": t} for r in results
+                      for i, c, f, t in zip(r["ids"], r["correct"], r["failed"], r["tokens_each"], strict=True)]
+                for arm, results in by_arm.items()}
 
 
 class _InfluenceSampler(optuna.samplers.RandomSampler):
@@ -587,9 +527,8 @@ def on_probabilities(influence: Mapping[str, float]) -> dict[str, float]:
 
 
 def screen_rounds(rounds: int, min_rounds: int) -> int:
-    """The rounds the pool is screened on: the first third of the tuning rounds (at least ``min_rounds``).
-
-    The screen only chooses where the climb starts; the climb's races use every round."""
+    """The first third of the tuning rounds (at least ``min_rounds``): the screen only chooses where the climb
+    starts, and the climb's races use every round."""
     return min(rounds, max(min_rounds, -(-rounds // 3)))
 
 
@@ -641,13 +580,19 @@ def _summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             "tokens_per_question": round(sum(r["tokens"] for r in rows) / n, 2) if n else None}
 
 
+def _finished(queue: WorkQueue) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Every finished cell and its result."""
+    return [(json.loads(key), result) for key, result in queue.results().items()]
+
+
+def _tuning_evals(queue: WorkQueue) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(c, r) for c, r in _finished(queue) if c.get("kind") == "eval" and c.get("part") == "tune"]
+
+
 def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
     """Every configuration evaluated on tuning questions: questions seen, accuracy, billable cost."""
     table: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, result in queue.results().items():
-        cell = json.loads(key)
-        if cell.get("kind") != "eval" or cell.get("part") != "tune":
-            continue
+    for cell, result in _tuning_evals(queue):
         row = table.setdefault((_label(cell["config"]), cell["prompts"]),
                                {"config": _label(cell["config"]), "prompts": cell["prompts"], "n": 0, "correct": 0,
                                 "calls": 0, "tokens": 0, "cost_usd": 0.0})
@@ -669,11 +614,9 @@ def _runner_up(queue: WorkQueue, winner: str) -> dict[str, Any] | None:
     from teammed.evals.stats import versus_runner_up
 
     outcomes: dict[tuple[str, str], dict[str, bool]] = {}
-    for key, result in queue.results().items():
-        cell = json.loads(key)
-        if cell.get("kind") == "eval" and cell.get("part") == "tune":
-            outcomes.setdefault((_label(cell["config"]), cell["prompts"]), {}).update(
-                zip(result["ids"], map(bool, result["correct"]), strict=True))
+    for cell, result in _tuning_evals(queue):
+        outcomes.setdefault((_label(cell["config"]), cell["prompts"]), {}).update(
+            zip(result["ids"], map(bool, result["correct"]), strict=True))
     mine = [(prompts, seen) for (label, prompts), seen in outcomes.items() if label == winner]
     if not mine:
         return None
@@ -722,8 +665,11 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     _check_questions(tune_questions, eval_questions, settings)
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # tune reports its own progress, not Optuna's
     # the plan comes first: a budget below the minimum is refused before the study or any call exists
-    rate = _first_rate(settings, budget, tune_questions, eval_questions, lm=lm, max_tokens=max_tokens,
-                       prices=prices, tokenizer_model=tokenizer_model)
+    if max_tokens is None:
+        max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
+    model, api_base = tokenizer_model or (str(getattr(lm, "model", "") or "gpt-4o"), None)
+    rate = first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
+                      eval_questions=eval_questions, model=model, api_base=api_base)
     plan = opening_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate)
     study, reference = open_tune_study(storage, study_name, out_dir)
     _check_identity(study, study_name, settings, tune_questions, eval_questions)
@@ -783,18 +729,6 @@ def _check_questions(tune_questions: Sequence[Question], eval_questions: Sequenc
         raise ConfigError("tune needs held-out questions for its proof (stage 4); none were given")
 
 
-def _first_rate(settings: TuneSettings, budget: Budget | None, tune_questions: Sequence[Question],
-                eval_questions: Sequence[Question], *, lm: dspy.BaseLM, max_tokens: int | None,
-                prices: tuple[float, float] | None,
-                tokenizer_model: tuple[str, str | None] | None) -> CallRate | None:
-    """`first_rate` with the LM's own max_tokens and model where none were given."""
-    if max_tokens is None:
-        max_tokens = (getattr(lm, "kwargs", None) or {}).get("max_tokens")
-    model, api_base = tokenizer_model or (str(getattr(lm, "model", "") or "gpt-4o"), None)
-    return first_rate(settings, budget, tune_questions, max_tokens=max_tokens, prices=prices,
-                      eval_questions=eval_questions, model=model, api_base=api_base)
-
-
 def _check_identity(study: optuna.Study, study_name: str, settings: TuneSettings,
                     tune_questions: Sequence[Question], eval_questions: Sequence[Question]) -> None:
     """Record the settings and questions on a new study; refuse to resume one tuned with others."""
@@ -820,7 +754,7 @@ def _run_stages(p: _Pipeline, report: dict[str, Any],
     report["stage1_accuracy"] = p.stage1_accuracy
     begun.append("2-components")
     step("begin", "tune: stage 2 of 4, racing component sets")
-    pool = p.pool(influence)
+    pool = sample_pool(influence, settings=p.s)
     report["pool"] = [_label(c) for c in pool]
     report["on_probabilities"] = on_probabilities(influence)
     winner, by_label = p.stage2(pool, influence)
@@ -864,11 +798,8 @@ def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping
 
 def _stage1_train(queue: WorkQueue) -> int | None:
     """The training questions stage 1's finished compiles used (None: none finished yet)."""
-    for key in queue.results():
-        cell = json.loads(key)
-        if cell.get("kind") == "compile" and cell.get("stage") == 1:
-            return int(cell["train"])
-    return None
+    return next((int(c["train"]) for c, _ in _finished(queue) if c.get("kind") == "compile" and c.get("stage") == 1),
+                None)
 
 
 def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:
@@ -944,7 +875,11 @@ def render_markdown(report: Mapping[str, Any]) -> str:
               f"${spent.get('cost_usd')}; memo reuse rate {spent.get('reuse_rate')} "
               f"({spent.get('memo_hits')} of {spent.get('memo_requests')} requests)", ""]
     if report.get("influence"):
-        lines += _influence_lines(report)
+        probs = report.get("on_probabilities") or {}
+        lines += ["## influence (preset accuracy minus the preset without the component)", "",
+                  "| component | influence | P(on) |", "|---|---|---|"]
+        lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
+        lines.append("")
     if report.get("racing"):
         lines += _racing_lines(report["racing"])
     if report.get("runner_up"):
@@ -960,17 +895,23 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"- {r['config']}: {r['accuracy']} at {r['tokens_per_question']} tokens/q (n={r['n']})"
                   for r in report["pareto_front"]]
     if report.get("held_out"):
-        lines += _held_out_lines(report)
+        lines += ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
+                  "|---|---|---|---|---|---|"]
+        for arm, s in report["held_out"].items():
+            c = (report.get("held_out_comparison") or {}).get(arm)
+            diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
+            pval = f"{c['p_mcnemar']:.4f}" if c else ""
+            lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
+        if "winner_uncompiled" in report["held_out"]:
+            lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
+                      "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
+                      "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
+                      "|---|---|---|"]
+            for arm, c in (report.get("held_out_components_only") or {}).items():
+                if c:
+                    lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
+                                 f"{c['p_mcnemar']:.4f} |")
     return "\n".join(lines) + "\n"
-
-
-def _influence_lines(report: Mapping[str, Any]) -> list[str]:
-    lines = ["## influence (preset accuracy minus the preset without the component)", "",
-             "| component | influence | P(on) |", "|---|---|---|"]
-    probs = report.get("on_probabilities") or {}
-    lines += [f"| {c} | {v:+.3f} | {probs.get(c, '')} |" for c, v in report["influence"].items()]
-    lines.append("")
-    return lines
 
 
 def _racing_lines(r: Mapping[str, Any]) -> list[str]:
@@ -987,24 +928,4 @@ def _racing_lines(r: Mapping[str, Any]) -> list[str]:
               f"{h['losses']} | {h['e_value']:.1f} | {h['threshold']:.0f} | {h['p_fixed_n']:.4f} |"
               for h in r["history"]]
     lines.append("")
-    return lines
-
-
-def _held_out_lines(report: Mapping[str, Any]) -> list[str]:
-    lines = ["", "## held-out proof", "", "| arm | n | accuracy | tokens/q | winner − arm [95% CI] | McNemar p |",
-             "|---|---|---|---|---|---|"]
-    for arm, s in report["held_out"].items():
-        c = (report.get("held_out_comparison") or {}).get(arm)
-        diff = f"{c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}]" if c else ""
-        pval = f"{c['p_mcnemar']:.4f}" if c else ""
-        lines.append(f"| {arm} | {s['n']} | {s['accuracy']} | {s['tokens_per_question']} | {diff} | {pval} |")
-    if "winner_uncompiled" in report["held_out"]:
-        lines += ["", "The winner's prompts were compiled and the other arms' were not, so *winner − arm* mixes "
-                  "the components' effect with the prompts'. With the same uncompiled prompts everywhere "
-                  "(the components alone):", "", "| arm | winner_uncompiled − arm [95% CI] | McNemar p |",
-                  "|---|---|---|"]
-        for arm, c in (report.get("held_out_components_only") or {}).items():
-            if c:
-                lines.append(f"| {arm} | {c['diff']:+.3f} [{c['ci_low']:+.3f}, {c['ci_high']:+.3f}] | "
-                             f"{c['p_mcnemar']:.4f} |")
     return lines

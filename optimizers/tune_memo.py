@@ -1,11 +1,9 @@
 """A memo of LM responses keyed by the exact request, scoped to one tune run.
 
-Configurations share calls (the same recruitment and assessment prompts in early phases):
-`MemoLM` computes each distinct request once per process. It never makes a figure depend on
-it: every call is counted as billable with its original tokens and cost whether it came from
-the memo or not, and the memo's hits are reported separately as the reuse rate. Only an
-identical request (messages and every request field) is reused, so a deterministic backend
-gives the same answers with or without it.
+Configurations share calls (the same recruitment and assessment prompts in early phases), so `MemoLM`
+computes each distinct request once per process. No figure depends on it: every call is billed with its
+original tokens and cost, the hits are reported apart as the reuse rate, and only an identical request
+(messages and every request field) is reused, so a deterministic backend answers the same without it.
 """
 
 from __future__ import annotations

@@ -1,24 +1,13 @@
 """A ``calls=`` budget planned before the first call: stage sizes that end with a Special Set.
 
-Every figure is an upper bound on billable calls, from `teammed.programs.accounting.expected_calls`
-with the largest team (4 agents, or the configured size), a tie, and no early consensus; the
-single agent answers in one call. A ``bootstrap`` compile runs its teacher on at most every
-training question; ``labeled`` and ``none`` call nothing. The plan:
-
-1. the minimum: stage 1 on one batch, a race of two configurations for ``min_rounds`` rounds, and
-   the winner's compile on two questions. Below it `plan_tune` refuses, naming it;
-2. the held-out proof (stage 4, every arm on every held-out question) when the budget covers it
-   on top of the minimum; otherwise the Special Set is written without it, and says so;
-3. the rest, in order: the compile's training questions (demos, up to ``compile_train``), stage 1's
-   batches (up to ``stage1_batches``), the race's pool (up to ``pool_size``);
-4. racing then runs round by round while the next round's bound fits in what is left after the
-   reserve (stage 3 and the proof), and stops with the leading configuration when it does not.
-
-A ``tokens=`` or ``usd=`` budget is planned in calls at a rate (`teammed.optimizers.tune_rate`):
-estimated from the rendered prompts before the first call, measured after stage 1's first batch,
-when the rest is planned again. Racing then checks every limit the budget gives against what
-was really spent, the next round's calls and the reserve counted at the rate. With several
-limits, the tightest one plans.
+Every figure is an upper bound on billable calls (`upper_calls`: `teammed.programs.accounting.expected_calls`
+with the largest team, a tie and no early consensus; the single agent answers in one call; a ``bootstrap``
+compile runs its teacher on at most every training question; ``labeled`` and ``none`` call nothing). Below
+the minimum (stage 1 on one batch, a race of two for ``min_rounds`` rounds, the winner's compile on two
+questions) `plan_tune` refuses, naming it. Above it the held-out proof is planned when the budget covers it,
+then the stages grow (`_sized`), and racing runs while its next round fits beside the reserve (stage 3 and
+the proof). A ``tokens=`` or ``usd=`` budget is planned in calls at a rate (`teammed.optimizers.tune_rate`),
+and re-planned at the rate stage 1's first batch measures; with several limits, the tightest one plans.
 """
 
 from __future__ import annotations
@@ -64,9 +53,8 @@ class TunePlan:
     reserve: int  # kept for the winner's compile and, when planned, the proof
     budget: Budget | None = None
     rate: CallRate | None = None  # tokens and dollars per call, for tokens= and usd= limits
-    # the budget is below the minimum at the estimated rate (a worst case), but stage 1's first batch fits at the
-    # cheapest a call can be:
-    # the smallest tune's sizes, until the first batch measures the rate and the rest is planned again
+    # below the minimum at the estimated (worst-case) rate, but stage 1's first batch fits at the cheapest a call
+    # can be: the smallest tune's sizes, until the first batch measures the rate and the rest is planned again
     provisional: bool = False
 
     def fits(self, spent: Mapping[str, float], upper: int) -> bool:
@@ -159,7 +147,10 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
     made again, or a resume with another budget, must keep them, or every compile cell would change)."""
     if budget_calls is not None:
         budget = Budget(calls=budget_calls) if budget is None else budget
-        _check_planned(optimizer)
+        if optimizer not in PLANNED_OPTIMIZERS:
+            raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
+                              f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or "
+                              f"usd= (which stop the run when reached, without a plan)")
     compiles = optimizer == "bootstrap"
     widest = max(upper_calls(c) for c in [*stage1_configs, all_config])  # any configuration's bound
     costs = _Costs(compiles=compiles, batch_size=batch_size, rounds=rounds, min_rounds=min_rounds, widest=widest,
@@ -184,13 +175,6 @@ def plan_tune(*, optimizer: str, budget_calls: int | None, batch_size: int, roun
                                   pool_size=pool_size)
     return TunePlan(budget_calls, batches, pool, train, proof, minimum, proof_calls,
                     costs.stage3(train) + (proof_calls if proof else 0), budget, rate)
-
-
-def _check_planned(optimizer: str) -> None:
-    if optimizer not in PLANNED_OPTIMIZERS:
-        raise ConfigError(f"a calls= budget is planned for the optimizers {', '.join(PLANNED_OPTIMIZERS)}; "
-                          f"{optimizer} has no call bound to plan with. Use one of those, or give tokens= or usd= "
-                          f"(which stop the run when reached, without a plan)")
 
 
 def _sized(costs: _Costs, left: int, *, train: int | None, compile_train: int, max_train: int, stage1_batches: int,
@@ -223,12 +207,9 @@ class _Costs:
     stage1_configs: Sequence[Mapping[str, Any]]
     compile_configs: Sequence[Mapping[str, Any]]
 
-    def compile_cost(self, config: Mapping[str, Any], train: int) -> int:
-        return train * upper_calls(config) if self.compiles else 0
-
     def stage1(self, batches: int, train: int) -> int:
         evaluated = sum(batches * self.batch_size * upper_calls(c) for c in self.stage1_configs)
-        return evaluated + sum(self.compile_cost(c, train) for c in self.compile_configs)
+        return evaluated + (sum(train * upper_calls(c) for c in self.compile_configs) if self.compiles else 0)
 
     def race(self, pool: int) -> int:
         return pool * min(self.min_rounds, self.rounds) * self.batch_size * self.widest

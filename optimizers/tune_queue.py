@@ -1,19 +1,12 @@
 """Optuna trials as a work queue: cells are enqueued trials, workers pull them with ``study.ask()``.
 
-A *cell* is one unit of work described by a JSON dict (e.g. "evaluate this configuration on
-tuning batch 3", "compile the leadership prompts", "run this Table 1 cell"). Its key is the
-dict's canonical JSON. `WorkQueue.run(cells, execute)` makes sure every cell has a
-COMPLETE trial holding its result: it enqueues the missing ones (``enqueue_trial`` with the
-cell in the user attributes), pulls WAITING trials with ``ask()`` (the storage hands each to
-exactly one worker), runs them and ``tell``\\ s the result. Several processes on one study
-(journal file, PostgreSQL) share the cells; a resumed process finds the finished ones and runs
-only the rest. A budget, checked before each cell, stops every worker cleanly.
-
-Stale cells: a RUNNING trial whose worker process on this host is gone (kill -9) is failed at
-once; one started on another host is failed after ``stale_s`` seconds; one that never got its
-worker recorded (killed between taking the trial and recording itself) is failed once it is
-``unclaimed_s`` seconds old, by the storage's start time. Failed cells are enqueued again.
-Nothing here depends on what a cell means.
+A *cell* is one unit of work described by a JSON dict, keyed by its canonical JSON. `WorkQueue.run`
+makes sure every cell has a COMPLETE trial holding its result: it enqueues the missing ones, pulls WAITING
+trials (the storage hands each to exactly one worker), runs them and tells the result, so several processes
+on one study share the cells and a resumed one runs only the rest. A budget, checked before each cell,
+stops every worker cleanly. A RUNNING trial whose worker is gone (`teammed.optimizers._storage.worker_gone`;
+on another host after ``stale_s``) is failed, and its cell enqueued again. Nothing here depends on what a
+cell means.
 """
 
 from __future__ import annotations
@@ -32,7 +25,7 @@ from optuna.trial import TrialState
 
 from teammed.errors import ConfigError, TeammedError
 from teammed.events import step
-from teammed.optimizers._storage import UNCLAIMED_S, WORKER, worker_gone
+from teammed.optimizers._storage import UNCLAIMED_S, WORKER, fail_gone
 
 __all__ = ["WorkQueue", "Budget", "BudgetSpent", "cell_key", "parse_budget", "WORKER"]
 
@@ -100,15 +93,9 @@ class WorkQueue:
         self.study, self.budget, self.poll_s, self.stale_s = study, budget, poll_s, stale_s
         self.unclaimed_s = unclaimed_s
 
-    # ----------------------------------------------------------------- reading
     def results(self) -> dict[str, dict[str, Any]]:
         """Every finished cell's result by key (the first finisher wins a duplicate)."""
-        done: dict[str, dict[str, Any]] = {}
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            key = t.user_attrs.get("cell_key")
-            if key is not None and key not in done and "result" in t.user_attrs:
-                done[key] = t.user_attrs["result"]
-        return done
+        return _by_state(self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))[0]
 
     def spent(self, done: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, float]:
         """Billable calls, tokens and cost of every finished cell."""
@@ -118,18 +105,6 @@ class WorkQueue:
             for key in _BILLABLE:
                 totals[key] += float(result.get(key, 0) or 0)
         return totals
-
-    # ----------------------------------------------------------------- working
-    def _reap(self, running: Sequence[optuna.trial.FrozenTrial]) -> None:
-        now = time.time()
-        for t in running:
-            if worker_gone(t, stale_s=self.stale_s, unclaimed_s=self.unclaimed_s, now=now):
-                logger.warning("cell of trial %d (worker %s) is stale; failing it so it runs again", t.number,
-                               t.user_attrs.get("worker") or "never recorded")
-                try:
-                    self.study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-                except (RuntimeError, ValueError):  # finished meanwhile
-                    pass
 
     def run(self, cells: Sequence[Mapping[str, Any]],
             execute: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -150,8 +125,8 @@ class WorkQueue:
                 if key not in pending:
                     self.study.enqueue_trial({}, user_attrs={"cell_key": key, "cell": wanted[key]})
             if not any(t.state == TrialState.WAITING for t in trials) and all(k in pending for k in missing):
-                if running:
-                    self._reap(running)
+                fail_gone(self.study, running, "holds a stale cell; failing it so it runs again",
+                          stale_s=self.stale_s, unclaimed_s=self.unclaimed_s, now=time.time())
                 time.sleep(self.poll_s)  # other workers are running the rest
                 continue
             self._pull(execute)

@@ -1,21 +1,15 @@
 """Racing configurations paired on the same questions (pure functions).
 
-Every configuration still in the race answers the same batch of tuning questions each
-round. The race keeps, for each challenger, an e-value: evidence that it is worse than the
-configuration leading *before* the round (the most accurate survivor on the earlier rounds'
-questions, or the first entrant before any). Each question of the round both answered
-multiplies it by ``2p`` when only the leader got it right, by ``2(1 - p)`` when only the
-challenger did, and by 1 otherwise; ``p`` in [1/2, 0.9] is the challenger's past share of
-losses among such questions (``(losses + 1) / (discordant + 2)``), fixed before the round.
-
-Both the leader and ``p`` are chosen from earlier rounds only, so when the configurations
-are equal every factor has mean 1 given the past: the e-value is a test martingale, and by
-Ville's inequality it ever reaches ``1/alpha`` with probability at most ``alpha``, however
-many rounds are looked at. A challenger is dropped when it does (never the current most
-accurate survivor). A configuration as good as the best is therefore dropped with probability
-at most ``alpha`` per race, which the tests check by simulation; the fixed-n sign test this
-replaced dropped about a third of equal configurations per race (repeated looks, and an
-incumbent picked after seeing the data). `one_sided_sign_p` stays for reports.
+Every configuration still in the race answers the same batch of tuning questions each round. Each
+challenger carries an e-value, the evidence that it is worse than the configuration leading *before* the
+round, multiplied per round by `_round_factor` with a bet ``p`` fixed from earlier rounds. Because the
+leader and ``p`` are chosen from earlier rounds only, every factor has mean 1 given the past when the
+configurations are equal: the e-value is a test martingale, and by Ville's inequality it ever reaches
+``1/alpha`` with probability at most ``alpha``, however many rounds are looked at. A challenger is dropped
+when it does (never the current most accurate survivor), so a configuration as good as the best is dropped
+with probability at most ``alpha`` per race; the fixed-n sign test this replaced dropped about a third of
+equal configurations per race (repeated looks, and an incumbent picked after seeing the data).
+`one_sided_sign_p` stays for reports.
 """
 
 from __future__ import annotations
@@ -70,11 +64,8 @@ def incumbent(alive: Sequence[str], scores: Mapping[str, Mapping[str, bool]],
 def race(labels: Sequence[str], rounds: Sequence[Sequence[str]],
          scores: Mapping[str, Mapping[str, bool]], tokens: Mapping[str, float], *,
          alpha: float, min_rounds: int = 1) -> RaceState:
-    """Replay the race over the rounds whose results are all in ``scores``; return the state after them.
-
-    ``rounds[r]`` is the question ids of round ``r``; ``scores[label][qid]`` is correctness.
-    The replay stops at the first round some survivor has not finished (its cells are due next).
-    """
+    """Replay the race over the rounds (``rounds[r]``: question ids) whose results are all in ``scores``
+    (``scores[label][qid]``: correct); it stops at the first round a survivor has not finished."""
     threshold = drop_threshold(alpha)
     state = RaceState(alive=list(labels))
     evidence = {c: 1.0 for c in labels}

@@ -1,20 +1,11 @@
 """What one call costs, for planning a ``tokens=`` or ``usd=`` budget (`teammed.optimizers.tune_plan`).
 
-A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dollars) per call.
-
-* **Before the first call** the rate is estimated as ``--dry-run`` estimates (`teammed.estimate`):
-  the widest configuration deliberates on the longest questions (tuning or held-out) against a
-  stand-in LM (no network, no cost) through the same adapter as a real backend; each prompt is
-  counted with the model's tokenizer and each answer at the measured length of its behaviour
-  (at most ``max_tokens``). A predictor compiled with ``d`` demos repeats about ``d`` prompts and
-  answers more: a call counts ``(d + 1) * prompt + d * answer`` prompt tokens. The estimate is the
-  worst of its questions' mean per call; ``longest`` compares it with the worst of the longest
-  tuning questions alone.
-* **After stage 1's first batch** the rate is measured: the most tokens (and dollars) per call of
-  any finished cell, and the rest of the tune is planned again with it.
-
-Dollars follow from tokens at the model's prices (prompt tokens at the input price, answers at the
-output price).
+A ``tokens=``/``usd=`` budget is planned in calls at a *rate*: tokens (and dollars, prompt tokens at the
+input price and answers at the output price) per call. Before the first call it is estimated as
+``--dry-run`` estimates (`estimate_rate`, `teammed.estimate`: the widest configuration on the longest
+questions against a stand-in LM, prompts counted with the model's tokenizer, answers at their measured
+lengths); after stage 1's first batch it is measured (`measured_rate`), and the rest of the tune is
+planned again with it (docs/commands/tune.md, budgets).
 """
 
 from __future__ import annotations
@@ -44,10 +35,6 @@ class CallRate:
     detail: str = ""
     longest: float = 1.0
     floor: float | None = None  # estimated: the cheapest a call can be there (no demos, one-token answers)
-
-    def describe(self) -> dict[str, Any]:
-        return {"tokens": round(self.tokens, 1), "usd": self.usd, "source": self.source, "detail": self.detail,
-                "longest": round(self.longest, 4), "floor": self.floor}
 
     def cheapest(self) -> CallRate:
         """This rate at its floor (itself when it has none): what no model's calls can undercut."""
