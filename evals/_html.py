@@ -78,11 +78,6 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: S
     return "<table>" + head + "".join(rows) + "</table>"
 
 
-def _trust(row: ResultRow) -> Mapping[str, Any]:
-    """Agent -> final trust, as the row recorded it (its ``trust`` is untyped: a mapping or null)."""
-    return row.trust if isinstance(row.trust, Mapping) else {}
-
-
 def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     if vote is None:
         return ""
@@ -99,7 +94,7 @@ def _team(row: ResultRow) -> str:
     history = rec.trust_history if isinstance(rec, Deliberation) else []
     stages = [f"trust {stage_name(h.stage)}" for h in history]
     has_expertise = any(a.expertise for a in rec.agents)
-    trust = _trust(row)
+    trust = row.trust if isinstance(row.trust, Mapping) else {}  # untyped: agent -> final trust, or null
     body = []
     for agent in rec.agents:
         aid = str(agent.id)
