@@ -54,11 +54,6 @@ def hub_skip_reason() -> str | None:
     return _first_set("TEAMMED_OFFLINE")
 
 
-def cache_only_reason() -> str | None:
-    """Which HF offline variable restricts loads to the local HF cache, or None."""
-    return _first_set(*CACHE_ONLY_VARIABLES)
-
-
 def _cache_command(ref: HubRef, split: str, revision: str | None) -> str:
     args = [repr(ref.repo)] + ([repr(ref.config)] if ref.config else []) + [f"split={split!r}"]
     if revision:
@@ -74,7 +69,7 @@ def fetch_hub_rows(ref: HubRef, split: str, *, revision: str | None = None,
         raise HubUnavailable(f"the Hugging Face hub and its cache were skipped because {reason} (unset it to "
                              f"fetch {ref})")
     hub_split = ref.splits.get(split, split)
-    cache_only = cache_only_reason()
+    cache_only = _first_set(*CACHE_ONLY_VARIABLES)  # loads restricted to the local HF cache
     if cache_only is None:
         _probe(ref, timeout, **({"revision": revision} if revision else {}))
     elif revision is not None:
