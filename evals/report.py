@@ -115,16 +115,6 @@ def pick_pair(groups: Sequence[Group]) -> tuple[Group, Group]:
     return groups[0], groups[1]
 
 
-def _check_baseline(baseline: str, configs: list[str]) -> None:
-    if baseline not in configs:
-        close = difflib.get_close_matches(baseline, configs, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ReportError(
-            f"baseline {baseline!r} is not among the runs' configurations.{hint} "
-            f"Available: {', '.join(configs)}."
-        )
-
-
 def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
     reference = {g.dataset: g for g in groups if g.config == baseline}
     comparisons = []
@@ -383,7 +373,13 @@ def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:
     """The configurations in the order their runs were given, the ``baseline`` (checked) first."""
     configs = list(dict.fromkeys(g.config for g in groups))
     if baseline is not None:
-        _check_baseline(baseline, configs)
+        if baseline not in configs:
+            close = difflib.get_close_matches(baseline, configs, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ReportError(
+                f"baseline {baseline!r} is not among the runs' configurations.{hint} "
+                f"Available: {', '.join(configs)}."
+            )
         configs = [baseline, *(c for c in configs if c != baseline)]
     return configs
 
