@@ -227,10 +227,7 @@ def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[
 # ---------------------------------------------------------------- many tests, small samples
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values (family-wise error), in the input's order; None stays None.
-
-    Sorted ascending, the i-th smallest of m is multiplied by (m - i), the running maximum
-    keeps the order, and values are capped at 1. Reject where the adjusted p <= alpha.
-    """
+    Reject where the adjusted p <= alpha."""
     present = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
     for p, _ in present:
         if not 0.0 <= p <= 1.0 or math.isnan(p):
