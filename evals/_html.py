@@ -138,12 +138,6 @@ def _challenges(row: ResultRow) -> str:
     return "<h4>Challenges</h4>" + _table(header, body)
 
 
-def _scores(value: Mapping[str, float]) -> str | None:
-    if not value:
-        return None
-    return ", ".join(f"{k}: {fmt(v)}" for k, v in value.items())
-
-
 def _tie(tie: TieBreak | None) -> str | None:
     """``A, C tied → A (rule: first-place votes, then ...)``."""
     if tie is None:
@@ -156,7 +150,8 @@ def _tie(tie: TieBreak | None) -> str | None:
 def _outcome(rec: Deliberation | PeerRecord | None) -> dict[str, Any]:
     """What the record says about the decision: the vote of a teamwork row, the route of a peer's."""
     if isinstance(rec, Deliberation):
-        return {"aggregation": rec.aggregation, "scores": _scores(rec.scores), "tie": _tie(rec.tie),
+        scores = ", ".join(f"{k}: {fmt(v)}" for k, v in rec.scores.items()) or None
+        return {"aggregation": rec.aggregation, "scores": scores, "tie": _tie(rec.tie),
                 "early consensus": rec.early_consensus, "route": None}
     route = rec.route if rec is not None else None
     answered = (f"{'the team' if rec.stage == 'team' else 'the single agent'} (signal {rec.signal:g}, "
