@@ -55,7 +55,9 @@ def parse_structured(value: Any) -> Any:
     """A list or object stored as text (a CSV cell): JSON first, then a Python literal."""
     if not isinstance(value, str):
         return value
-    for candidate in _json_spellings(value):
+    # a Python repr without any double quote or backslash holds only single-quoted strings with no quote
+    # inside, so swapping the quotes gives its JSON exactly: ~10x faster than ast.literal_eval on DDXPlus
+    for candidate in [value] if '"' in value or "\\" in value else [value, value.replace("'", '"')]:
         try:
             return json.loads(candidate)
         except json.JSONDecodeError:
@@ -72,18 +74,6 @@ def parsed_list(value: Any, field: str) -> list[Any]:
     if not isinstance(parsed, list):
         raise ValueError(f"{field} must be a list (got {type(parsed).__name__})")
     return parsed
-
-
-def _json_spellings(value: str) -> list[str]:
-    """The value, and the JSON a Python repr of plain strings becomes with its quotes swapped.
-
-    Without any double quote or backslash, every string in a repr is single-quoted and holds no
-    quote character, so swapping is exact; it is ~10x faster than ``ast.literal_eval`` on
-    DDXPlus's hundred thousand rows.
-    """
-    if '"' in value or "\\" in value:
-        return [value]
-    return [value, value.replace("'", '"')]
 
 
 def options_from(raw: Any) -> dict[str, str]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from teammed.data._hub import _short
 from teammed.data._rows import Row
 from teammed.errors import DataError
 
@@ -129,8 +130,7 @@ def hf_directory_rows(path: Path, split: str) -> list[Row]:
             else:
                 loaded = datasets.load_dataset(str(path))
     except Exception as exc:  # datasets raises many unrelated types for a bad directory
-        first = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise DataError(f"{path}: datasets cannot read this directory ({type(exc).__name__}: {first}); give a "
+        raise DataError(f"{path}: datasets cannot read this directory ({_short(exc)}); give a "
                         f"save_to_disk directory, a copy of a hub repository or a data file") from exc
     if isinstance(loaded, datasets.DatasetDict | datasets.IterableDatasetDict):
         table = _pick_split(loaded, split, str(path))

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from teammed.data._rows import Row
 
-__all__ = ["HubRef", "HubUnavailable", "hub_skip_reason", "fetch_hub_rows", "HUB_TIMEOUT_S"]
+__all__ = ["HubRef", "HubUnavailable", "fetch_hub_rows", "HUB_TIMEOUT_S"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +49,6 @@ class HubUnavailable(Exception):
     """The hub was skipped or failed; the message says why (it ends up in a DataError)."""
 
 
-def hub_skip_reason() -> str | None:
-    """Why neither the hub nor its cache may be read (``TEAMMED_OFFLINE`` is set), or None."""
-    return _first_set("TEAMMED_OFFLINE")
-
-
-def cache_only_reason() -> str | None:
-    """Which HF offline variable restricts loads to the local HF cache, or None."""
-    return _first_set(*CACHE_ONLY_VARIABLES)
-
-
 def _cache_command(ref: HubRef, split: str, revision: str | None) -> str:
     args = [repr(ref.repo)] + ([repr(ref.config)] if ref.config else []) + [f"split={split!r}"]
     if revision:
@@ -69,12 +59,12 @@ def _cache_command(ref: HubRef, split: str, revision: str | None) -> str:
 def fetch_hub_rows(ref: HubRef, split: str, *, revision: str | None = None,
                    timeout: float = HUB_TIMEOUT_S) -> list[Row]:
     """All rows of one split of ``ref`` (from the local HF cache when offline); HubUnavailable otherwise."""
-    reason = hub_skip_reason()
+    reason = _first_set("TEAMMED_OFFLINE")  # neither the hub nor its cache may be read
     if reason is not None:
         raise HubUnavailable(f"the Hugging Face hub and its cache were skipped because {reason} (unset it to "
                              f"fetch {ref})")
     hub_split = ref.splits.get(split, split)
-    cache_only = cache_only_reason()
+    cache_only = _first_set(*CACHE_ONLY_VARIABLES)  # loads restricted to the local HF cache
     if cache_only is None:
         _probe(ref, timeout, **({"revision": revision} if revision else {}))
     elif revision is not None:

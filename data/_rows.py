@@ -129,17 +129,21 @@ def _read_zip(path: Path) -> list[Row]:
             return _read_text(handle, Path(member).suffix.lower(), f"{path}:{member}")
 
 
-def map_rows(rows: Iterable[Row | Mapping[str, Any]], mapper: Mapper) -> list[Question]:
-    """Map each row with ``mapper(data, index)``; None drops a row. Errors name the row."""
+def map_rows(rows: Iterable[Row | Mapping[str, Any]], mapper: Mapper, *, note: str = "") -> list[Question]:
+    """Map each row with ``mapper(data, index)``; None drops a row. Errors name the row. A repeated id
+    gets ``-2``, ``-3``, ... appended in row order, with a warning naming the file (and ``note``)."""
     questions: list[Question] = []
+    source = "the rows"
     for index, row in enumerate(rows):
         where, data = (row.where, row.data) if isinstance(row, Row) else (f"row {index + 1}", row)
+        if index == 0 and isinstance(row, Row):  # a row's where is "<file>, line N"
+            source = where.rpartition(", ")[0] or where
         if not isinstance(data, Mapping):
             raise DataError(f"{where}: expected an object with named fields (got {type(data).__name__})")
         question = _map_one(where, data, index, mapper)
         if question is not None:
             questions.append(question)
-    return _unique_ids(questions)
+    return _unique_ids(questions, source, note)
 
 
 def _map_one(where: str, data: Mapping[str, Any], index: int, mapper: Mapper) -> Question | None:
@@ -155,15 +159,22 @@ def _map_one(where: str, data: Mapping[str, Any], index: int, mapper: Mapper) ->
         raise DataError(f"{where}: {exc}") from exc
 
 
-def _unique_ids(questions: list[Question]) -> list[Question]:
+def _unique_ids(questions: list[Question], source: str, note: str) -> list[Question]:
     counts = Counter(q.id for q in questions)
-    duplicated = {qid for qid, count in counts.items() if count > 1}
-    if not duplicated:
+    repeated = [qid for qid, count in counts.items() if count > 1]
+    if not repeated:
         return questions
-    logger.warning("%d question ids occur more than once; repeats get -2, -3, ... appended", len(duplicated))
-    seen: Counter[str] = Counter()
+    logger.warning("%s: %d rows repeat an earlier row's id (%s%s); the repeats get -2, -3, ... appended%s", source,
+                   counts.total() - len(counts), ", ".join(repeated[:5]), ", ..." if len(repeated) > 5 else "", note)
+    taken, seen = set(counts), Counter[str]()
     unique = []
     for q in questions:
         seen[q.id] += 1
-        unique.append(q if seen[q.id] == 1 else q.model_copy(update={"id": f"{q.id}-{seen[q.id]}"}))
+        if seen[q.id] > 1:
+            suffix = seen[q.id]
+            while f"{q.id}-{suffix}" in taken:  # never an id another row has
+                suffix += 1
+            taken.add(f"{q.id}-{suffix}")
+            q = q.model_copy(update={"id": f"{q.id}-{suffix}"})
+        unique.append(q)
     return unique

@@ -67,7 +67,7 @@ class DatasetSpec:
     def find_local(self, data_dir: Path, split: str) -> list[Path]:
         """The first pattern's matching files under ``data_dir`` (several for parquet shards)."""
         for pattern in self.patterns(split):
-            for concrete in _expand(pattern):
+            for concrete in [pattern[:-2] + ext for ext in EXTENSIONS] if pattern.endswith(".*") else [pattern]:
                 matches = _matches(data_dir, concrete)
                 if matches:
                     return matches
@@ -77,12 +77,6 @@ class DatasetSpec:
 def standard_files(stem: str, *extra: str) -> tuple[str, ...]:
     """The file names every data set accepts, plus its originals' names (``extra``)."""
     return (f"{stem}/{{split}}.*", f"{stem}_{{split}}.*", f"{stem}/{{split}}-*.parquet", *extra, f"{stem}.*")
-
-
-def _expand(pattern: str) -> list[str]:
-    if pattern.endswith(".*"):
-        return [pattern[:-2] + ext for ext in EXTENSIONS]
-    return [pattern]
 
 
 def _matches(data_dir: Path, pattern: str) -> list[Path]:

@@ -13,9 +13,8 @@ MedAgentsBench ships). Besides: ``meta_info``, ``category``, ``src``, ``reason``
 from __future__ import annotations
 
 import json
-import logging
-from collections import Counter
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +25,6 @@ from teammed.types import Question
 
 __all__ = ["FOLDERS", "PADDING", "Layout", "find_layout", "medagentsbench_question", "medagentsbench_questions",
            "EXTRA_SPECS"]
-
-logger = logging.getLogger(__name__)
 
 PADDING = "N/A"
 DEFAULT_SPLIT = "test"
@@ -150,39 +147,17 @@ def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: 
     )
 
 
-def medagentsbench_questions(rows: Iterable[Row | Mapping[str, Any]], *, dataset: str,
-                             where: str = "the rows") -> list[Question]:
+def medagentsbench_questions(rows: Iterable[Row | Mapping[str, Any]], *, dataset: str) -> list[Question]:
     """MedAgentsBench rows as questions of ``dataset`` (the registry name they are reported under).
-
-    Ids are unique: a repeated id (a ``realidx`` twice, or two identical rows without one) gets
-    ``-2``, ``-3``, ... appended in row order, with a warning naming ``where`` (the file).
-    """
-    seen: Counter[str] = Counter()
-    repeated: list[str] = []
-
-    def one(row: Mapping[str, Any], index: int) -> Question:
-        question = medagentsbench_question(row, index, dataset=dataset)
-        seen[question.id] += 1
-        if seen[question.id] == 1:
-            return question
-        repeated.append(question.id)
-        return question.model_copy(update={"id": f"{question.id}-{seen[question.id]}"})
-
-    questions = map_rows(rows, one)
-    if repeated:
-        ids = list(dict.fromkeys(repeated))
-        logger.warning("%s: %d rows repeat an earlier row's id (%s%s); the repeats get -2, -3, ... appended "
-                       "(ids without realidx are hashes of the question and options: identical rows hash alike)",
-                       where, len(repeated), ", ".join(ids[:5]), ", ..." if len(ids) > 5 else "")
-    return questions
+    A repeated id (a ``realidx`` twice, or two identical rows without one) gets ``-2``, ``-3``, ...
+    (`teammed.data._rows.map_rows`)."""
+    return map_rows(rows, partial(medagentsbench_question, dataset=dataset),
+                    note=" (ids without realidx are hashes of the question and options: identical rows hash alike)")
 
 
 def build(rows: list[Row], origin: Origin) -> list[Question]:
     """The registry's builder for rows read from a MedAgentsBench folder."""
-    # a row's where is "<file>, line N": the file names the rows in warnings
-    first = rows[0] if rows else None
-    where = (first.where.rpartition(", ")[0] or first.where) if isinstance(first, Row) else f"split {origin.split!r}"
-    return medagentsbench_questions(rows, dataset=origin.dataset or "medagentsbench", where=where)
+    return medagentsbench_questions(rows, dataset=origin.dataset or "medagentsbench")
 
 
 def _spec(name: str, summary: str) -> DatasetSpec:

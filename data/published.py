@@ -100,10 +100,6 @@ class PublishedRun(_Frozen):
                                 tokens_per_question=sum(tokens) / len(tokens) if tokens else None,
                                 seconds_per_question=sum(seconds) / len(seconds) if seconds else None)
 
-    @property
-    def label(self) -> str:
-        return f"{self.method} ({self.model}, published)"
-
     def notes(self) -> list[str]:
         return [note for said, note in (
             (self.duplicates, f"the file repeats {self.duplicates} question(s): dropped, the first row kept"),

@@ -207,8 +207,9 @@ def _load_named(
         if revision is not None:
             raise DataError(f"{spec.name} ships with teammed (teammed.data/{spec.bundled}); it has no hub revision, "
                             f"drop --revision")
-        origin = Origin(split=split, dataset=spec.name)
-        return _build(spec, _bundled_rows(spec.bundled), origin, options, f"teammed.data/{spec.bundled}")
+        with importlib.resources.as_file(importlib.resources.files("teammed.data") / spec.bundled) as path:
+            rows = read_rows(path)
+        return _build(spec, rows, Origin(split=split, dataset=spec.name), options, f"teammed.data/{spec.bundled}")
     paths = spec.find_local(data_dir, split) if data_dir is not None else []
     if paths:
         _no_revision(revision, spec.name, ", ".join(map(str, paths)))
@@ -220,30 +221,20 @@ def _load_named(
         _no_revision(revision, spec.name, str(copies[0]))
         origin = Origin(split=split, directory=copies[0], data_dir=data_dir, dataset=spec.name)
         return _build(spec, hf_directory_rows(copies[0], split), origin, options, f"{copies[0]} [{split}]")
-    rows = _hub_rows(spec, split, data_dir, revision)
+    if spec.hub is None:
+        raise DataError(_missing(spec, split, data_dir, f"it is never downloaded: {spec.local_only}"))
+    try:
+        rows = fetch_hub_rows(spec.hub, split, revision=revision)
+    except HubUnavailable as exc:
+        raise DataError(_missing(spec, split, data_dir, str(exc))) from exc
     origin = Origin(split=split, data_dir=data_dir, dataset=spec.name, from_hub=True)
     return _build(spec, rows, origin, options, f"{spec.hub} [{split}]")
-
-
-def _bundled_rows(filename: str) -> list[Row]:
-    resource = importlib.resources.files("teammed.data") / filename
-    with importlib.resources.as_file(resource) as path:
-        return read_rows(path)
 
 
 def _no_revision(revision: str | None, name: str, where: str) -> None:
     if revision is not None:
         raise DataError(f"revision {revision!r} pins a download from the Hugging Face hub, but {name} was found "
                         f"locally ({where}); drop --revision, or move the local copy away to download that revision")
-
-
-def _hub_rows(spec: DatasetSpec, split: str, data_dir: Path | None, revision: str | None = None) -> list[Row]:
-    if spec.hub is None:
-        raise DataError(_missing(spec, split, data_dir, f"it is never downloaded: {spec.local_only}"))
-    try:
-        return fetch_hub_rows(spec.hub, split, revision=revision)
-    except HubUnavailable as exc:
-        raise DataError(_missing(spec, split, data_dir, str(exc))) from exc
 
 
 def _build(spec: DatasetSpec, rows: list[Row], origin: Origin, options: dict[str, Any], where: str,

@@ -51,9 +51,7 @@ def shard_questions(questions: Sequence[Question], index: int, count: int, *,
     """
     if not 1 <= index <= count:
         raise DataError(f"shard {index}/{count} does not exist: give I/N with 1 <= I <= N, e.g. 1/{max(count, 2)}")
-    groups: dict[Hashable, list[int]] = {}
-    for i, q in enumerate(questions):
-        groups.setdefault(_hashable(q.meta.get(stratify_by)) if stratify_by else None, []).append(i)
+    groups = _strata(questions, stratify_by) if stratify_by else {None: list(range(len(questions)))}
     dealt, offset = [], 0
     for members in groups.values():  # a stratum starts where the last one stopped: sizes stay within one
         dealt += [i for k, i in enumerate(members) if (k + offset) % count == index - 1]
@@ -70,18 +68,19 @@ def _choose(questions: Sequence[Question], *, n: int | None, seed: int, stratify
     rng = random.Random(seed)
     if stratify_by is None:
         return rng.sample(range(total), n)
+    if not any(stratify_by in q.meta for q in questions):
+        seen = sorted({key for q in questions for key in q.meta})
+        raise DataError(
+            f"Cannot stratify by {stratify_by!r}: no question has that meta field. "
+            f"Meta fields present: {', '.join(seen) or 'none'}."
+        )
     strata = _strata(questions, stratify_by)
     quotas = allocate({key: len(members) for key, members in strata.items()}, n)
     return [i for key, members in strata.items() for i in rng.sample(members, quotas[key])]
 
 
 def _strata(questions: Sequence[Question], field: str) -> dict[Hashable, list[int]]:
-    if not any(field in q.meta for q in questions):
-        seen = sorted({key for q in questions for key in q.meta})
-        raise DataError(
-            f"Cannot stratify by {field!r}: no question has that meta field. "
-            f"Meta fields present: {', '.join(seen) or 'none'}."
-        )
+    """Question indexes by their ``meta[field]``, in first-seen order (a missing field is None)."""
     strata: dict[Hashable, list[int]] = {}
     for i, q in enumerate(questions):
         strata.setdefault(_hashable(q.meta.get(field)), []).append(i)

@@ -78,11 +78,6 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: S
     return "<table>" + head + "".join(rows) + "</table>"
 
 
-def _trust(row: ResultRow) -> Mapping[str, Any]:
-    """Agent -> final trust, as the row recorded it (its ``trust`` is untyped: a mapping or null)."""
-    return row.trust if isinstance(row.trust, Mapping) else {}
-
-
 def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     if vote is None:
         return ""
@@ -99,7 +94,7 @@ def _team(row: ResultRow) -> str:
     history = rec.trust_history if isinstance(rec, Deliberation) else []
     stages = [f"trust {stage_name(h.stage)}" for h in history]
     has_expertise = any(a.expertise for a in rec.agents)
-    trust = _trust(row)
+    trust = row.trust if isinstance(row.trust, Mapping) else {}  # untyped: agent -> final trust, or null
     body = []
     for agent in rec.agents:
         aid = str(agent.id)
@@ -143,12 +138,6 @@ def _challenges(row: ResultRow) -> str:
     return "<h4>Challenges</h4>" + _table(header, body)
 
 
-def _scores(value: Mapping[str, float]) -> str | None:
-    if not value:
-        return None
-    return ", ".join(f"{k}: {fmt(v)}" for k, v in value.items())
-
-
 def _tie(tie: TieBreak | None) -> str | None:
     """``A, C tied → A (rule: first-place votes, then ...)``."""
     if tie is None:
@@ -161,7 +150,8 @@ def _tie(tie: TieBreak | None) -> str | None:
 def _outcome(rec: Deliberation | PeerRecord | None) -> dict[str, Any]:
     """What the record says about the decision: the vote of a teamwork row, the route of a peer's."""
     if isinstance(rec, Deliberation):
-        return {"aggregation": rec.aggregation, "scores": _scores(rec.scores), "tie": _tie(rec.tie),
+        scores = ", ".join(f"{k}: {fmt(v)}" for k, v in rec.scores.items()) or None
+        return {"aggregation": rec.aggregation, "scores": scores, "tie": _tie(rec.tie),
                 "early consensus": rec.early_consensus, "route": None}
     route = rec.route if rec is not None else None
     answered = (f"{'the team' if rec.stage == 'team' else 'the single agent'} (signal {rec.signal:g}, "

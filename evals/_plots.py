@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import textwrap
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -52,10 +54,9 @@ def ablation_chart(
         accs = [cells.get((c, dataset)) for c in configs]
         means = [100 * a["mean"] if a else np.nan for a in accs]
         errors = [100 * a["se"] if a and a.get("se") is not None else 0.0 for a in accs]
-        bars = ax.bar(x + (i - (len(datasets) - 1) / 2) * width, means, width, yerr=errors, capsize=3,
-                      label=dataset)
-        ax.bar_label(bars, labels=["" if m != m else f"{m:.1f}" for m in means], padding=2, fontsize="x-small")
         xs = x + (i - (len(datasets) - 1) / 2) * width
+        bars = ax.bar(xs, means, width, yerr=errors, capsize=3, label=dataset)
+        ax.bar_label(bars, labels=["" if m != m else f"{m:.1f}" for m in means], padding=2, fontsize="x-small")
         for value, dashed, name in (((chance or {}).get(dataset), False, "chance"),
                                     ((majority or {}).get(dataset), True, "majority class")):
             if value is not None:
@@ -115,10 +116,9 @@ def roles_heatmap(counts: Mapping[str, Mapping[str, int]], path: Path, *, top: i
     """Heatmap of recruitments: the ``top`` most frequent roles × columns (a configuration, or a
     configuration on a data set: `teammed.evals.report` never pools configurations)."""
     datasets = list(counts)
-    totals: dict[str, int] = {}
+    totals: Counter[str] = Counter()
     for per_role in counts.values():
-        for role, n in per_role.items():
-            totals[role] = totals.get(role, 0) + n
+        totals.update(per_role)
     roles = sorted(totals, key=lambda r: (-totals[r], r))[:top]
     if not roles:
         return None
@@ -167,8 +167,6 @@ def published_front(points: Sequence[tuple[str, float | None, float, bool]], pat
         mine = [(t, a) for _, t, a, p in placed if p == published]
         if mine:
             ax.scatter(*zip(*mine, strict=True), marker=marker, label=name, zorder=3)
-    import math
-
     shown: list[tuple[float, float]] = []
     for label, tokens, acc, _ in sorted(placed, key=lambda p: (p[1], p[2])):
         # a label near an earlier one (within a third of a decade and a point) is stacked below it

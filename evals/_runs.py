@@ -167,8 +167,7 @@ def _field(summary: dict[str, Any], firsts: dict[str, Any], key: str) -> Any:
 
 def load_run(run_dir: Path) -> Run:
     """Read one run directory; ``summary.json`` is optional (identity then comes from the rows).
-    A question written twice to ``results.jsonl`` counts once, from its last row (a warning names
-    the file and the ids)."""
+    A question written twice counts once (`_read_facts`)."""
     run_dir = Path(run_dir)
     results = run_dir / "results.jsonl"
     if not results.is_file():

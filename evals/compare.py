@@ -1,13 +1,8 @@
 """Two configurations on the same questions, question by question: what one fixed and what it broke.
 
-`paired_comparison_of` pairs the rows of two groups (configurations or systems, each over its seeds)
-by `teammed.evals.stats.pair_once` and counts the 2x2 table: both right, fixed (only the second right), broken (only
-the first right), both wrong, with the exact McNemar test on the discordant pairs. McNemar needs
-independent pairs: a question drawn by several seeds counts once, at the first seed both answered
-it (the others are counted as ``repeats`` and left out of the table and the test). A failed
-question counts as wrong, as everywhere in the report. `compare_html` writes the page that shows
-each fixed and broken question with both deliberations side by side: votes per turn, who changed
-their mind, the monitor's challenges and the leader's interventions.
+`paired_comparison_of` counts the 2x2 table and the exact McNemar test on the pairs of `pair_once` (each
+question once: McNemar needs independent pairs); `compare_html` writes the page with both deliberations
+side by side. What each shows, and that a failed question counts as wrong: docs/commands/report.md.
 """
 
 from __future__ import annotations

@@ -115,16 +115,6 @@ def pick_pair(groups: Sequence[Group]) -> tuple[Group, Group]:
     return groups[0], groups[1]
 
 
-def _check_baseline(baseline: str, configs: list[str]) -> None:
-    if baseline not in configs:
-        close = difflib.get_close_matches(baseline, configs, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ReportError(
-            f"baseline {baseline!r} is not among the runs' configurations.{hint} "
-            f"Available: {', '.join(configs)}."
-        )
-
-
 def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed: int) -> list[dict[str, Any]]:
     reference = {g.dataset: g for g in groups if g.config == baseline}
     comparisons = []
@@ -296,23 +286,18 @@ def build_report(
     published_model: str | None = None,
     published_split: str | None = None,
 ) -> Path:
-    """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``.
+    """Write the report of ``run_dirs`` into ``out_dir`` and return the path of ``report.md``; what it
+    holds is docs/commands/report.md.
 
-    Each run counts once, however often it is passed: by its directory's real path, and by its
-    identity, so a copy or backup of a run directory (one identity, questions in common) counts
-    once, from the more complete directory (`teammed.evals._runs.unique_runs` gives the rule); and
-    each question of a run once, from the last row written for it (`teammed.evals._runs.load_run`).
-    Both are logged as warnings naming the directories or the file.
-    Runs are grouped by system across seeds: data set, configuration label and the run identity
-    minus its seed (same-named systems that differ get names saying how, see `group_runs`). With a
-    ``baseline`` configuration, every other configuration is compared with it on each data
-    set (McNemar and a paired bootstrap seeded with ``seed``). With ``compare`` the runs must hold
-    exactly two configurations of one data set: the second is compared with the first question by
-    question (`teammed.evals.compare`), in the report and on its own page, ``compare.html``. With
-    ``published`` (MedAgentsBench's ``output/`` folder), the published methods of ``published_model``
-    are set beside the runs on the questions they answered, with paired tests
-    (`teammed.evals.published`) and an accuracy × tokens plot with the Pareto front.
-    """
+    Each run counts once however often it is passed (`unique_dirs`, and `unique_runs`: a copy or backup
+    of a run counts once, from the more complete directory), each question of a run once (`load_run`),
+    the shards of a run as one (`merge_shards`); both kinds of repeat are logged as warnings. Runs are
+    grouped by system across seeds (`group_runs`). With a ``baseline`` every other configuration is
+    tested against it on each data set (McNemar and a paired bootstrap seeded with ``seed``). ``compare``
+    True: the runs hold exactly two configurations of one data set, the second compared with the first
+    question by question, also on ``compare.html``; a string: a published method or file. ``published``
+    (MedAgentsBench's ``output/`` folder): the methods of ``published_model`` beside the runs
+    (`teammed.evals.published`)."""
     if not run_dirs:
         raise ReportError("build_report needs at least one run directory (got none)")
     _check_out_dir(Path(out_dir), run_dirs)
@@ -388,7 +373,13 @@ def _configs(groups: Sequence[Group], baseline: str | None) -> list[str]:
     """The configurations in the order their runs were given, the ``baseline`` (checked) first."""
     configs = list(dict.fromkeys(g.config for g in groups))
     if baseline is not None:
-        _check_baseline(baseline, configs)
+        if baseline not in configs:
+            close = difflib.get_close_matches(baseline, configs, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ReportError(
+                f"baseline {baseline!r} is not among the runs' configurations.{hint} "
+                f"Available: {', '.join(configs)}."
+            )
         configs = [baseline, *(c for c in configs if c != baseline)]
     return configs
 

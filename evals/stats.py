@@ -35,7 +35,6 @@ __all__ = [
     "discordant",
     "bootstrap_pairs",
     "paired_bootstrap",
-    "compare_pairing",
     "paired_comparison",
     "holm",
     "mde_paired",
@@ -185,8 +184,16 @@ def paired_bootstrap(
                            confidence=confidence)
 
 
-def compare_pairing(pairing: Pairing, *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Any] | None:
-    """Accuracy difference, McNemar's b, c and p, the bootstrap CI and the MDE of one `Pairing`."""
+def paired_comparison(
+    rows: Iterable[AnyRow | RowFacts],
+    baseline_rows: Iterable[AnyRow | RowFacts],
+    *,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any] | None:
+    """Accuracy difference, McNemar's b, c and p, the bootstrap CI and the MDE of two sets of rows, each
+    question once (`match_pairs`). None when they share no question."""
+    pairing = match_pairs(rows, baseline_rows)
     pairs = pairing.pairs
     if not pairs:
         return None
@@ -205,17 +212,6 @@ def compare_pairing(pairing: Pairing, *, n_resamples: int = 2000, seed: int = 0)
     }
 
 
-def paired_comparison(
-    rows: Iterable[AnyRow | RowFacts],
-    baseline_rows: Iterable[AnyRow | RowFacts],
-    *,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> dict[str, Any] | None:
-    """`compare_pairing` of two sets of rows, each question once."""
-    return compare_pairing(match_pairs(rows, baseline_rows), n_resamples=n_resamples, seed=seed)
-
-
 def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
     """The Wilson score interval of a proportion ``correct / n`` (shares, 0-1); sound at 0 and n."""
     if n <= 0 or not 0 <= correct <= n:
@@ -231,10 +227,7 @@ def wilson_interval(correct: int, n: int, *, confidence: float = 0.95) -> tuple[
 # ---------------------------------------------------------------- many tests, small samples
 def holm(pvalues: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values (family-wise error), in the input's order; None stays None.
-
-    Sorted ascending, the i-th smallest of m is multiplied by (m - i), the running maximum
-    keeps the order, and values are capped at 1. Reject where the adjusted p <= alpha.
-    """
+    Reject where the adjusted p <= alpha."""
     present = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
     for p, _ in present:
         if not 0.0 <= p <= 1.0 or math.isnan(p):
@@ -348,13 +341,6 @@ def versus_runner_up(winner: dict[str, bool], runner_up: dict[str, bool], *, alp
             "within_noise": p is None or p >= alpha, "test": "exact McNemar on paired questions"}
 
 
-def _z_sum(alpha: float, power: float) -> float:
-    if not 0 < alpha < 1 or not 0 < power < 1:
-        raise ValueError(f"alpha and power must be in (0, 1) (got alpha={alpha}, power={power})")
-    normal = statistics.NormalDist()
-    return normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)
-
-
 def mde_paired(n_pairs: int, discordant_share: float, *, alpha: float = 0.05, power: float = 0.8) -> float | None:
     """Smallest accuracy difference (a share, 0-1) a paired test on ``n_pairs`` questions detects with
     ``power`` at two-sided ``alpha``, when ``discordant_share`` of the pairs disagree.
@@ -368,7 +354,10 @@ def mde_paired(n_pairs: int, discordant_share: float, *, alpha: float = 0.05, po
     if not 0.0 <= discordant_share <= 1.0:
         raise ValueError(f"discordant_share must be in [0, 1] (got {discordant_share})")
     share = max(discordant_share, 1.0 / n_pairs)
-    return min(1.0, _z_sum(alpha, power) * math.sqrt(share / n_pairs))
+    if not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"alpha and power must be in (0, 1) (got alpha={alpha}, power={power})")
+    normal = statistics.NormalDist()
+    return min(1.0, (normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)) * math.sqrt(share / n_pairs))
 
 
 class PublishedCheck(NamedTuple):

@@ -126,10 +126,9 @@ def build_runs(root: Path) -> list[Path]:
 
 
 def chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
+    path = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    if path:
+        return path
     raise SystemExit("check_viewer: no chromium on PATH; install it with `apt-get install -y chromium`")
 
 
