@@ -166,15 +166,9 @@ def _unique_ids(questions: list[Question], source: str, note: str) -> list[Quest
         return questions
     logger.warning("%s: %d rows repeat an earlier row's id (%s%s); the repeats get -2, -3, ... appended%s", source,
                    counts.total() - len(counts), ", ".join(repeated[:5]), ", ..." if len(repeated) > 5 else "", note)
-    taken, seen = set(counts), Counter[str]()
+    seen: Counter[str] = Counter()
     unique = []
-    for q in questions:
+    for q in questions:  # a renamed id that another row holds stays a clash: the run refuses it, naming the id
         seen[q.id] += 1
-        if seen[q.id] > 1:
-            suffix = seen[q.id]
-            while f"{q.id}-{suffix}" in taken:  # never an id another row has
-                suffix += 1
-            taken.add(f"{q.id}-{suffix}")
-            q = q.model_copy(update={"id": f"{q.id}-{suffix}"})
-        unique.append(q)
+        unique.append(q if seen[q.id] == 1 else q.model_copy(update={"id": f"{q.id}-{seen[q.id]}"}))
     return unique

@@ -230,8 +230,6 @@ def test_duplicate_ids_are_made_unique() -> None:
     (single,) = unified_questions([row])
     ids = [q.id for q in unified_questions([row, row, row])]
     assert ids == [single.id, f"{single.id}-2", f"{single.id}-3"]
-    taken = {**row, "id": f"{single.id}-2", "question": "other"}  # a suffix another row already has is skipped
-    assert [q.id for q in unified_questions([row, taken, row])] == [single.id, f"{single.id}-2", f"{single.id}-3"]
 
 
 def test_empty_result_is_an_error(tmp_path: Path) -> None:
