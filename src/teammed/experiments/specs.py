@@ -11,14 +11,15 @@ A string stands for the part's main field: ``data="medqa"``, ``team="all"`` (a p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
-    field_validator,
     model_serializer,
     model_validator,
 )
@@ -48,14 +49,43 @@ def checked(cls: type[_SpecT], spec: Any) -> _SpecT:
                     f"with teammed.experiments.{cls.__name__}(...)")
 
 
-def _unique_seeds(value: tuple[int, ...] | None) -> tuple[int, ...] | None:
-    if value is not None:
-        twice = sorted({s for s in value if value.count(s) > 1})
-        if twice:
-            raise ValueError(f"seeds {', '.join(map(str, twice))} named twice; list each seed once")
-        if not value:
-            raise ValueError("no seed given; give at least one, e.g. (111, 222, 333)")
+def _unique_seeds(value: tuple[int, ...]) -> tuple[int, ...]:
+    twice = sorted({s for s in value if value.count(s) > 1})
+    if twice:
+        raise ValueError(f"seeds {', '.join(map(str, twice))} named twice; list each seed once")
+    if not value:
+        raise ValueError("no seed given; give at least one, e.g. (111, 222, 333)")
     return value
+
+
+def _program(value: Any) -> Any:
+    from teammed.programs.teamwork import TeamworkProgram
+
+    if value is not None and not isinstance(value, TeamworkProgram):
+        raise ValueError(f"module takes a (compiled) TeamworkProgram, not a {type(value).__name__}: run writes "
+                         f"the typed rows of teammed's own systems; evaluate another dspy.Module with "
+                         f"dspy.Evaluate, or name a system (system=...)")
+    return value
+
+
+def _coerce(field: str) -> BeforeValidator:
+    """A string stands for the part's main ``field``."""
+    return BeforeValidator(lambda value: {field: value} if isinstance(value, str) else value)
+
+
+def check_budget(raw: str) -> str:
+    """A budget: ``calls=N``, ``tokens=N`` and/or ``usd=X``, comma-separated (a `ConfigError` otherwise)."""
+    from teammed.optimizers.tune_queue import parse_budget
+
+    parse_budget(raw)
+    return raw
+
+
+_Seeds = Annotated[tuple[int, ...], AfterValidator(_unique_seeds)]
+_Storage = Annotated[str, AfterValidator(inputs.storage_url)]
+_Budget = Annotated[str, AfterValidator(check_budget)]
+_Shard = Annotated[tuple[int, int], BeforeValidator(lambda v: inputs.shard(v if isinstance(v, str) else tuple(v)))]
+_Agents = Annotated[TeamAgents, BeforeValidator(lambda v: int(v) if isinstance(v, str) and v.isdigit() else v)]
 
 
 def _masked(value: Any) -> Any:
@@ -100,12 +130,13 @@ class DataSpec(_Spec):
 class TeamSpec(_Spec):
     """Which system, in which configuration: a preset, components, a config file or a compiled program."""
 
-    system: str = "teamwork"
-    preset: str | None = None
-    presets: tuple[str, ...] | None = None  # `run` only: a grid of presets
+    system: Annotated[str, AfterValidator(inputs.system_name)] = "teamwork"
+    preset: Annotated[str, AfterValidator(inputs.preset_name)] | None = None
+    # `run` only: a grid of presets
+    presets: Annotated[tuple[str, ...], AfterValidator(lambda v: tuple(map(inputs.preset_name, v)))] | None = None
     components: str | None = None  # "smm,leadership,..."
     config: Path | None = None  # a TeamworkConfig JSON or a Special Set file
-    n_agents: TeamAgents | None = None
+    n_agents: _Agents | None = None
     n_turns: int | None = Field(default=None, ge=1)
     early_consensus: float | None = None
     leader_correction: bool | None = None
@@ -113,46 +144,17 @@ class TeamSpec(_Spec):
     escalate_below: float | None = Field(default=None, ge=0.0, le=1.01)  # `adaptive` only: its threshold
     # objects a caller holds: a configuration, or a (compiled) teamwork program (never dumped: not JSON)
     teamwork: TeamworkConfig | None = None
-    module: Any = Field(default=None, exclude=True)
-
-    @field_validator("module")
-    @classmethod
-    def _module(cls, value: Any) -> Any:
-        from teammed.programs.teamwork import TeamworkProgram
-
-        if value is not None and not isinstance(value, TeamworkProgram):
-            raise ValueError(f"module takes a (compiled) TeamworkProgram, not a {type(value).__name__}: run writes "
-                             f"the typed rows of teammed's own systems; evaluate another dspy.Module with "
-                             f"dspy.Evaluate, or name a system (system=...)")
-        return value
-
-    @field_validator("n_agents", mode="before")
-    @classmethod
-    def _agents(cls, value: Any) -> Any:
-        return int(value) if isinstance(value, str) and value.isdigit() else value
-
-    @field_validator("system")
-    @classmethod
-    def _system(cls, value: str) -> str:
-        return inputs.system_name(value)
-
-    @field_validator("preset")
-    @classmethod
-    def _preset(cls, value: str | None) -> str | None:
-        return None if value is None else inputs.preset_name(value)
-
-    @field_validator("presets")
-    @classmethod
-    def _presets(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if value is None else tuple(inputs.preset_name(v) for v in value)
+    module: Annotated[Any, AfterValidator(_program)] = Field(default=None, exclude=True)
 
 
 class BackendSpec(_Spec):
     """Which model(s) and how every call is made (the CLI's backend flags)."""
 
-    model: tuple[str, ...] | None = None  # litellm model strings, `local` (default) or `scripted`
+    # litellm model strings, `local` (default) or `scripted`; a string is one model
+    model: Annotated[tuple[str, ...], BeforeValidator(lambda v: (v,) if isinstance(v, str) else v),
+                     AfterValidator(lambda v: tuple(map(inputs.model_string, v)))] | None = None
     lm: Any = Field(default=None, exclude=True)  # a `dspy.BaseLM` the caller holds, called as it is
-    api_base: str | None = None
+    api_base: Annotated[str, AfterValidator(inputs.api_base)] | None = None
     deployments: Path | None = None  # a litellm Router model_list file (replaces model)
     concurrency: int = Field(default=4, ge=1)  # questions in flight
     max_parallel_requests: int | None = Field(default=None, ge=1)
@@ -167,78 +169,42 @@ class BackendSpec(_Spec):
     cache: bool = True
     cache_dir: Path | None = None
 
-    @field_validator("model", mode="before")
-    @classmethod
-    def _models(cls, value: Any) -> Any:
-        return (value,) if isinstance(value, str) else value
-
-    @field_validator("model")
-    @classmethod
-    def _known(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
-        return None if value is None else tuple(inputs.model_string(v) for v in value)
-
-    @field_validator("api_base")
-    @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        return None if value is None else inputs.api_base(value)
-
     @property
     def models(self) -> tuple[str, ...]:
         """The model strings called (``local`` when none is given and there is no deployments file)."""
         return self.model or (() if self.deployments else ("local",))
 
 
-def _coerce(field: str, value: Any) -> Any:
-    return {field: value} if isinstance(value, str) else value
+def _lm(value: Any) -> Any:
+    import dspy
+
+    return {"lm": value} if isinstance(value, dspy.BaseLM) else value
+
+
+def _questions(value: Any) -> Any:
+    if isinstance(value, list | tuple) and value and all(isinstance(q, Question) for q in value):
+        return {"dataset": "questions", "questions": tuple(value)}
+    return value
+
+
+def _held(value: Any) -> Any:
+    import dspy
+
+    if isinstance(value, TeamworkConfig):
+        return {"teamwork": value}
+    return {"module": value} if isinstance(value, dspy.Module) else value
 
 
 class _Experiment(_Spec):
-    backend: BackendSpec = BackendSpec()
-
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _backend(cls, value: Any) -> Any:
-        import dspy
-
-        return {"lm": value} if isinstance(value, dspy.BaseLM) else _coerce("model", value)
-
-
-def _storage(value: str | None) -> str | None:
-    return None if value is None else inputs.storage_url(value)
-
-
-def check_budget(raw: str) -> str:
-    """A budget: ``calls=N``, ``tokens=N`` and/or ``usd=X``, comma-separated (a `ConfigError` otherwise)."""
-    from teammed.optimizers.tune_queue import parse_budget
-
-    parse_budget(raw)
-    return raw
+    backend: Annotated[BackendSpec, _coerce("model"), BeforeValidator(_lm)] = BackendSpec()
 
 
 class _OnData(_Experiment):
-    data: DataSpec
-
-    @field_validator("data", mode="before")
-    @classmethod
-    def _data(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple) and value and all(isinstance(q, Question) for q in value):
-            return {"dataset": "questions", "questions": tuple(value)}
-        return _coerce("dataset", value)
+    data: Annotated[DataSpec, _coerce("dataset"), BeforeValidator(_questions)]
 
 
 class _WithTeam(_OnData):
-    team: TeamSpec = TeamSpec()
-
-    @field_validator("team", mode="before")
-    @classmethod
-    def _team(cls, value: Any) -> Any:
-        import dspy
-
-        if isinstance(value, TeamworkConfig):
-            return {"teamwork": value}
-        if isinstance(value, dspy.Module):
-            return {"module": value}
-        return _coerce("preset", value)
+    team: Annotated[TeamSpec, _coerce("preset"), BeforeValidator(_held)] = TeamSpec()
 
 
 class RunSpec(_WithTeam):
@@ -246,22 +212,15 @@ class RunSpec(_WithTeam):
 
     n: int | None = Field(default=None, ge=1)  # questions to sample (None: all)
     seed: int = 111
-    seeds: tuple[int, ...] | None = None  # a grid of sampling seeds (default: seed)
-    _check_seeds = field_validator("seeds")(lambda cls, value: _unique_seeds(value))
+    seeds: _Seeds | None = None  # a grid of sampling seeds (default: seed)
     stratify: str | None = None
-    shard: tuple[int, int] | None = None  # (I, N) or "I/N": the I-th of N disjoint parts
+    shard: _Shard | None = None  # (I, N) or "I/N": the I-th of N disjoint parts
     shuffle_options: bool = False
     out: Path | None = None  # default runs/<time>-<dataset>/<label>/seed<seed>
     resume: bool = False
     retry_failed: bool = False
     max_consecutive_failures: int = Field(default=5, ge=0)
     allow_overlap: bool = False
-
-
-    @field_validator("shard", mode="before")
-    @classmethod
-    def _shard(cls, value: Any) -> Any:
-        return None if value is None else inputs.shard(value if isinstance(value, str) else tuple(value))
 
 
 class AskSpec(_Experiment):
@@ -271,19 +230,9 @@ class AskSpec(_Experiment):
     question: str | None = None
     options: dict[str, str] | None = None
     image: str | None = None
-    data: DataSpec | None = None
+    data: Annotated[DataSpec, _coerce("dataset")] | None = None
     question_id: str | None = None
-    team: TeamSpec = TeamSpec()
-
-    @field_validator("data", mode="before")
-    @classmethod
-    def _data(cls, value: Any) -> Any:
-        return _coerce("dataset", value)
-
-    @field_validator("team", mode="before")
-    @classmethod
-    def _team(cls, value: Any) -> Any:
-        return _coerce("preset", value)
+    team: Annotated[TeamSpec, _coerce("preset")] = TeamSpec()
 
 
 class CompileSpec(_WithTeam):
@@ -304,7 +253,7 @@ class SearchSpec(_OnData):
 
     n: int = Field(default=20, ge=1)
     trials: int = Field(default=10, ge=1)
-    storage: str | None = None
+    storage: _Storage | None = None
     study: str | None = None
     objectives: Literal["accuracy", "accuracy,tokens"] = "accuracy"
     sampler: Literal["tpe", "grid", "brute"] = "tpe"
@@ -318,8 +267,6 @@ class SearchSpec(_OnData):
     max_cost_ratio: float | None = Field(default=None, gt=0.0)
     n_eval: int = Field(default=100, ge=1)
 
-    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
-
     @model_validator(mode="after")
     def _cost_ratio_needs_adaptive(self) -> SearchSpec:
         if self.max_cost_ratio is not None and not self.adaptive:
@@ -332,10 +279,10 @@ class TuneSpec(_OnData):
     """``teammed tune``: prompts and components together within a budget, proven on held-out questions.
     Settings left None take `teammed.optimizers.tune.TuneSettings`' defaults."""
 
-    budget: str  # calls=N, tokens=N and/or usd=X
+    budget: _Budget  # calls=N, tokens=N and/or usd=X
     tune_split: str | None = None
     optimizer: Literal["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"] | None = None
-    storage: str | None = None
+    storage: _Storage | None = None
     study: str | None = None
     n_tune: int | None = Field(default=None, ge=1)
     n_eval: int = Field(default=100, ge=1)
@@ -346,9 +293,6 @@ class TuneSpec(_OnData):
     alpha: float | None = Field(default=None, gt=0, lt=1)
     out: Path | None = None  # default special_sets/<dataset name>-<hash8>_tune
 
-    _check_budget = field_validator("budget")(lambda cls, value: check_budget(value))
-    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
-
 
 class ReproduceSpec(_Experiment):
     """``teammed reproduce``: a paper's table, measured, beside the published numbers."""
@@ -358,21 +302,17 @@ class ReproduceSpec(_Experiment):
     datasets: tuple[str, ...] | None = None  # codes (MQA, PQA, ...) or files; default all eight
     split: str | None = None  # medagentsbench: default test_hard
     rows: tuple[str, ...] | None = None  # default every row
-    seeds: tuple[int, ...] = (111, 222, 333)
-    _check_seeds = field_validator("seeds")(lambda cls, value: _unique_seeds(value))
+    seeds: _Seeds = (111, 222, 333)
     n: int | None = Field(default=None, ge=1)  # default: 50 for 001-table1, the whole split for medagentsbench
     published: Path | None = None  # medagentsbench: MedAgentsBench's output/ folder (required)
     published_model: str | None = None  # medagentsbench: whose published outputs (default: the model's name)
     pool_split: str = "test"  # medagentsbench: where Few-Shot and MDAgents draw their worked examples
-    storage: str | None = None
+    storage: _Storage | None = None
     study: str | None = None
-    tune_budget: str = "calls=20000"
+    tune_budget: _Budget = "calls=20000"
     optimizer: Literal["none", "labeled", "bootstrap", "random-search", "mipro", "gepa"] = "none"
     batch_size: int = Field(default=10, ge=1)
     out: Path | None = None  # default reproduce/<protocol>
-
-    _check_budget = field_validator("tune_budget")(lambda cls, value: check_budget(value))
-    _check_storage = field_validator("storage")(lambda cls, value: _storage(value))
 
 
 class ReportSpec(_Spec):
