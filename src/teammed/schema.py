@@ -156,11 +156,6 @@ def _allowed(source_value: Any) -> list[str] | None:
     return None
 
 
-def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
-    defs = schema.pop("$defs", {})
-    return _inlined(schema, defs)
-
-
 def _inlined(node: Any, defs: dict[str, Any]) -> Any:
     """``node`` with each ``$ref`` replaced by a copy of its definition (a module function: a nested
     recursive one is a reference cycle at every call)."""
@@ -250,8 +245,8 @@ def _readers(signature: Any) -> tuple[tuple[str, str, str], ...]:
 
 def _build_output_schema(signature: Any, inputs: dict[str, Any], *, title: str | None) -> dict[str, Any]:
     properties = {name: _field_schema(field, inputs) for name, field in signature.output_fields.items()}
-    schema: dict[str, Any] = {"title": signature.__name__, "type": "object", "properties": properties}
-    schema = _inline_refs({**schema, "$defs": _collect_defs(properties)})
+    defs = {name: d for prop in properties.values() for name, d in prop.pop("$defs", {}).items()}
+    schema: dict[str, Any] = _inlined({"title": signature.__name__, "type": "object", "properties": properties}, defs)
     _tighten(schema)
     schema["title"] = title or signature.__name__
     return schema
@@ -301,13 +296,6 @@ def _cached_annotation_schema(annotation: Any, shown: str) -> dict[str, Any]:
     return pydantic.TypeAdapter(annotation).json_schema()
 
 
-def _collect_defs(properties: dict[str, Any]) -> dict[str, Any]:
-    defs: dict[str, Any] = {}
-    for prop in properties.values():
-        defs.update(prop.pop("$defs", {}))
-    return defs
-
-
 def fallback_value(field: pydantic.fields.FieldInfo) -> Any:
     """What a field becomes when the LM gave nothing usable: its declared default, else empty."""
     if not field.is_required():
@@ -324,6 +312,18 @@ def fallback_value(field: pydantic.fields.FieldInfo) -> Any:
     if args and all(isinstance(a, str | int) for a in args):  # a Literal: its first value
         return args[0]
     return ""
+
+
+def read_json(text: str) -> tuple[Any, bool]:
+    """``text`` as JSON, else as json_repair recovers it (None if it cannot), and whether it needed repair."""
+    try:
+        # strict=False: raw newlines inside strings are valid output of a constrained decoder
+        return json.loads(text, strict=False), False
+    except (json.JSONDecodeError, TypeError):
+        try:
+            return json_repair.loads(text), True
+        except Exception:  # json_repair is best-effort on arbitrary text
+            return None, True
 
 
 @dataclass
@@ -360,18 +360,7 @@ def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | Non
     and invalid or missing fields take `fallback_value` (``repaired``); when no JSON object
     can be recovered at all, every field falls back (``failed``).
     """
-    raw: Any = None
-    repaired = False
-    if text:
-        try:
-            # strict=False: raw newlines inside strings are valid output of a constrained decoder
-            raw = json.loads(text, strict=False)
-        except (json.JSONDecodeError, TypeError):
-            repaired = True
-            try:
-                raw = json_repair.loads(text)
-            except Exception:  # json_repair is best-effort on arbitrary text
-                raw = None
+    raw, repaired = read_json(text) if text else (None, False)
     if isinstance(raw, dict) and schema is not None:
         raw, cut = enforce_limits(raw, schema)
         repaired = repaired or cut

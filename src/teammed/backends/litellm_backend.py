@@ -8,7 +8,6 @@ OpenAI-compatible server (``openai/<alias>`` with ``api_base``), sent by `teamme
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -16,8 +15,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
-
-import json_repair
 
 from teammed import interrupts, usage
 from teammed._litellm import litellm as _litellm
@@ -31,7 +28,7 @@ from teammed.errors import BackendError, FatalBackendError, TransientBackendErro
 from teammed.interrupts import run_interruptible
 from teammed.prompt_cache import mark_shared_prefix
 from teammed.redact import redact, register_secret, register_url_credentials
-from teammed.schema import DIALECTS
+from teammed.schema import DIALECTS, read_json
 
 __all__ = ["LiteLLMBackend", "BackendClosedError", "expected_key_env", "KEYLESS"]
 
@@ -72,13 +69,7 @@ def _parseable(text: str, *, json_expected: bool) -> bool:
         return False
     if not json_expected:
         return True
-    try:
-        return isinstance(json.loads(text, strict=False), dict)
-    except (json.JSONDecodeError, TypeError):
-        try:
-            return isinstance(json_repair.loads(text), dict)
-        except Exception:  # json_repair is best-effort
-            return False
+    return isinstance(read_json(text)[0], dict)
 
 
 # how long a streak of failed calls lasts (or the request timeout) before a backend gives up: not a blip
