@@ -108,30 +108,16 @@ def _plain(field: Any, value: Any) -> bool:
     return _json_native(value) and not (isinstance(value, list | tuple) and field.annotation is str)
 
 
-def _plain_text(value: Any) -> str:
-    """What DSPy's ``format_field_value`` makes of a `_plain` value."""
-    if isinstance(value, list | tuple | dict):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
-
-
 def _value_text(field: Any, value: Any) -> str:
     """An input's value as DSPy writes it: the plain-value fast path, else DSPy's own formatting."""
-    if _plain(field, value):
-        return _plain_text(value)
+    if _plain(field, value):  # what DSPy's format_field_value makes of it
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, list | tuple | dict) else str(value)
     from dspy.adapters.utils import format_field_value
 
     return format_field_value(field_info=field, value=value)
 
 
 _MARK = CUSTOM_TYPE_START_IDENTIFIER
-
-
-def _jsonable(value: Any) -> Any:
-    """A demo's output value as JSON data (pydantic models and enums included)."""
-    from dspy.adapters.utils import serialize_for_json
-
-    return serialize_for_json(value)
 
 
 def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
@@ -271,6 +257,8 @@ class SchemaAdapter(dspy.JSONAdapter):
         belong to this case's inputs) and the reply it got as JSON. A demo needs at least one
         input and one output, as in DSPy's ``format_demos``.
         """
+        from dspy.adapters.utils import serialize_for_json  # pydantic models and enums included
+
         blocks: list[str] = []
         for demo in demos or []:
             shown_in = [k for k in signature.input_fields if demo.get(k) is not None]
@@ -281,7 +269,7 @@ class SchemaAdapter(dspy.JSONAdapter):
             for k in shown_in:
                 shown = _value_text(signature.input_fields[k], _compact_value(demo[k]))
                 lines.append(f"{k}:{chr(10) if chr(10) in shown else ' '}{shown}")
-            reply = json.dumps({k: _jsonable(v) for k, v in shown_out.items()}, ensure_ascii=False)
+            reply = json.dumps({k: serialize_for_json(v) for k, v in shown_out.items()}, ensure_ascii=False)
             lines.append(f"reply: {reply}")
             blocks.append("\n".join(lines))
         if not blocks:

@@ -144,16 +144,9 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
     labeled = question.answer_idx is not None
     counted = _counted(spent, facts)
     spent.pop("latency_s", None)
-    run = _run_fields(identity)
     fields: dict[str, Any] = dict(
         id=question.id,
-        dataset=run["dataset"],
-        dataset_sha256=run["dataset_sha256"],
-        split=run["split"],
-        seed=run["seed"],
-        system=run["system"],
-        label=run["label"],
-        program_sha256=run["program_sha256"],
+        **{name: getattr(identity, name) if identity else None for name in _RUN_FIELDS},  # null without one
         deployment=deployment,
         gold=question.answer_idx,
         prediction=chosen,
@@ -161,7 +154,7 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         labeled=labeled,
         failed=error is not None,
         error=error,
-        error_type=_error_type(failure, error),
+        error_type=type(failure).__name__ if failure is not None else "InvalidOption" if error else None,
         error_kind=getattr(fatal, "kind", None),
         confidence=_confidence(getattr(prediction, "confidence", None)) if error is None else None,
         question=question.question,  # the viewer shows the stem
@@ -173,7 +166,6 @@ def answer(program: dspy.Module, question: Question, lm: dspy.BaseLM, *, identit
         n_agents=len(facts.roles) or None,
         roles=facts.roles,
         trust=facts.trust,
-        config=run["config"],
         rationale=getattr(prediction, "rationale", None),
         record=typed,
         custom_record=custom,
@@ -216,14 +208,3 @@ def _counted(spent: dict[str, Any], facts: _RecordFacts) -> dict[str, Any]:
 
 
 _RUN_FIELDS = ("dataset", "dataset_sha256", "split", "seed", "system", "label", "program_sha256", "config")
-
-
-def _run_fields(identity: RunIdentity | None) -> dict[str, Any]:
-    """The row's run fields from ``identity`` (null without one)."""
-    return {name: getattr(identity, name) if identity else None for name in _RUN_FIELDS}
-
-
-def _error_type(failure: BaseException | None, error: str | None) -> str | None:
-    if failure is not None:
-        return type(failure).__name__
-    return "InvalidOption" if error else None

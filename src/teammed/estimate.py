@@ -216,7 +216,8 @@ def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> A
         options = schema["enum"]
         if policy == "uniform":
             return options[rng.randrange(len(options))]
-        if _is_count(schema):  # a count (a team's size) under a single policy: the middle (a team of 3 of 2-4)
+        # a count (a team's size) under a single policy: the middle (a team of 3 of 2-4)
+        if schema.get("type") == "integer" or all(isinstance(c, int) for c in options):
             return sorted(options)[len(options) // 2]
         return options[-1] if policy in ("last", "last-yes") else options[0]
     if schema.get("type") == "boolean":
@@ -233,10 +234,6 @@ def make_choices(schema: dict[str, Any], value: Any, policy: str, rng: Any) -> A
                  for _ in range(count.get(policy, least))]
         return items or value
     return value
-
-
-def _is_count(schema: dict[str, Any]) -> bool:
-    return schema.get("type") == "integer" or all(isinstance(c, int) for c in schema["enum"])
 
 
 def _filled(schema: dict[str, Any], words: int, policy: str = "first", rng: Any = None) -> Any:
