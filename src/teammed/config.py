@@ -120,11 +120,8 @@ def _field_message(err: object) -> str:
     return f"{field}: {msg} (got {e.get('input')!r})" if field else msg
 
 
-def _cfg(*components: str) -> TeamworkConfig:
-    return TeamworkConfig.model_validate({name: True for name in components})
-
-
-PRESETS: dict[str, TeamworkConfig] = {name: _cfg(*components) for name, components in PRESET_COMPONENTS.items()}
+PRESETS: dict[str, TeamworkConfig] = {name: TeamworkConfig.model_validate(dict.fromkeys(components, True))
+                                      for name, components in PRESET_COMPONENTS.items()}
 
 
 def _suggest(name: str, choices: list[str]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable
 from typing import Any
 
 from teammed.deliberation import Deliberation
@@ -26,10 +25,6 @@ def _who(event: TranscriptEvent) -> str:
     if agent and role and role != agent:
         return f"{agent} ({role})"
     return agent or role or "team"
-
-
-def _events(transcript: Iterable[Any]) -> list[TranscriptEvent]:
-    return [e if isinstance(e, TranscriptEvent) else TranscriptEvent.model_validate(e) for e in transcript]
 
 
 def _team(record: Deliberation | PeerRecord | None) -> list[str]:
@@ -86,7 +81,7 @@ def render_transcript(prediction: Any) -> str:
     record = read_record(getattr(prediction, "record", None))
     lines = _team(record)
     phase = None
-    for event in _events(getattr(prediction, "transcript", []) or []):
+    for event in map(TranscriptEvent.model_validate, getattr(prediction, "transcript", []) or []):
         if event.phase != phase:
             phase = event.phase
             lines.append(f"\n== {_PHASES.get(phase or '', phase)} ==")

@@ -33,7 +33,7 @@ import json
 import logging
 from collections.abc import Container, Iterator, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, get_args, get_origin
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny, ValidationError, model_validator
 
@@ -225,10 +225,6 @@ def _whole(value: Any) -> Any:
     return int(value) if value == int(value) else None
 
 
-def _flag(value: Any) -> Any:
-    return value if isinstance(value, bool) else None
-
-
 def _counts(value: Any) -> Any:
     if not isinstance(value, Mapping):
         return {}
@@ -281,7 +277,7 @@ class PeerRecord(_Reader):
     votes_by_turn: Annotated[dict[str, list[str | None]] | None, BeforeValidator(_votes)] = None
     rounds: Annotated[int | None, BeforeValidator(_whole)] = None
     reassignments: Annotated[int | None, BeforeValidator(_whole)] = None
-    consensus: Annotated[bool | None, BeforeValidator(_flag)] = None
+    consensus: Annotated[bool | None, BeforeValidator(lambda v: v if isinstance(v, bool) else None)] = None
     method: _Text = None
     dropped: Annotated[int | None, BeforeValidator(_whole)] = None
     fallbacks: Annotated[int, BeforeValidator(lambda v: _whole(v) or 0)] = 0
@@ -587,21 +583,16 @@ def read_record(value: Any, *, answer: str | None = None,
     if model is not None and name != "teamwork":
         return _salvage_peer(model, value)
     if name == "teamwork" or _TEAMWORK_KEYS <= set(value):
-        return _read_deliberation(value, answer)
+        if answer is not None and "answer" not in value:
+            value = {**value, "answer": answer}
+        try:
+            return Deliberation.model_validate(value)
+        except ValidationError:
+            return _salvage_deliberation(value, answer)
     try:
         return PeerRecord.model_validate(value)
     except ValidationError:
         return None
-
-
-def _read_deliberation(value: Mapping[str, Any], answer: str | None) -> Deliberation | None:
-    if answer is not None and "answer" not in value:
-        value = {**value, "answer": answer}
-    try:
-        return Deliberation.model_validate(value)
-    except ValidationError:
-        pass
-    return _salvage_deliberation(value, answer)
 
 
 def _salvage_peer(model: type[SystemRecord], value: Mapping[str, Any]) -> PeerRecord | None:
@@ -627,8 +618,6 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
     a list keeps the entries that validate, a missing or unreadable field takes its empty value,
     and the answer is the record's, else the row's prediction, else the top Borda score. None when
     the record is not teamwork-shaped or still does not validate."""
-    from typing import get_args, get_origin
-
     from pydantic import TypeAdapter
 
     if not _TEAMWORK_KEYS <= set(value):
@@ -668,8 +657,6 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
 
 def _empty(annotation: Any) -> Any:
     """The empty value of a record field's type: [], {}, "", False, an empty sub-record, or None."""
-    from typing import get_args, get_origin
-
     origin = get_origin(annotation)
     if origin is list:
         return []

@@ -131,21 +131,6 @@ _REFUSALS: tuple[tuple[str, frozenset[int], frozenset[str]], ...] = (
 )
 
 
-def _refusal(status: int | None, names: set[str]) -> str | None:
-    for kind, statuses, classes in _REFUSALS:
-        if status in statuses or classes & names:
-            return kind
-    return None
-
-
-def _unreached(text: str) -> str | None:
-    """Why no server answered: a certificate refused, the wrong scheme, or a name that did not resolve."""
-    for pattern, kind in ((_TLS_VERIFY, "tls"), (_WRONG_SCHEME, "scheme"), (_UNRESOLVED, "dns")):
-        if pattern.search(text):
-            return kind
-    return None
-
-
 def classify(exc: BaseException) -> Fault:
     """Decide what to do about one failed backend call."""
     status = status_of(exc)
@@ -154,7 +139,7 @@ def classify(exc: BaseException) -> Fault:
     names = _names(exc)
     if is_format_rejection(text, status) and not ({"Timeout", "TimeoutError", "APIConnectionError"} & names):
         return Fault("degrade", "response_format", status, message)
-    refused = _refusal(status, names)
+    refused = next((kind for kind, statuses, classes in _REFUSALS if status in statuses or classes & names), None)
     if refused is not None:
         return Fault("fatal", refused, status, message)
     # a missing OpenAI/Azure key arrives as 500/APIError: only the message says so
@@ -162,7 +147,9 @@ def classify(exc: BaseException) -> Fault:
         return Fault("fatal", "authentication", status, message)
     # No answer came back (litellm still labels a failed connection "500"): the cause decides.
     unanswered = status is None or _no_response(exc)
-    unreached = _unreached(text) if unanswered else None
+    # why no server answered: a certificate refused, the wrong scheme, or a name that did not resolve
+    unreached = next((kind for pattern, kind in ((_TLS_VERIFY, "tls"), (_WRONG_SCHEME, "scheme"), (_UNRESOLVED, "dns"))
+                      if unanswered and pattern.search(text)), None)
     if unreached is not None:
         return Fault("fatal", unreached, None, message)
     if _REFUSED.search(text):

@@ -160,13 +160,6 @@ def check_usd_budget(backend: BackendSpec, text: str, *, flag: str) -> None:
                           f"give calls=N or tokens=N instead")
 
 
-def _limits(text: str) -> Limits:
-    from teammed.optimizers.tune_queue import parse_budget
-
-    b = parse_budget(text)
-    return Limits(calls=b.calls, tokens=int(b.tokens) if b.tokens is not None else None, usd=b.usd)
-
-
 def _teach(lm: Any, questions: Sequence[Any]) -> None:
     """The simulated team needs the gold letters of the questions it will be asked (its planted world)."""
     from teammed.backends.simulated import SimulatedTeamLM, answer_key
@@ -248,8 +241,10 @@ def tune(spec: TuneSpec, *, progress: ProgressCallback = None, say: Callable[[st
     plan = opening_plan(settings, budget, n_tune=len(tune_q), n_eval=len(eval_q), rate=rate)
     if say is not None:
         say(f"tune: {plan.text()}")
+    limits = Limits(calls=budget.calls, tokens=int(budget.tokens) if budget.tokens is not None else None,
+                    usd=budget.usd)
     with open_backends(spec.backend, command="tune") as opened, \
-            tracking("tune", progress, budget=_limits(spec.budget), planned_calls=plan.budget_calls,
+            tracking("tune", progress, budget=limits, planned_calls=plan.budget_calls,
                      priced=prices(spec.backend)[1] is None):
         lm = opened[0].lm
         _teach(lm, [*tune_q, *eval_q])
@@ -338,9 +333,8 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         step("begin", "reproduce: the table's cells")
         table = reproduce_table1(datasets=datasets, lm=lm, settings=settings, storage=spec.storage,
                                  study_name=study, out_dir=out, tune_special=tune_special)
-    result = ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets=table.special_sets,
-                             markdown=table.markdown, table_md=out / "table1.md", table_json=out / "table1.json")
-    return result
+    return ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets=table.special_sets,
+                           markdown=table.markdown, table_md=out / "table1.md", table_json=out / "table1.json")
 
 
 def medagentsbench_inputs(spec: ReproduceSpec) -> tuple[dict[str, Any], dict[str, list[Any]], str]:
