@@ -1,27 +1,11 @@
 """The typed contract of a run's results: its identity, one row per question, one record per system.
 
-`RunIdentity` is what makes two runs the same run: system, label, configuration, compiled
-program (content hash), model, deployments and server (``--api-base``, credentials masked), temperature,
-data set (name + content hash), split, sample (n, seed, question ids) and teammed version.
-``--resume`` continues a run directory only under the same identity (`identity_differences`
-names what differs).
-
-`ResultRow` is one question's outcome. Its ``record`` is a `Record`: the model its ``system``
-registers (`teammed.systems`): teamwork's `Deliberation` and a `SystemRecord` subclass for each
-peer system (`MajorityVoteRecord`, `ConsensusRecord`, `ConsultationRecord`, `MdagentsRecord`,
-`KamacRecord`, `ZeroShotRecord`, `CotRecord`, `FewShotRecord`, `AdaptiveRecord`, and any a package
-registers), never a dict; None for a failed
-question without a record and for a system teammed has no model for (a user's own program, whose
-record is kept as written in ``custom_record``). Its ``transcript`` is a list of `TranscriptEvent`
-and its ``confidence`` one of High, Medium, Low (or None).
-
-``schema_version`` 3 is written today. Rows of versions 1 (no ``schema_version``) and 2 (records
-as dicts) load through one legacy reader (`load_row`): a row without a gold letter is *unlabeled*
-(``correct`` null), not wrong; its dict record is typed by the row's ``system`` (`read_record`:
-teamwork records of an older shape are salvaged field by field, a peer record keeps the keys its
-model knows and loses only the ones that do not validate); a record that still does not validate
-becomes None, logged and marked ``legacy_record_unread``. A row from a newer schema is refused with
-a message naming the fix. `load_rows` reads a run directory's rows.
+`RunIdentity` is what makes two runs the same run (``--resume`` continues a run directory only under
+the same identity; `identity_differences` names what differs). `ResultRow` is one question's outcome;
+its ``record`` is the `Record` model its ``system`` registers (`teammed.systems`), never a dict. Rows
+of schema versions 1 and 2 load through one legacy reader (`load_row`), a row of a newer one is refused;
+`load_rows` reads a run directory's rows. docs/results.md states the identity's fields, each record
+model and the legacy reading rules.
 
 This module is the bottom layer of results: it imports only `teammed.errors`, `teammed.deliberation`
 and the system registry (`teammed.systems`).

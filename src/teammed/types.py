@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import string
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 __all__ = ["Question", "LETTERS", "letters_for"]
 
@@ -19,6 +19,19 @@ def letters_for(n: int) -> tuple[str, ...]:
     return LETTERS[:n]
 
 
+def _has_text(question: str) -> str:
+    if not question.strip():
+        raise ValueError("the question's text is empty; give it its text, or remove that row")
+    return question
+
+
+def _letters_in_order(options: dict[str, str]) -> dict[str, str]:
+    expected = letters_for(len(options))
+    if tuple(options) != expected:
+        raise ValueError(f"options must be keyed {', '.join(expected)} in order (got {', '.join(options)})")
+    return options
+
+
 class Question(BaseModel):
     """One benchmark item in the unified schema every loader produces.
 
@@ -30,27 +43,12 @@ class Question(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: str
-    question: str
-    options: dict[str, str]
+    question: Annotated[str, AfterValidator(_has_text)]
+    options: Annotated[dict[str, str], AfterValidator(_letters_in_order)]
     answer_idx: str | None = None
     context: str | None = Field(default=None, description="Supporting text, e.g. a PubMed abstract.")
     image: str | None = Field(default=None, description="Path or URL of an image for vision tasks.")
     meta: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("question")
-    @classmethod
-    def _has_text(cls, question: str) -> str:
-        if not question.strip():
-            raise ValueError("the question's text is empty; give it its text, or remove that row")
-        return question
-
-    @field_validator("options")
-    @classmethod
-    def _letters_in_order(cls, options: dict[str, str]) -> dict[str, str]:
-        expected = letters_for(len(options))
-        if tuple(options) != expected:
-            raise ValueError(f"options must be keyed {', '.join(expected)} in order (got {', '.join(options)})")
-        return options
 
     @model_validator(mode="after")
     def _gold_is_an_option(self) -> Question:
