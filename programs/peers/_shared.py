@@ -49,7 +49,10 @@ __all__ = [
     "note_fallback",
     "distinct_roles",
     "format_statements",
+    "log_statements",
+    "names_a_role",
     "question_text",
+    "recruited",
     "select_examples",
     "staff",
 ]
@@ -279,6 +282,24 @@ def staff(
         Agent(f"agent_{first_id + i}", role, focus.get(_role_key(role)) or "general clinical reasoning", 1.0)
         for i, role in enumerate(roles)
     ]
+
+
+def names_a_role(specialists: Any) -> bool:
+    """Whether an LM's recruitment names at least one specialty (else generic experts are staffed)."""
+    return any(str(getattr(p, "role", "") or "").strip() for p in specialists or [])
+
+
+def recruited(specialists: Any, n: int, *, behaviour: str) -> list[Agent]:
+    """`staff` for a recruitment by ``behaviour``; one naming no specialty is counted as its fallback."""
+    if not names_a_role(specialists):
+        note_fallback(behaviour)
+    return staff(specialists, n)
+
+
+def log_statements(transcript: Transcript, phase: str, kind: str, statements: Iterable[Statement]) -> None:
+    """Each statement as a transcript event: who said it, in which round, and the option it favoured."""
+    for st in statements:
+        transcript.add(phase, kind, st.text, agent=st.agent, role=st.role, turn=st.round, choice=st.choice)
 
 
 def format_statements(statements: Iterable[Statement]) -> str:

@@ -80,10 +80,13 @@ from teammed.programs.peers._shared import (
     as_confidence,
     as_demos,
     format_statements,
+    log_statements,
+    names_a_role,
     note_fallback,
     prediction,
     question_text,
     read_letter,
+    recruited,
     said,
     select_examples,
     staff,
@@ -272,9 +275,7 @@ class AdaptiveComplexity(PeerSystem):
     def _recruit_panel(self, s: _Case) -> list[Agent]:
         n = self.config.n_specialists
         members = self.recruit_panel(question=s.question, options=s.options, n_members=n).members
-        if not _names_a_role(members):
-            note_fallback(self.recruit_panel.name)
-        panel = staff(members, n)
+        panel = recruited(members, n, behaviour=self.recruit_panel.name)
         _log_team(s, "intermediate", panel)
         return panel
 
@@ -339,22 +340,19 @@ class AdaptiveComplexity(PeerSystem):
         return talked
 
     def _round_answers(
-        self, s: _Case, panel: list[Agent], latest: list[Statement], said: list[_Message], r: int
+        self, s: _Case, panel: list[Agent], latest: list[Statement], messages: list[_Message], r: int
     ) -> list[Statement]:
         shown = format_statements(latest)
 
         def one(agent: Agent) -> Statement:
             out = self.round_answer(
                 question=s.question, options=s.options, role=agent.brief(), answers=shown,
-                discussion=_thread(said, agent),
+                discussion=_thread(messages, agent),
             )
-            choice = read_letter(out.answer, s.options, behaviour=self.round_answer.name)
-            return Statement(agent.id, agent.role, r, str(out.reasoning or ""), choice, as_confidence(out.confidence))
+            return said(agent, r, out, s.options, self.round_answer.name)
 
         answers = parallel_map(one, panel)
-        for a in answers:
-            s.transcript.add("intermediate", "round_answer", a.text, agent=a.agent, role=a.role, turn=r,
-                             choice=a.choice)
+        log_statements(s.transcript, "intermediate", "round_answer", answers)
         return answers
 
     def _panel(self, s: _Case) -> dspy.Prediction:
@@ -401,10 +399,7 @@ class AdaptiveComplexity(PeerSystem):
             return said(agent, 0, out, s.options, self.opinion.name)
 
         opinions = parallel_map(one, agents)
-        for o in opinions:
-            s.transcript.add(
-                "opinion", "opinion", o.text, agent=o.agent, role=o.role, turn=0, choice=o.choice
-            )
+        log_statements(s.transcript, "opinion", "opinion", opinions)
         return opinions
 
     def _replies(
@@ -412,22 +407,18 @@ class AdaptiveComplexity(PeerSystem):
     ) -> list[Statement]:
         shown = format_statements(opinions)
 
-        def one(i: int) -> Statement:
+        def one(agent: Agent) -> Statement:
             out = self.reply(
                 question=s.question,
                 options=s.options,
-                role=panel[i].brief(),
+                role=agent.brief(),
                 moderator_summary=summary,
                 opinions=shown,
             )
-            choice = read_letter(out.answer, s.options, behaviour=self.reply.name)
-            return Statement(panel[i].id, panel[i].role, turn, str(out.message or ""), choice)
+            return said(agent, turn, out, s.options, self.reply.name, text="message", confidence="Low")
 
-        replies = parallel_map(one, list(range(len(panel))))
-        for r in replies:
-            s.transcript.add(
-                "intermediate", "reply", r.text, agent=r.agent, role=r.role, turn=turn, choice=r.choice
-            )
+        replies = parallel_map(one, panel)
+        log_statements(s.transcript, "intermediate", "reply", replies)
         return replies
 
     # ------------------------------------------------------------------ advanced
@@ -436,7 +427,7 @@ class AdaptiveComplexity(PeerSystem):
         plan = self.recruit_teams(
             question=s.question, options=s.options, n_teams=c.n_teams, team_size=c.team_size
         )
-        if not any(_names_a_role(getattr(t, "members", None)) for t in plan.teams or []):
+        if not any(names_a_role(getattr(t, "members", None)) for t in plan.teams or []):
             note_fallback(self.recruit_teams.name)
         teams = _staff_teams(plan.teams, c.n_teams, c.team_size)
         reports: list[str] = []
@@ -535,11 +526,6 @@ def _thread(said: Sequence[_Message], agent: Agent) -> str:
     return "\n".join(
         f"[turn {m.turn}] {who(m.sender)} -> {who(m.to)}: {m.text}" for m in said if agent in (m.sender, m.to)
     )
-
-
-def _names_a_role(specialists: Any) -> bool:
-    """Whether an LM's recruitment names at least one specialty (else generic experts are staffed)."""
-    return any(str(getattr(p, "role", "") or "").strip() for p in specialists or [])
 
 
 def _plain(agents: list[Agent]) -> list[dict[str, str]]:
