@@ -49,10 +49,7 @@ __all__ = [
     "note_fallback",
     "distinct_roles",
     "format_statements",
-    "log_statements",
-    "names_a_role",
     "question_text",
-    "recruited",
     "select_examples",
     "staff",
 ]

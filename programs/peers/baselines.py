@@ -31,8 +31,7 @@ __all__ = ["ZeroShot", "FewShot", "SingleAgentCoT"]
 
 def _single(system: Any, phase: str, question: str, options: dict[str, str], context: str | None, *,
              reasoned: bool = False) -> dspy.Prediction:
-    """``system``'s one call of its ``answer`` behaviour, as its prediction (the reasoning, when ``reasoned``,
-    is the rationale)."""
+    """``system``'s one call of its ``answer`` behaviour; when ``reasoned``, its reasoning is the rationale."""
     options = dict(options)
     out = system.answer(question=question_text(question, context), options=options)
     reasoning = str(out.reasoning or "") if reasoned else ""

@@ -488,12 +488,6 @@ def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agen
     return teams
 
 
-def _decided(pick: str | None, votes: Sequence[Vote], letters: Sequence[str], who: str) -> str:
-    """The decision maker's ``pick``; when it named no option, the plurality of the valid ``votes``
-    it weighed; with none of either, `NoAnswerError` (``who`` names them in the message)."""
-    return pick if pick is not None else plurality_or_fail(votes, letters, who)[0]
-
-
 def _member_key(text: str) -> str:
     return "_".join(text.replace("-", " ").split()).casefold()
 
@@ -539,9 +533,11 @@ def _log_team(s: _Case, phase: str, agents: list[Agent], **data: Any) -> None:
 
 def _decide(s: _Case, out: Any, decider: Behaviour, votes: Sequence[Vote], who: str, *, rationale: str = "",
             **record: Any) -> dspy.Prediction:
-    """A route's decision: the decider's pick, else the plurality of the ``votes`` it weighed (`_decided`),
-    its record filled with ``record``."""
-    answer = _decided(read_letter(out.answer, s.options, behaviour=decider.name), votes, s.letters, who)
+    """A route's decision: the decider's pick; when it named no option, the plurality of the valid ``votes`` it
+    weighed; with none of either, `NoAnswerError` (``who`` names them). Its record is filled with ``record``."""
+    answer = read_letter(out.answer, s.options, behaviour=decider.name)
+    if answer is None:
+        answer = plurality_or_fail(votes, s.letters, who)[0]
     s.record.update(record)
     return _done(s, answer, str(out.rationale or rationale), as_confidence(out.confidence))
 
