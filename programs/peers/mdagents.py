@@ -222,7 +222,10 @@ class AdaptiveComplexity(PeerSystem):
             team_size=team_size,
             dataset=dataset,
         )
-        pool = list(examples or []) if _shows_examples(self.config.dataset) else []
+        # always shown when the data set is not known (as in MedAgentsBench), else on WORKED_EXAMPLE_DATASETS only
+        d = self.config.dataset
+        shown = d is None or d.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
+        pool = list(examples or []) if shown else []
         demos = as_demos(select_examples(pool, self.config.k, seed))
         self.complexity = Behaviour(ComplexityCheck)
         self.primary_care = Behaviour(PrimaryCareAnswer)
@@ -464,12 +467,6 @@ class AdaptiveComplexity(PeerSystem):
                        experts=[a.role for _, members in teams for a in members],
                        agents=[{**p, "team": name} for name, members in teams for p in _plain(members)],
                        teams=summary, method="final_decision")
-
-
-def _shows_examples(dataset: str | None) -> bool:
-    """Whether worked examples are shown on ``dataset``: always when it is not known (None, as in
-    MedAgentsBench's copy of MDAgents), else only on `WORKED_EXAMPLE_DATASETS` (MDAgents' own code)."""
-    return dataset is None or dataset.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
 
 
 def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agent]]]:
