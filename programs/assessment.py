@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 
 from teammed.deliberation import Assessment
-from teammed.programs.behaviour import Behaviour
+from teammed.programs.behaviour import Behaviour, as_image
 from teammed.programs.parallel import parallel_map
 from teammed.programs.ranking import read_ranking
 from teammed.programs.team import Agent
@@ -38,13 +38,6 @@ def format_facts(assessments: list[Assessment]) -> str:
     return "\n".join(f"{a.agent}: " + "; ".join(a.facts) for a in assessments if a.facts)
 
 
-def _as_image(source: str) -> dspy.Image:
-    """A local path becomes an embedded image; URLs and data URIs are passed as they are."""
-    if source.startswith(("http://", "https://", "data:")):
-        return dspy.Image(source)
-    return dspy.Image.from_path(source)
-
-
 class IndependentAssessment(dspy.Module):
     """Each clinician's own assessment; with ``vision`` they also see the question's image."""
 
@@ -62,7 +55,7 @@ class IndependentAssessment(dspy.Module):
             role = agent.brief() if role_briefs else agent.role
             common = dict(question=question, options=options, role=role, shared_context=shared_context)
             if image and self.assess_image is not None:
-                out = self.assess_image(**common, image=_as_image(image))
+                out = self.assess_image(**common, image=as_image(image))
             else:
                 out = self.assess(**common)
             read = read_ranking(out.ranking, options)

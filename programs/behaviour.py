@@ -76,13 +76,6 @@ class _Predict(dspy.Predict):
         return super().load_state(state, **kwargs)
 
 
-def _default_adapter() -> Any:
-    """teammed's schema adapter when the caller configured none (a plain ``dspy.LM`` works as is)."""
-    if dspy.settings.adapter is not None:
-        return None
-    return SchemaAdapter()
-
-
 class Behaviour(dspy.Module):
     """Wraps one `dspy.Predict` and tags its LM calls with the behaviour's name.
 
@@ -121,7 +114,8 @@ class Behaviour(dspy.Module):
             inputs["image"] = image
             inputs["signature"] = self.predict.signature.append(
                 "image", dspy.InputField(desc="The image the question refers to."), type_=dspy.Image)
-        adapter = _default_adapter()
+        # teammed's schema adapter when the caller configured none (a plain ``dspy.LM`` works as is)
+        adapter = SchemaAdapter() if dspy.settings.adapter is None else None
         try:
             with contextlib.ExitStack() as stack:
                 if adapter is not None:

@@ -11,15 +11,6 @@ from teammed.types import LETTERS
 
 __all__ = ["validated_options"]
 
-def _is_empty(text: Any) -> bool:
-    """None, NaN (an empty table cell) or blank text. The text "None" is a legitimate option."""
-    if text is None:
-        return True
-    if isinstance(text, float) and math.isnan(text):
-        return True
-    return not str(text).strip()
-
-
 def validated_options(options: Any) -> dict[str, str]:
     """``options`` as a plain dict, or `ConfigError` naming the offending option and the fix.
 
@@ -41,7 +32,8 @@ def validated_options(options: Any) -> dict[str, str]:
                           f"re-letter them")
     cleaned: dict[str, str] = {}
     for letter, text in options.items():
-        if _is_empty(text):
+        # None, NaN (an empty table cell) or blank text; the text "None" is a legitimate option
+        if text is None or isinstance(text, float) and math.isnan(text) or not str(text).strip():
             raise ConfigError(f"option {letter} is empty ({text!r}); give it a text or drop it and re-letter "
                               f"the options")
         cleaned[str(letter)] = str(text).strip()

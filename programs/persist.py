@@ -91,12 +91,6 @@ def _settings_of(program: dspy.Module) -> dict[str, Any]:
     return {k: v for k, v in settings.model_dump(mode="json").items() if k in accepted}
 
 
-def _dependency_versions() -> dict[str, Any]:
-    from dspy.utils.saving import get_dependency_versions
-
-    return get_dependency_versions()
-
-
 def save_program(
     program: dspy.Module,
     path: Path | str,
@@ -109,6 +103,8 @@ def save_program(
 
     ``system`` and ``config`` default to the program's own (``TeamworkProgram.config``).
     """
+    from dspy.utils.saving import get_dependency_versions
+
     path = Path(path)
     system = system or system_of(program)
     if system is None:
@@ -117,7 +113,7 @@ def save_program(
     if config is None and system == "teamwork":
         config = getattr(program, "config", None)
     document: dict[str, Any] = dict(program.dump_state())
-    document["metadata"] = {"dependency_versions": _dependency_versions()}
+    document["metadata"] = {"dependency_versions": get_dependency_versions()}
     document[ENVELOPE] = {
         "format": FORMAT,
         "system": system,
@@ -134,10 +130,13 @@ def save_program(
     return write_atomic(path, json.dumps(document, indent=2, default=str))
 
 
+def _predictor_states(document: Mapping[str, Any]) -> list[Any]:
+    """The saved state of each predictor: the document itself for a single saved dspy.Predict."""
+    return [document] if "demos" in document and "signature" in document else list(_state(document).values())
+
+
 def _looks_like_state(document: Mapping[str, Any]) -> bool:
-    if "demos" in document and "signature" in document:  # a single saved dspy.Predict
-        return True
-    entries = [v for k, v in document.items() if k not in _NOT_PREDICTORS]
+    entries = _predictor_states(document)
     return bool(entries) and all(isinstance(v, dict) and ("demos" in v or "signature" in v) for v in entries)
 
 
@@ -177,9 +176,7 @@ def read_program(path: Path | str) -> dict[str, Any]:
 
 
 def _check_predictors(path: Path, document: Mapping[str, Any]) -> None:
-    entries = [document] if "demos" in document and "signature" in document else [
-        v for k, v in document.items() if k not in _NOT_PREDICTORS]
-    for entry in entries:
+    for entry in _predictor_states(document):
         if not isinstance(entry, dict) or not isinstance(entry.get("demos", []), list) or not isinstance(
                 entry.get("signature", {}), dict):
             raise ConfigError(f"{path}: a predictor's saved state is damaged (demos must be a list, signature an "

@@ -63,10 +63,3 @@ class SharedMentalModel:
             lines = [f"- turn {p['turn']}, {p['agent']}: {p['concern']} -> {p['outcome']}" for p in self.debated_points]
             parts.append("Debated points:\n" + "\n".join(lines))
         return "\n".join(parts)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "question_analysis": self.question_analysis,
-            "verified_facts": list(self.verified_facts),
-            "debated_points": list(self.debated_points),
-        }

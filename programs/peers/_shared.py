@@ -281,6 +281,24 @@ def staff(
     ]
 
 
+def names_a_role(specialists: Any) -> bool:
+    """Whether an LM's recruitment names at least one specialty (else generic experts are staffed)."""
+    return any(str(getattr(p, "role", "") or "").strip() for p in specialists or [])
+
+
+def recruited(specialists: Any, n: int, *, behaviour: str) -> list[Agent]:
+    """`staff` for a recruitment by ``behaviour``; one naming no specialty is counted as its fallback."""
+    if not names_a_role(specialists):
+        note_fallback(behaviour)
+    return staff(specialists, n)
+
+
+def log_statements(transcript: Transcript, phase: str, kind: str, statements: Iterable[Statement]) -> None:
+    """Each statement as a transcript event: who said it, in which round, and the option it favoured."""
+    for st in statements:
+        transcript.add(phase, kind, st.text, agent=st.agent, role=st.role, turn=st.round, choice=st.choice)
+
+
 def format_statements(statements: Iterable[Statement]) -> str:
     """Statements as the transcript agents read: who, when, what they favour and why."""
     return "\n".join(

@@ -29,8 +29,13 @@ from teammed.signatures.peer_single import DirectAnswer, ReasonedAnswer
 __all__ = ["ZeroShot", "FewShot", "SingleAgentCoT"]
 
 
-def _single(phase: str, out: Any, options: dict[str, str], reasoning: str, behaviour: str) -> dspy.Prediction:
-    answer = answer_letter(out.answer, options, system=phase, behaviour=behaviour)
+def _single(system: Any, phase: str, question: str, options: dict[str, str], context: str | None, *,
+             reasoned: bool = False) -> dspy.Prediction:
+    """``system``'s one call of its ``answer`` behaviour; when ``reasoned``, its reasoning is the rationale."""
+    options = dict(options)
+    out = system.answer(question=question_text(question, context), options=options)
+    reasoning = str(out.reasoning or "") if reasoned else ""
+    answer = answer_letter(out.answer, options, system=phase, behaviour=system.answer.name)
     confidence = as_confidence(out.confidence)
     transcript = Transcript()
     transcript.add(
@@ -56,9 +61,7 @@ class ZeroShot(PeerSystem):
         self.answer = Behaviour(DirectAnswer)
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
-        options = dict(options)
-        out = self.answer(question=question_text(question, context), options=options)
-        return _single("zero_shot", out, options, "", self.answer.name)
+        return _single(self, "zero_shot", question, options, context)
 
 
 class FewShotSettings(Settings):
@@ -83,9 +86,7 @@ class FewShot(PeerSystem):
         self.answer.predict.demos = as_demos(select_examples(list(trainset), k, seed))
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
-        options = dict(options)
-        out = self.answer(question=question_text(question, context), options=options)
-        return _single("few_shot", out, options, "", self.answer.name)
+        return _single(self, "few_shot", question, options, context)
 
 
 class SingleAgentCoT(PeerSystem):
@@ -102,9 +103,7 @@ class SingleAgentCoT(PeerSystem):
         self.answer = Behaviour(ReasonedAnswer)
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
-        options = dict(options)
-        out = self.answer(question=question_text(question, context), options=options)
-        return _single("cot", out, options, str(out.reasoning or ""), self.answer.name)
+        return _single(self, "cot", question, options, context, reasoned=True)
 
 
 # Deprecated names (one release): old name -> new name.

@@ -246,8 +246,9 @@ class ConsultationTeam(PeerSystem):
     def _debate_round(self, s: _Case, team: _Team, turn: int) -> list[tuple[str, str | None]]:
         majority = plurality(list(team.votes[-1].values()), s.letters)[0]
         advocate = None  # none without a valid majority to argue against
-        if self.advocate is not None and majority is not None:
-            advocate = self._pick_advocate(team, majority, turn)
+        if self.advocate is not None and majority is not None:  # a holder of the majority, rotating by round
+            holders = [a for a in team.agents if team.votes[-1][a.id] == majority] or team.agents
+            advocate = holders[(turn - 2) % len(holders)]
         earlier = history_text([m for m in team.messages if m.round < turn - 1])
 
         def speak(agent: Agent) -> tuple[str, str | None]:
@@ -275,11 +276,6 @@ class ConsultationTeam(PeerSystem):
                 {"team": team.number, "round": turn, "agent": advocate.id, "against": majority}
             )
         return said
-
-    @staticmethod
-    def _pick_advocate(team: _Team, majority: str, turn: int) -> Agent:
-        holders = [a for a in team.agents if team.votes[-1][a.id] == majority] or team.agents
-        return holders[(turn - 2) % len(holders)]
 
     def _hear(self, s: _Case, team: _Team, turn: int, said: list[tuple[str, str | None]]) -> None:
         advocate = next(

@@ -53,10 +53,12 @@ from teammed.programs.peers._shared import (
     as_confidence,
     distinct_roles,
     format_statements,
+    log_statements,
     note_fallback,
     prediction,
     question_text,
     read_letter,
+    recruited,
     said,
     staff,
 )
@@ -112,9 +114,7 @@ class _Team:
             self.said.append(st)
             self.latest[st.agent] = st
             self.votes[st.agent].append(st.choice)
-            self.transcript.add(
-                phase, phase, st.text, agent=st.agent, role=st.role, turn=st.round, choice=st.choice
-            )
+        log_statements(self.transcript, phase, phase, statements)
 
     def latest_of(self, agents: list[Agent]) -> list[Statement]:
         return [self.latest[a.id] for a in agents if a.id in self.latest]
@@ -161,9 +161,7 @@ class KnowledgeDrivenTeam(PeerSystem):
     def _consult(self, t: _Team) -> None:
         n = self.config.initial_experts
         experts = self.recruit(question=t.question, options=t.options, n_experts=n).experts
-        if not any(str(getattr(e, "role", "") or "").strip() for e in experts or []):
-            note_fallback(self.recruit.name)  # no specialty readable: generic experts take the seats
-        t.join(staff(experts, n), 0)
+        t.join(recruited(experts, n, behaviour=self.recruit.name), 0)
         t.hear(self._assessments(t, t.agents, 0, ""), "assessment")
 
     def _assessments(self, t: _Team, agents: list[Agent], turn: int, discussion: str) -> list[Statement]:

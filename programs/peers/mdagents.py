@@ -80,10 +80,13 @@ from teammed.programs.peers._shared import (
     as_confidence,
     as_demos,
     format_statements,
+    log_statements,
+    names_a_role,
     note_fallback,
     prediction,
     question_text,
     read_letter,
+    recruited,
     said,
     select_examples,
     staff,
@@ -219,7 +222,10 @@ class AdaptiveComplexity(PeerSystem):
             team_size=team_size,
             dataset=dataset,
         )
-        pool = list(examples or []) if _shows_examples(self.config.dataset) else []
+        # always shown when the data set is not known (as in MedAgentsBench), else on WORKED_EXAMPLE_DATASETS only
+        d = self.config.dataset
+        shown = d is None or d.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
+        pool = list(examples or []) if shown else []
         demos = as_demos(select_examples(pool, self.config.k, seed))
         self.complexity = Behaviour(ComplexityCheck)
         self.primary_care = Behaviour(PrimaryCareAnswer)
@@ -272,9 +278,7 @@ class AdaptiveComplexity(PeerSystem):
     def _recruit_panel(self, s: _Case) -> list[Agent]:
         n = self.config.n_specialists
         members = self.recruit_panel(question=s.question, options=s.options, n_members=n).members
-        if not _names_a_role(members):
-            note_fallback(self.recruit_panel.name)
-        panel = staff(members, n)
+        panel = recruited(members, n, behaviour=self.recruit_panel.name)
         _log_team(s, "intermediate", panel)
         return panel
 
@@ -339,22 +343,19 @@ class AdaptiveComplexity(PeerSystem):
         return talked
 
     def _round_answers(
-        self, s: _Case, panel: list[Agent], latest: list[Statement], said: list[_Message], r: int
+        self, s: _Case, panel: list[Agent], latest: list[Statement], messages: list[_Message], r: int
     ) -> list[Statement]:
         shown = format_statements(latest)
 
         def one(agent: Agent) -> Statement:
             out = self.round_answer(
                 question=s.question, options=s.options, role=agent.brief(), answers=shown,
-                discussion=_thread(said, agent),
+                discussion=_thread(messages, agent),
             )
-            choice = read_letter(out.answer, s.options, behaviour=self.round_answer.name)
-            return Statement(agent.id, agent.role, r, str(out.reasoning or ""), choice, as_confidence(out.confidence))
+            return said(agent, r, out, s.options, self.round_answer.name)
 
         answers = parallel_map(one, panel)
-        for a in answers:
-            s.transcript.add("intermediate", "round_answer", a.text, agent=a.agent, role=a.role, turn=r,
-                             choice=a.choice)
+        log_statements(s.transcript, "intermediate", "round_answer", answers)
         return answers
 
     def _panel(self, s: _Case) -> dspy.Prediction:
@@ -401,10 +402,7 @@ class AdaptiveComplexity(PeerSystem):
             return said(agent, 0, out, s.options, self.opinion.name)
 
         opinions = parallel_map(one, agents)
-        for o in opinions:
-            s.transcript.add(
-                "opinion", "opinion", o.text, agent=o.agent, role=o.role, turn=0, choice=o.choice
-            )
+        log_statements(s.transcript, "opinion", "opinion", opinions)
         return opinions
 
     def _replies(
@@ -412,22 +410,18 @@ class AdaptiveComplexity(PeerSystem):
     ) -> list[Statement]:
         shown = format_statements(opinions)
 
-        def one(i: int) -> Statement:
+        def one(agent: Agent) -> Statement:
             out = self.reply(
                 question=s.question,
                 options=s.options,
-                role=panel[i].brief(),
+                role=agent.brief(),
                 moderator_summary=summary,
                 opinions=shown,
             )
-            choice = read_letter(out.answer, s.options, behaviour=self.reply.name)
-            return Statement(panel[i].id, panel[i].role, turn, str(out.message or ""), choice)
+            return said(agent, turn, out, s.options, self.reply.name, text="message", confidence="Low")
 
-        replies = parallel_map(one, list(range(len(panel))))
-        for r in replies:
-            s.transcript.add(
-                "intermediate", "reply", r.text, agent=r.agent, role=r.role, turn=turn, choice=r.choice
-            )
+        replies = parallel_map(one, panel)
+        log_statements(s.transcript, "intermediate", "reply", replies)
         return replies
 
     # ------------------------------------------------------------------ advanced
@@ -436,7 +430,7 @@ class AdaptiveComplexity(PeerSystem):
         plan = self.recruit_teams(
             question=s.question, options=s.options, n_teams=c.n_teams, team_size=c.team_size
         )
-        if not any(_names_a_role(getattr(t, "members", None)) for t in plan.teams or []):
+        if not any(names_a_role(getattr(t, "members", None)) for t in plan.teams or []):
             note_fallback(self.recruit_teams.name)
         teams = _staff_teams(plan.teams, c.n_teams, c.team_size)
         reports: list[str] = []
@@ -475,12 +469,6 @@ class AdaptiveComplexity(PeerSystem):
                        teams=summary, method="final_decision")
 
 
-def _shows_examples(dataset: str | None) -> bool:
-    """Whether worked examples are shown on ``dataset``: always when it is not known (None, as in
-    MedAgentsBench's copy of MDAgents), else only on `WORKED_EXAMPLE_DATASETS` (MDAgents' own code)."""
-    return dataset is None or dataset.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
-
-
 def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agent]]]:
     """Exactly ``n_teams`` teams of ``size``, every role used once across all teams."""
     raw = list(raw or [])
@@ -495,12 +483,6 @@ def _staff_teams(raw: Any, n_teams: int, size: int) -> list[tuple[str, list[Agen
         everyone += members
         teams.append((name, members))
     return teams
-
-
-def _decided(pick: str | None, votes: Sequence[Vote], letters: Sequence[str], who: str) -> str:
-    """The decision maker's ``pick``; when it named no option, the plurality of the valid ``votes``
-    it weighed; with none of either, `NoAnswerError` (``who`` names them in the message)."""
-    return pick if pick is not None else plurality_or_fail(votes, letters, who)[0]
 
 
 def _member_key(text: str) -> str:
@@ -537,11 +519,6 @@ def _thread(said: Sequence[_Message], agent: Agent) -> str:
     )
 
 
-def _names_a_role(specialists: Any) -> bool:
-    """Whether an LM's recruitment names at least one specialty (else generic experts are staffed)."""
-    return any(str(getattr(p, "role", "") or "").strip() for p in specialists or [])
-
-
 def _plain(agents: list[Agent]) -> list[dict[str, str]]:
     return [{"id": a.id, "role": a.role, "expertise": a.expertise} for a in agents]
 
@@ -553,9 +530,11 @@ def _log_team(s: _Case, phase: str, agents: list[Agent], **data: Any) -> None:
 
 def _decide(s: _Case, out: Any, decider: Behaviour, votes: Sequence[Vote], who: str, *, rationale: str = "",
             **record: Any) -> dspy.Prediction:
-    """A route's decision: the decider's pick, else the plurality of the ``votes`` it weighed (`_decided`),
-    its record filled with ``record``."""
-    answer = _decided(read_letter(out.answer, s.options, behaviour=decider.name), votes, s.letters, who)
+    """A route's decision: the decider's pick; when it named no option, the plurality of the valid ``votes`` it
+    weighed; with none of either, `NoAnswerError` (``who`` names them). Its record is filled with ``record``."""
+    answer = read_letter(out.answer, s.options, behaviour=decider.name)
+    if answer is None:
+        answer = plurality_or_fail(votes, s.letters, who)[0]
     s.record.update(record)
     return _done(s, answer, str(out.rationale or rationale), as_confidence(out.confidence))
 
