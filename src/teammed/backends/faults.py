@@ -130,6 +130,10 @@ _REFUSALS: tuple[tuple[str, frozenset[int], frozenset[str]], ...] = (
                                                            "ContextLengthError"})),
 )
 
+# why no server answered: a certificate refused, the wrong scheme, or a name that did not resolve (in that order)
+_UNREACHED: tuple[tuple[re.Pattern[str], str], ...] = ((_TLS_VERIFY, "tls"), (_WRONG_SCHEME, "scheme"),
+                                                       (_UNRESOLVED, "dns"))
+
 
 def classify(exc: BaseException) -> Fault:
     """Decide what to do about one failed backend call."""
@@ -147,9 +151,7 @@ def classify(exc: BaseException) -> Fault:
         return Fault("fatal", "authentication", status, message)
     # No answer came back (litellm still labels a failed connection "500"): the cause decides.
     unanswered = status is None or _no_response(exc)
-    # why no server answered: a certificate refused, the wrong scheme, or a name that did not resolve
-    unreached = next((kind for pattern, kind in ((_TLS_VERIFY, "tls"), (_WRONG_SCHEME, "scheme"), (_UNRESOLVED, "dns"))
-                      if unanswered and pattern.search(text)), None)
+    unreached = next((kind for pattern, kind in _UNREACHED if pattern.search(text)), None) if unanswered else None
     if unreached is not None:
         return Fault("fatal", unreached, None, message)
     if _REFUSED.search(text):
