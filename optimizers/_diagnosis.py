@@ -15,11 +15,9 @@ from typing import TypeAlias
 from teammed.deliberation import Deliberation
 from teammed.results import PeerRecord
 
-__all__ = ["scope_of", "diagnose", "SCOPES"]
+__all__ = ["scope_of", "diagnose"]
 
 Record: TypeAlias = Deliberation | PeerRecord
-
-SCOPES = ("all", "r2", "discussion", "challenges", "tie", "trust", "override", "outcome")
 
 # Named predictors (``leader.resolve_tie.predict``) by the part of the deliberation they drive.
 _SCOPE_BY_PREFIX = (
@@ -144,8 +142,6 @@ def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     trust = (record.trust or {}) if isinstance(record, Deliberation) else {}
     finals = _final_firsts(record)
-    if not trust or not finals:
-        return ["trust scores were not used on this question"]
     ranked = sorted((a for a in finals if a in trust), key=lambda a: -trust[a])
     if not ranked:
         return ["trust scores were not used on this question"]
@@ -217,7 +213,7 @@ def diagnose(record: Record | None, *, answer: str | None, gold: str, scope: str
     """Feedback text for one question: what happened in ``scope`` and how it bore on the gold
     (``record`` None: the system left none)."""
     if scope not in _BY_SCOPE:
-        raise ValueError(f"unknown feedback scope {scope!r}; use one of {', '.join(SCOPES)}")
+        raise ValueError(f"unknown feedback scope {scope!r}; use one of {', '.join(_BY_SCOPE)}")
     if record is None:
         return outcome_notes(None, answer, gold)[0] if scope != "all" else _all_notes(None, answer, gold)[0]
     return "; ".join(_BY_SCOPE[scope](record, answer, gold))

@@ -13,7 +13,7 @@ and re-planned at the rate stage 1's first batch measures; with several limits, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from teammed.config import TeamworkConfig
@@ -71,9 +71,6 @@ class TunePlan:
             if spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd:
                 return False
         return True
-
-    def describe(self) -> dict[str, Any]:
-        return asdict(self)
 
     def text(self) -> str:
         if self.budget_calls is None:

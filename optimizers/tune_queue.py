@@ -58,9 +58,6 @@ class Budget:
                 return f"{name}={used.get(key, 0):g} of {limit:g}"
         return None
 
-    def describe(self) -> dict[str, float | None]:
-        return {"calls": self.calls, "tokens": self.tokens, "usd": self.usd}
-
 
 def parse_budget(text: str) -> Budget:
     """``"calls=2000"``, ``"tokens=2e6"``, ``"usd=5"`` or several joined by commas."""
