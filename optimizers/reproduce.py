@@ -147,9 +147,7 @@ def reproduce_table1(
              for code in available for row in settings.rows for seed in settings.seeds]
     done = WorkQueue(study).run(cells, execute)
     table = _table(cells, done, settings, special)
-    result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
-    result.markdown = _markdown(table, unavailable, settings)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    result = Table1Result(table, unavailable, special, _markdown(table, unavailable, settings))
     write_atomic(out_dir / "table1.json", json.dumps({"rows": table, "unavailable": unavailable,
                                                       "special_sets": special, "settings": settings.__dict__},
                                                      indent=2, default=str) + "\n")

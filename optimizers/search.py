@@ -45,7 +45,6 @@ logger = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "grid", "brute")
 OBJECTIVES = ("accuracy", "accuracy,tokens")
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-_STAT_KEYS = (*STATS, "n_failed")
 
 
 class TrialFailed(TeammedError):
@@ -141,7 +140,7 @@ class _Objective:
 
     def _reuse(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> float | tuple[float, float]:
         """A configuration evaluated before is not run again: its scores are copied."""
-        for key in _STAT_KEYS:
+        for key in (*STATS, "n_failed"):
             if key in twin.user_attrs:
                 trial.set_user_attr(key, twin.user_attrs[key])
         trial.set_user_attr("duplicate_of", twin.number)

@@ -303,9 +303,8 @@ class _Pipeline:
         """The stage-1 prompts for ``config``: each predictor from the component owning it, else from base."""
         state = program.dump_state()
         sources = [self.compiled.get("base", {}).get("state", {})]
-        for c in COMPONENTS:
-            if config.get(c) and c in self.compiled:
-                sources.append({k: v for k, v in self.compiled[c]["state"].items() if k in self.compiled[c]["own"]})
+        sources += [{k: v for k, v in self.compiled[c]["state"].items() if k in self.compiled[c]["own"]}
+                    for c in COMPONENTS if config.get(c) and c in self.compiled]
         for source in sources:
             state.update({k: v for k, v in source.items() if k in state})
         return state
@@ -664,7 +663,9 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     study, reference = open_tune_study(storage, study_name, out_dir)
     _check_identity(study, study_name, settings, tune_questions, eval_questions)
     queue = WorkQueue(study, budget=budget)
-    compiled_on = _stage1_train(queue)
+    # the training questions stage 1's finished compiles used (None: none finished yet)
+    compiled_on = next((int(c["train"]) for c, _ in _finished(queue)
+                        if c.get("kind") == "compile" and c.get("stage") == 1), None)
     if compiled_on is not None and compiled_on != plan.compile_train:  # resumed with another budget
         plan = opening_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate,
                             train=compiled_on)
@@ -782,12 +783,6 @@ def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping
             "plan": report["plan"], "stages_completed": report["stages_completed"],
             "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
             "study": report["study"]}
-
-
-def _stage1_train(queue: WorkQueue) -> int | None:
-    """The training questions stage 1's finished compiles used (None: none finished yet)."""
-    return next((int(c["train"]) for c, _ in _finished(queue) if c.get("kind") == "compile" and c.get("stage") == 1),
-                None)
 
 
 def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:

@@ -42,13 +42,9 @@ class MemoLM(MeteredLM):
     def structured_output(self) -> str:  # type: ignore[override]
         return str(getattr(self.inner, "structured_output", "json_schema"))
 
-    @staticmethod
-    def key(messages: Any, kwargs: dict[str, Any]) -> str:
-        text = json.dumps({"messages": messages, "request": kwargs}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
     def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
-        key = self.key(messages, kwargs)
+        text = json.dumps({"messages": messages, "request": kwargs}, sort_keys=True, default=str)
+        key = hashlib.sha256(text.encode()).hexdigest()
         with self._lock:
             self.requests += 1
             found = self._memo.get(key)

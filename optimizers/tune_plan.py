@@ -64,13 +64,11 @@ class TunePlan:
         need = upper + self.reserve
         if self.budget.calls is not None and spent.get("calls", 0) + need > self.budget.calls:
             return False
-        if self.rate is not None and self.budget.tokens is not None:
-            if spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens:
-                return False
-        if self.rate is not None and self.rate.usd is not None and self.budget.usd is not None:
-            if spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd:
-                return False
-        return True
+        if (self.rate is not None and self.budget.tokens is not None
+                and spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens):
+            return False
+        return not (self.rate is not None and self.rate.usd is not None and self.budget.usd is not None
+                    and spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd)
 
     def text(self) -> str:
         if self.budget_calls is None:

@@ -137,11 +137,9 @@ class WorkQueue:
 
     def _twin(self, number: int, key: str | None) -> int | None:
         """A finished trial of the same cell, or a running one with a smaller number."""
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if t.number != number and t.user_attrs.get("cell_key") == key:
-                if t.state == TrialState.COMPLETE or t.number < number:
-                    return t.number
-        return None
+        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+        return next((t.number for t in trials if t.number != number and t.user_attrs.get("cell_key") == key
+                     and (t.state == TrialState.COMPLETE or t.number < number)), None)
 
     def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         with warnings.catch_warnings():  # RDB storages have heartbeats, which only Study.optimize sends
