@@ -108,11 +108,8 @@ def open_tune_study(storage: str | None, study_name: str, out_dir: Path) -> tupl
     file or a database URL."""
     from teammed.optimizers._storage import open_storage
 
-    if storage == ":memory:":
-        backend: Any = optuna.storages.InMemoryStorage()
-        reference = ":memory:"
-    else:
-        backend, reference = open_storage(storage, out_dir)
+    backend, reference = ((optuna.storages.InMemoryStorage(), ":memory:") if storage == ":memory:"
+                          else open_storage(storage, out_dir))
     study = optuna.create_study(storage=backend, study_name=study_name, load_if_exists=True,
                                 direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
     return study, reference
@@ -352,8 +349,7 @@ class _Pipeline:
         if self.s.optimizer != "none":
             cells = compile_cells(self.s)
             done = self.queue.run(cells, self.execute)
-            for cell in cells:
-                self.compiled[cell["name"]] = done[cell_key(cell)]
+            self.compiled.update((cell["name"], done[cell_key(cell)]) for cell in cells)
         configs = stage1_configs(self.s)
         if self.replan is not None:  # a tokens=/usd= plan: the first batch measures the rate, the rest is re-planned
             first = [self._eval_cell(cfg, self.prompts1, "tune", 0) for cfg in configs.values()]

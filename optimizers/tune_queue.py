@@ -52,11 +52,9 @@ class Budget:
 
     def spent(self, used: Mapping[str, float]) -> str | None:
         """The first limit ``used`` reached, as text, or None."""
-        for name, limit, key in (("calls", self.calls, "calls"), ("tokens", self.tokens, "tokens"),
-                                 ("usd", self.usd, "cost_usd")):
-            if limit is not None and used.get(key, 0) >= limit:
-                return f"{name}={used.get(key, 0):g} of {limit:g}"
-        return None
+        limits = (("calls", self.calls, "calls"), ("tokens", self.tokens, "tokens"), ("usd", self.usd, "cost_usd"))
+        return next((f"{name}={used.get(key, 0):g} of {limit:g}" for name, limit, key in limits
+                     if limit is not None and used.get(key, 0) >= limit), None)
 
 
 def parse_budget(text: str) -> Budget:
