@@ -247,13 +247,12 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
                  not row.failed and getattr(row.record, "stage", "team") == "team")
                 for row in score_questions(program, questions, lm)]
 
-    if chosen.static or chosen.target is None:
-        mine_program: Any = (_program(targets[chosen.target]) if chosen.target is not None
-                             else AdaptiveTeam(threshold=0.0))
+    if chosen.target is None:
+        mine = run(AdaptiveTeam(threshold=0.0))
+    elif chosen.static:
+        mine = run(_program(targets[chosen.target]))
     else:
-        assert chosen.threshold is not None
-        mine_program = AdaptiveTeam(_program(targets[chosen.target]), threshold=chosen.threshold)
-    mine = run(mine_program)
+        mine = run(AdaptiveTeam(_program(targets[chosen.target]), threshold=policy_threshold(chosen)))
     static = run(_program(targets[static_target]))
     single = run(AdaptiveTeam(threshold=0.0))
 

@@ -147,8 +147,7 @@ class _Objective:
         if not self.multi:
             for step, value in sorted(twin.intermediate_values.items()):
                 trial.report(value, step)
-        values = twin.values
-        return (values[0], values[1]) if self.multi else values[0]
+        return (twin.values[0], twin.values[1]) if self.multi else twin.values[0]
 
 
 def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
@@ -167,9 +166,8 @@ def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.Froz
         time.sleep(0.05)
     found: dict[TrialState, optuna.trial.FrozenTrial] = {}
     for other in others:
-        if other.user_attrs.get("config") != config_json or other.user_attrs.get("duplicate_of") is not None:
-            continue
-        if other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)):
+        if (other.user_attrs.get("config") == config_json and other.user_attrs.get("duplicate_of") is None
+                and (other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)))):
             found.setdefault(other.state, other)
     return next((found[s] for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) if s in found), None)
 

@@ -48,8 +48,7 @@ class MemoLM(MeteredLM):
         with self._lock:
             self.requests += 1
             found = self._memo.get(key)
-            if found is not None:
-                self.hits += 1
+            self.hits += found is not None
         if found is None:
             response, info = self.inner.complete(messages, **kwargs)
             info = {k: v for k, v in info.items() if k != "cache_hit"}  # billed as if uncached

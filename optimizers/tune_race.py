@@ -67,9 +67,7 @@ def race(labels: Sequence[str], rounds: Sequence[Sequence[str]],
     tally = {c: [0, 0] for c in labels}  # discordant questions so far: [leader alone right, challenger alone right]
     seen: list[str] = []
     for r, batch in enumerate(rounds):
-        if len(state.alive) <= 1:
-            break
-        if not all(q in scores.get(c, {}) for c in state.alive for q in batch):
+        if len(state.alive) <= 1 or not all(q in scores.get(c, {}) for c in state.alive for q in batch):
             break
         # the leader and each p are fixed from earlier rounds only: that is what keeps the test valid
         leader = (incumbent(state.alive, {c: {q: scores[c][q] for q in seen} for c in state.alive}, {}, labels)
