@@ -57,16 +57,12 @@ class DegradedOutputs:
 def _absorb(outer: usage.Usage, inner: usage.Usage) -> None:
     """Add ``inner``'s counts to ``outer`` (every counter and per-name count, whatever fields `Usage` has)."""
     with outer._lock:
-        for f in fields(usage.Usage):
-            if f.name.startswith("_"):
-                continue
-            mine = getattr(inner, f.name)
+        for name in (f.name for f in fields(usage.Usage) if not f.name.startswith("_")):
+            mine, theirs = getattr(inner, name), getattr(outer, name)
             if isinstance(mine, dict):
-                theirs = getattr(outer, f.name)
-                for name, n in mine.items():
-                    theirs[name] = theirs.get(name, 0) + n
+                theirs.update({key: theirs.get(key, 0) + n for key, n in mine.items()})
             else:
-                setattr(outer, f.name, getattr(outer, f.name) + mine)
+                setattr(outer, name, theirs + mine)
 
 
 class NotingAdapter(SchemaAdapter):
@@ -126,9 +122,7 @@ def fits_schema(signature: type[dspy.Signature], values: Mapping[str, Any]) -> b
 
 def _sound(predictor: Any, values: Mapping[str, Any], degraded: DegradedOutputs) -> bool:
     signature = getattr(predictor, "signature", None)
-    if values in degraded:
-        return False
-    return signature is None or fits_schema(signature, values)
+    return values not in degraded and (signature is None or fits_schema(signature, values))
 
 
 def _step_values(step: Any) -> dict[str, Any]:

@@ -15,11 +15,9 @@ from typing import TypeAlias
 from teammed.deliberation import Deliberation
 from teammed.results import PeerRecord
 
-__all__ = ["scope_of", "diagnose", "SCOPES"]
+__all__ = ["scope_of", "diagnose"]
 
 Record: TypeAlias = Deliberation | PeerRecord
-
-SCOPES = ("all", "r2", "discussion", "challenges", "tie", "trust", "override", "outcome")
 
 # Named predictors (``leader.resolve_tie.predict``) by the part of the deliberation they drive.
 _SCOPE_BY_PREFIX = (
@@ -41,20 +39,15 @@ def scope_of(pred_name: str | None) -> str:
     return next((scope for prefix, scope in _SCOPE_BY_PREFIX if pred_name.startswith(prefix)), "outcome")
 
 
-def _r2_firsts(record: Record | None) -> dict[str, str]:
+def _firsts(record: Record | None, *, final: bool = False) -> dict[str, str]:
+    """Each agent's first choice in R2 (``final``: at the end)."""
     if record is None:
         return {}
     if isinstance(record, PeerRecord):
-        return {str(v.agent): v.choice or "?" for v in record.r2}
+        return {str(v.agent): v.choice or "?" for v in (record.final if final else record.r2)}
+    if final:
+        return {v.agent: v.first or (v.ranking[0] if v.ranking else "?") for v in record.final}
     return {a.agent: a.ranking[0] if a.ranking else "?" for a in record.r2}
-
-
-def _final_firsts(record: Record | None) -> dict[str, str]:
-    if record is None:
-        return {}
-    if isinstance(record, PeerRecord):
-        return {str(v.agent): v.choice or "?" for v in record.final}
-    return {v.agent: v.first or (v.ranking[0] if v.ranking else "?") for v in record.final}
 
 
 def _plurality(choices: Sequence[str]) -> str | None:
@@ -70,7 +63,7 @@ def _listing(firsts: Mapping[str, str]) -> str:
 
 
 def r2_notes(record: Record, answer: str | None, gold: str) -> list[str]:
-    firsts = _r2_firsts(record)
+    firsts = _firsts(record)
     if not firsts:
         return ["no round-2 assessments were recorded"]
     right = [a for a, c in firsts.items() if c == gold]
@@ -85,7 +78,7 @@ def discussion_notes(record: Record, answer: str | None, gold: str) -> list[str]
     if isinstance(record, Deliberation) and record.early_consensus:
         verdict = "right" if answer == gold else f"wrong (gold {gold})"
         return [f"the R2 first choices agreed on {answer}, so the discussion was skipped; that was {verdict}"]
-    r2_top = _plurality(list(_r2_firsts(record).values()))
+    r2_top = _plurality(list(_firsts(record).values()))
     notes = []
     if answer != gold and r2_top == gold:
         notes.append(f"right at R2 (majority first choice was the gold answer {gold}) but talked out of it "
@@ -143,9 +136,7 @@ def tie_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 def trust_notes(record: Record, answer: str | None, gold: str) -> list[str]:
     trust = (record.trust or {}) if isinstance(record, Deliberation) else {}
-    finals = _final_firsts(record)
-    if not trust or not finals:
-        return ["trust scores were not used on this question"]
+    finals = _firsts(record, final=True)
     ranked = sorted((a for a in finals if a in trust), key=lambda a: -trust[a])
     if not ranked:
         return ["trust scores were not used on this question"]
@@ -178,7 +169,7 @@ def override_notes(record: Record, answer: str | None, gold: str) -> list[str]:
 
 
 def outcome_notes(record: Record | None, answer: str | None, gold: str) -> list[str]:
-    r2, final = _r2_firsts(record), _final_firsts(record)
+    r2, final = _firsts(record), _firsts(record, final=True)
     counts = (f"; gold first for {sum(c == gold for c in r2.values())}/{len(r2)} agents in R2 and "
               f"{sum(c == gold for c in final.values())}/{len(final)} at the end") if r2 else ""
     if answer == gold:
@@ -217,7 +208,7 @@ def diagnose(record: Record | None, *, answer: str | None, gold: str, scope: str
     """Feedback text for one question: what happened in ``scope`` and how it bore on the gold
     (``record`` None: the system left none)."""
     if scope not in _BY_SCOPE:
-        raise ValueError(f"unknown feedback scope {scope!r}; use one of {', '.join(SCOPES)}")
+        raise ValueError(f"unknown feedback scope {scope!r}; use one of {', '.join(_BY_SCOPE)}")
     if record is None:
         return outcome_notes(None, answer, gold)[0] if scope != "all" else _all_notes(None, answer, gold)[0]
     return "; ".join(_BY_SCOPE[scope](record, answer, gold))

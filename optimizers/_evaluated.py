@@ -33,9 +33,8 @@ def evaluated_rows(trials: Iterable[FrozenTrial]) -> list[Row]:
     rows: dict[str, Row] = {}
     for t in sorted(trials, key=lambda t: t.number):
         attrs = t.user_attrs
-        if t.state not in (TrialState.COMPLETE, TrialState.PRUNED) or "accuracy" not in attrs:
-            continue
-        if attrs.get("duplicate_of") is not None:
+        if (t.state not in (TrialState.COMPLETE, TrialState.PRUNED) or "accuracy" not in attrs
+                or attrs.get("duplicate_of") is not None):
             continue
         key = json.dumps(attrs["config"], sort_keys=True)
         row = {"trial": t.number, "state": t.state.name,

@@ -70,9 +70,8 @@ class SearchSpace:
 
     def suggest(self, trial: optuna.Trial) -> TeamworkConfig:
         """Sample one valid configuration; invalid combinations are never suggested."""
-        values: dict[str, Any] = {}
-        for name, choices in self._extras().items():
-            values[name] = trial.suggest_categorical(name, list(choices))
+        values: dict[str, Any] = {name: trial.suggest_categorical(name, list(choices))
+                                  for name, choices in self._extras().items()}
         turns = values.get("n_turns", self.base.n_turns)
         if self.flat:
             label = trial.suggest_categorical("components", self.grid()["components"])

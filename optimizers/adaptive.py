@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from teammed.config import TeamworkConfig
 
 __all__ = ["Outcome", "Point", "Front", "Proof", "measure", "front", "choose", "prove", "point_of", "candidates",
-           "reference", "loss_bound", "clopper_pearson", "binomial_cdf", "policy_threshold", "ALWAYS", "front_markdown"]
+           "reference", "loss_bound", "clopper_pearson", "policy_threshold", "ALWAYS", "front_markdown"]
 
 ALWAYS = 1.01  # a threshold above every signal: always escalate
 
@@ -127,19 +127,12 @@ def front(outcomes: Sequence[Outcome], *, seed: int = 0) -> Front:
                  statics=statics, single=single, best_static=best)
 
 
-def binomial_cdf(x: int, n: int, p: float) -> float:
-    """P(X <= x) for X ~ Binomial(n, p)."""
-    import scipy.stats  # here, not at import: 0.8 s that only the bound needs
-
-    return float(scipy.stats.binom.cdf(x, n, p))
-
-
 def clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
     """Exact one-sided ``1 - alpha`` bounds of a binomial share from ``x`` of ``n``: ``(lower, upper)``, each
     holding with probability at least ``1 - alpha`` whatever the true share (Clopper-Pearson: beta quantiles)."""
     if n <= 0 or not 0 <= x <= n or not 0 < alpha < 1:
         raise ValueError(f"need 0 <= x <= n, n > 0 and alpha in (0, 1) (got x={x}, n={n}, alpha={alpha})")
-    import scipy.stats
+    import scipy.stats  # here, not at import: 0.8 s that only the bound needs
 
     lower = 0.0 if x == 0 else float(scipy.stats.beta.ppf(alpha, x, n - x + 1))  # P(X >= x) = alpha
     upper = 1.0 if x == n else float(scipy.stats.beta.ppf(1 - alpha, x + 1, n - x))  # P(X <= x) = alpha
@@ -254,13 +247,12 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
                  not row.failed and getattr(row.record, "stage", "team") == "team")
                 for row in score_questions(program, questions, lm)]
 
-    if chosen.static or chosen.target is None:
-        mine_program: Any = (_program(targets[chosen.target]) if chosen.target is not None
-                             else AdaptiveTeam(threshold=0.0))
+    if chosen.target is None:
+        mine = run(AdaptiveTeam(threshold=0.0))
+    elif chosen.static:
+        mine = run(_program(targets[chosen.target]))
     else:
-        assert chosen.threshold is not None
-        mine_program = AdaptiveTeam(_program(targets[chosen.target]), threshold=chosen.threshold)
-    mine = run(mine_program)
+        mine = run(AdaptiveTeam(_program(targets[chosen.target]), threshold=policy_threshold(chosen)))
     static = run(_program(targets[static_target]))
     single = run(AdaptiveTeam(threshold=0.0))
 

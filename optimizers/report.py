@@ -148,8 +148,7 @@ def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
             lines += [noise_text(versus), ""]
     if not rows:
         lines.append("No trial has been evaluated yet.")
-        write_atomic(out / "search_report.md", "\n".join(lines) + "\n")
-        return out / "search_report.md"
+        return write_atomic(out / "search_report.md", "\n".join(lines) + "\n")
     subsets = _subsets_chart(rows, out / "subsets.png").name
     lines += ["## Every evaluated configuration", "", f"![subsets]({subsets})",
               "", "| configuration | state | accuracy % | SE | n | tokens/q | cost/q (USD) | trial |",
@@ -174,5 +173,4 @@ def search_report(study: optuna.Study, out_dir: Path | str) -> Path:
                   f"![pareto]({_pareto_chart(rows, front, out / 'pareto.png').name})", ""]
         lines += [f"- {_label(r)}: {_fmt(r['accuracy'])}%, {r['tokens_per_question']:.0f} tokens/question"
                   for r in front]
-    write_atomic(out / "search_report.md", "\n".join(lines) + "\n")
-    return out / "search_report.md"
+    return write_atomic(out / "search_report.md", "\n".join(lines) + "\n")

@@ -48,18 +48,9 @@ TeamMed 92.7 2.7 76.7 3.4 84.0 4.0 85.0 2.0 74.0 2.0 78.0 5.3 76.0 4.1 56.7 4.1
 """
 DATASETS_001 = {"MQA": "medqa", "PQA": "pubmedqa", "MML": "mmlu_pro", "MMC": "medmcqa", "MBL": "medbullets",
                 "DDX": "ddxplus", "PVQ": "pathvqa", "PMC": "pmc_vqa"}
-
-
-def _published() -> dict[str, dict[str, tuple[float, float]]]:
-    table = {}
-    for line in filter(None, _PUBLISHED_TEXT.strip().splitlines()):
-        name, *numbers = line.split()
-        values = [float(x) for x in numbers]
-        table[name] = {code: (values[2 * i], values[2 * i + 1]) for i, code in enumerate(DATASETS_001)}
-    return table
-
-
-TABLE1_001 = _published()
+TABLE1_001: dict[str, dict[str, tuple[float, float]]] = {
+    name: {code: (float(values[2 * i]), float(values[2 * i + 1])) for i, code in enumerate(DATASETS_001)}
+    for name, *values in map(str.split, _PUBLISHED_TEXT.strip().splitlines())}
 
 # Row -> (published row name or "" when the paper has none, what runs it, its name): a peer system,
 # a preset, or the tuned special set. "All Compon." is 001's five components; closed loop, the
@@ -156,9 +147,7 @@ def reproduce_table1(
              for code in available for row in settings.rows for seed in settings.seeds]
     done = WorkQueue(study).run(cells, execute)
     table = _table(cells, done, settings, special)
-    result = Table1Result(rows=table, unavailable=unavailable, special_sets=special)
-    result.markdown = _markdown(table, unavailable, settings)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    result = Table1Result(table, unavailable, special, _markdown(table, unavailable, settings))
     write_atomic(out_dir / "table1.json", json.dumps({"rows": table, "unavailable": unavailable,
                                                       "special_sets": special, "settings": settings.__dict__},
                                                      indent=2, default=str) + "\n")

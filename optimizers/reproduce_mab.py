@@ -127,9 +127,7 @@ def reproduce_medagentsbench(*, datasets: Mapping[str, Sequence[Question] | str]
             row_program_mab(row, pools.get(code, []))
     done = WorkQueue(study).run(cells, execute)
     rows, tests = _rows_and_tests(cells, done, published)
-    result = MabResult(rows=rows, tests=tests, unavailable=unavailable)
-    result.markdown = _markdown(rows, tests, unavailable, settings)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    result = MabResult(rows, tests, unavailable, _markdown(rows, tests, unavailable, settings))
     result.paths = {"md": write_atomic(out_dir / "table.md", result.markdown),
                     "json": write_atomic(out_dir / "table.json", json.dumps(
                         {"rows": rows, "tests": tests, "unavailable": unavailable, "settings": settings.__dict__},

@@ -45,7 +45,6 @@ logger = logging.getLogger(__name__)
 SAMPLERS = ("tpe", "grid", "brute")
 OBJECTIVES = ("accuracy", "accuracy,tokens")
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-_STAT_KEYS = (*STATS, "n_failed")
 
 
 class TrialFailed(TeammedError):
@@ -141,15 +140,14 @@ class _Objective:
 
     def _reuse(self, trial: optuna.Trial, twin: optuna.trial.FrozenTrial) -> float | tuple[float, float]:
         """A configuration evaluated before is not run again: its scores are copied."""
-        for key in _STAT_KEYS:
+        for key in (*STATS, "n_failed"):
             if key in twin.user_attrs:
                 trial.set_user_attr(key, twin.user_attrs[key])
         trial.set_user_attr("duplicate_of", twin.number)
         if not self.multi:
             for step, value in sorted(twin.intermediate_values.items()):
                 trial.report(value, step)
-        values = twin.values
-        return (values[0], values[1]) if self.multi else values[0]
+        return (twin.values[0], twin.values[1]) if self.multi else twin.values[0]
 
 
 def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.FrozenTrial | None:
@@ -168,9 +166,8 @@ def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.Froz
         time.sleep(0.05)
     found: dict[TrialState, optuna.trial.FrozenTrial] = {}
     for other in others:
-        if other.user_attrs.get("config") != config_json or other.user_attrs.get("duplicate_of") is not None:
-            continue
-        if other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)):
+        if (other.user_attrs.get("config") == config_json and other.user_attrs.get("duplicate_of") is None
+                and (other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)))):
             found.setdefault(other.state, other)
     return next((found[s] for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) if s in found), None)
 
@@ -237,13 +234,10 @@ class _Budget:
         duplicate = trial.user_attrs.get("duplicate_of") is not None
         self.in_a_row = self.in_a_row + 1 if duplicate else 0
         self.attempts -= 0 if duplicate else 1
-        if self.attempts <= 0:
-            study.stop()
-        elif self.in_a_row >= self.stuck:
+        if self.attempts > 0 and self.in_a_row >= self.stuck:
             logger.warning("the sampler proposed %d evaluated configurations in a row; stopping with %d of %d "
                            "distinct configurations evaluated", self.in_a_row, len(_evaluated(study)), self.trials)
-            study.stop()
-        elif self.spent(study):
+        if self.attempts <= 0 or self.in_a_row >= self.stuck or self.spent(study):
             study.stop()
 
 

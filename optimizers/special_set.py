@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 
 FORMAT = "teammed-special-set/1"
 _PUBLIC = ("trial", "state", "components", "config", *STATS)
-_DEV = (*STATS, "trial")
 
 
 class NoTrialSucceeded(WorkFailed):
@@ -87,7 +86,7 @@ def special_set_from_study(study: optuna.Study, *, dataset: str | None, objectiv
         dataset=dataset,
         components=[c for c in COMPONENTS if best["config"].get(c)],
         config=best["config"],
-        dev={k: best[k] for k in _DEV},
+        dev={k: best[k] for k in (*STATS, "trial")},
         objectives=objectives.split(","),
         sampler=sampler,
         seed=seed,

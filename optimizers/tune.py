@@ -77,9 +77,6 @@ class TuneSettings:
     n_turns: int = 2
     n_agents: Any = "auto"
 
-    def describe(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
 
 class TuneAborted(WorkFailed):
     """Every question of a cell failed: tuning on failures would pick a configuration by accident."""
@@ -111,11 +108,8 @@ def open_tune_study(storage: str | None, study_name: str, out_dir: Path) -> tupl
     file or a database URL."""
     from teammed.optimizers._storage import open_storage
 
-    if storage == ":memory:":
-        backend: Any = optuna.storages.InMemoryStorage()
-        reference = ":memory:"
-    else:
-        backend, reference = open_storage(storage, out_dir)
+    backend, reference = ((optuna.storages.InMemoryStorage(), ":memory:") if storage == ":memory:"
+                          else open_storage(storage, out_dir))
     study = optuna.create_study(storage=backend, study_name=study_name, load_if_exists=True,
                                 direction="maximize", sampler=optuna.samplers.RandomSampler(seed=0))
     return study, reference
@@ -306,9 +300,8 @@ class _Pipeline:
         """The stage-1 prompts for ``config``: each predictor from the component owning it, else from base."""
         state = program.dump_state()
         sources = [self.compiled.get("base", {}).get("state", {})]
-        for c in COMPONENTS:
-            if config.get(c) and c in self.compiled:
-                sources.append({k: v for k, v in self.compiled[c]["state"].items() if k in self.compiled[c]["own"]})
+        sources += [{k: v for k, v in self.compiled[c]["state"].items() if k in self.compiled[c]["own"]}
+                    for c in COMPONENTS if config.get(c) and c in self.compiled]
         for source in sources:
             state.update({k: v for k, v in source.items() if k in state})
         return state
@@ -356,8 +349,7 @@ class _Pipeline:
         if self.s.optimizer != "none":
             cells = compile_cells(self.s)
             done = self.queue.run(cells, self.execute)
-            for cell in cells:
-                self.compiled[cell["name"]] = done[cell_key(cell)]
+            self.compiled.update((cell["name"], done[cell_key(cell)]) for cell in cells)
         configs = stage1_configs(self.s)
         if self.replan is not None:  # a tokens=/usd= plan: the first batch measures the rate, the rest is re-planned
             first = [self._eval_cell(cfg, self.prompts1, "tune", 0) for cfg in configs.values()]
@@ -413,7 +405,6 @@ class _Pipeline:
         entrants = list(by_label)
         self.races: list[dict[str, Any]] = []
         current, state = self._race(entrants, by_label, screen_rounds(len(self.rounds), self.s.min_rounds))
-        self._log_race(entrants, current, state)
         settled = {h["dropped"] for h in state.history}
         if state.rounds >= len(self.rounds):
             settled.update(entrants)
@@ -428,7 +419,6 @@ class _Pipeline:
                 label = _label(config)
                 by_label.setdefault(label, config)
                 winner, state = self._race([current, label], by_label)
-                self._log_race([current, label], winner, state)
                 settled.add(label)
                 if self.racing_stopped is not None or winner != current:
                     current, moved = winner, winner != current
@@ -437,23 +427,20 @@ class _Pipeline:
                 break
         return current, by_label
 
-    def _log_race(self, entrants: list[str], winner: str, state: Any) -> None:
-        self.races.append({"entrants": entrants, "winner": winner, "rounds": state.rounds,
-                           "survivors": state.alive, "history": state.history,
-                           "stopped_by_budget": self.racing_stopped is not None})
-
     def _race(self, labels: list[str], by_label: Mapping[str, Any], limit: int | None = None) -> tuple[str, Any]:
-        """Race ``labels`` round by round up to ``limit`` rounds (all of them by default)."""
+        """Race ``labels`` round by round up to ``limit`` rounds (all of them by default), logged in ``races``."""
         limit = len(self.rounds) if limit is None else min(limit, len(self.rounds))
         while True:
             scores, tokens = self._scores({c: by_label[c] for c in labels})
             state = race(labels, self.rounds[:limit], scores, tokens, alpha=self.s.alpha,
                          min_rounds=self.s.min_rounds)
-            if len(state.alive) <= 1 or state.rounds >= limit:
-                return incumbent(state.alive, scores, tokens, labels), state
             cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
-            if not self._round_fits(cells, state.rounds):
-                return incumbent(state.alive, scores, tokens, labels), state
+            if len(state.alive) <= 1 or state.rounds >= limit or not self._round_fits(cells, state.rounds):
+                winner = incumbent(state.alive, scores, tokens, labels)
+                self.races.append({"entrants": labels, "winner": winner, "rounds": state.rounds,
+                                   "survivors": state.alive, "history": state.history,
+                                   "stopped_by_budget": self.racing_stopped is not None})
+                return winner, state
             self.queue.run(cells, self.execute)
 
     def _round_fits(self, cells: Sequence[Mapping[str, Any]], round_index: int) -> bool:
@@ -600,12 +587,10 @@ def _tried(queue: WorkQueue) -> list[dict[str, Any]]:
         row["correct"] += sum(result["correct"])
         for k in ("calls", "tokens", "cost_usd"):
             row[k] += result[k]
-    rows = []
     for row in table.values():
         row["accuracy"] = round(row.pop("correct") / row["n"], 4) if row["n"] else None
         row["tokens_per_question"] = round(row["tokens"] / row["n"], 2) if row["n"] else None
-        rows.append(row)
-    return sorted(rows, key=lambda r: (-r["n"], -(r["accuracy"] or 0)))
+    return sorted(table.values(), key=lambda r: (-r["n"], -(r["accuracy"] or 0)))
 
 
 def _runner_up(queue: WorkQueue, winner: str) -> dict[str, Any] | None:
@@ -674,7 +659,9 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     study, reference = open_tune_study(storage, study_name, out_dir)
     _check_identity(study, study_name, settings, tune_questions, eval_questions)
     queue = WorkQueue(study, budget=budget)
-    compiled_on = _stage1_train(queue)
+    # the training questions stage 1's finished compiles used (None: none finished yet)
+    compiled_on = next((int(c["train"]) for c, _ in _finished(queue)
+                        if c.get("kind") == "compile" and c.get("stage") == 1), None)
     if compiled_on is not None and compiled_on != plan.compile_train:  # resumed with another budget
         plan = opening_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=rate,
                             train=compiled_on)
@@ -688,9 +675,9 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
                   queue=queue, plan=plan, replan=replan if rate is not None else None)
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
-                              "server": settings.server,
-                              "settings": settings.describe(), "budget": budget.describe() if budget else None,
-                              "plan": plan.describe(), "plan_text": plan.text(), "plans": [plan.text()],
+                              "server": settings.server, "settings": dataclasses.asdict(settings),
+                              "budget": dataclasses.asdict(budget) if budget else None,
+                              "plan": dataclasses.asdict(plan), "plan_text": plan.text(), "plans": [plan.text()],
                               "study": {"storage": reference, "study_name": study_name},
                               "tuning": tuned_on, "held_out_ids": [q.id for q in p.eval_q]}
     state_path = out_dir / "tune_state.json"
@@ -732,7 +719,8 @@ def _check_questions(tune_questions: Sequence[Question], eval_questions: Sequenc
 def _check_identity(study: optuna.Study, study_name: str, settings: TuneSettings,
                     tune_questions: Sequence[Question], eval_questions: Sequence[Question]) -> None:
     """Record the settings and questions on a new study; refuse to resume one tuned with others."""
-    identity = {"settings": settings.describe(), "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
+    identity = {"settings": dataclasses.asdict(settings),
+                "tune": {"n": len(tune_questions), "sha256": _digest(tune_questions)},
                 "eval": {"n": len(eval_questions), "sha256": _digest(eval_questions)}}
     previous = study.user_attrs.get("tune")
     if previous is None:
@@ -748,20 +736,17 @@ def _run_stages(p: _Pipeline, report: dict[str, Any],
     the winner's label and config, and the held-out rows (None: the plan left the proof out)."""
     step("begin", "tune: stage 1 of 4, behaviours' influence")
     influence = p.stage1()
-    report.update(plan=p.plan.describe() if p.plan else None, plan_text=p.plan.text() if p.plan else None,
-                  plans=[x.text() for x in p.plans], replanned=p.replanned)
-    report["influence"] = influence
-    report["stage1_accuracy"] = p.stage1_accuracy
+    report.update(plan=dataclasses.asdict(p.plan) if p.plan else None,
+                  plan_text=p.plan.text() if p.plan else None, plans=[x.text() for x in p.plans],
+                  replanned=p.replanned, influence=influence, stage1_accuracy=p.stage1_accuracy)
     begun.append("2-components")
     step("begin", "tune: stage 2 of 4, racing component sets")
     pool = sample_pool(influence, settings=p.s)
-    report["pool"] = [_label(c) for c in pool]
-    report["on_probabilities"] = on_probabilities(influence)
+    report.update(pool=[_label(c) for c in pool], on_probabilities=on_probabilities(influence))
     winner, by_label = p.stage2(pool, influence)
-    report["racing"] = {"winner": winner, "races": p.races,
-                        "rounds": sum(r["rounds"] for r in p.races),
-                        "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]]}
-    report["racing"]["stopped_by_budget"] = p.racing_stopped
+    report["racing"] = {"winner": winner, "races": p.races, "rounds": sum(r["rounds"] for r in p.races),
+                        "history": [{"race": i + 1, **h} for i, r in enumerate(p.races) for h in r["history"]],
+                        "stopped_by_budget": p.racing_stopped}
     winner_config = by_label[winner]
     begun.append("3-winner")
     step("begin", f"tune: stage 3 of 4, compiling the winner ({winner})")
@@ -794,12 +779,6 @@ def _special_set(report: Mapping[str, Any], p: _Pipeline, winner_config: Mapping
             "plan": report["plan"], "stages_completed": report["stages_completed"],
             "influence": report["influence"], "spent": report["spent"], "tuned_by": "teammed tune",
             "study": report["study"]}
-
-
-def _stage1_train(queue: WorkQueue) -> int | None:
-    """The training questions stage 1's finished compiles used (None: none finished yet)."""
-    return next((int(c["train"]) for c, _ in _finished(queue) if c.get("kind") == "compile" and c.get("stage") == 1),
-                None)
 
 
 def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None, dict | None, dict | None]:

@@ -42,18 +42,13 @@ class MemoLM(MeteredLM):
     def structured_output(self) -> str:  # type: ignore[override]
         return str(getattr(self.inner, "structured_output", "json_schema"))
 
-    @staticmethod
-    def key(messages: Any, kwargs: dict[str, Any]) -> str:
-        text = json.dumps({"messages": messages, "request": kwargs}, sort_keys=True, default=str)
-        return hashlib.sha256(text.encode()).hexdigest()
-
     def complete(self, messages, **kwargs):  # type: ignore[no-untyped-def]
-        key = self.key(messages, kwargs)
+        text = json.dumps({"messages": messages, "request": kwargs}, sort_keys=True, default=str)
+        key = hashlib.sha256(text.encode()).hexdigest()
         with self._lock:
             self.requests += 1
             found = self._memo.get(key)
-            if found is not None:
-                self.hits += 1
+            self.hits += found is not None
         if found is None:
             response, info = self.inner.complete(messages, **kwargs)
             info = {k: v for k, v in info.items() if k != "cache_hit"}  # billed as if uncached

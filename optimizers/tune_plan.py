@@ -13,7 +13,7 @@ and re-planned at the rate stage 1's first batch measures; with several limits, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from teammed.config import TeamworkConfig
@@ -64,16 +64,11 @@ class TunePlan:
         need = upper + self.reserve
         if self.budget.calls is not None and spent.get("calls", 0) + need > self.budget.calls:
             return False
-        if self.rate is not None and self.budget.tokens is not None:
-            if spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens:
-                return False
-        if self.rate is not None and self.rate.usd is not None and self.budget.usd is not None:
-            if spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd:
-                return False
-        return True
-
-    def describe(self) -> dict[str, Any]:
-        return asdict(self)
+        if (self.rate is not None and self.budget.tokens is not None
+                and spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens):
+            return False
+        return not (self.rate is not None and self.rate.usd is not None and self.budget.usd is not None
+                    and spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd)
 
     def text(self) -> str:
         if self.budget_calls is None:

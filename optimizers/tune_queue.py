@@ -52,14 +52,9 @@ class Budget:
 
     def spent(self, used: Mapping[str, float]) -> str | None:
         """The first limit ``used`` reached, as text, or None."""
-        for name, limit, key in (("calls", self.calls, "calls"), ("tokens", self.tokens, "tokens"),
-                                 ("usd", self.usd, "cost_usd")):
-            if limit is not None and used.get(key, 0) >= limit:
-                return f"{name}={used.get(key, 0):g} of {limit:g}"
-        return None
-
-    def describe(self) -> dict[str, float | None]:
-        return {"calls": self.calls, "tokens": self.tokens, "usd": self.usd}
+        limits = (("calls", self.calls, "calls"), ("tokens", self.tokens, "tokens"), ("usd", self.usd, "cost_usd"))
+        return next((f"{name}={used.get(key, 0):g} of {limit:g}" for name, limit, key in limits
+                     if limit is not None and used.get(key, 0) >= limit), None)
 
 
 def parse_budget(text: str) -> Budget:
@@ -140,11 +135,9 @@ class WorkQueue:
 
     def _twin(self, number: int, key: str | None) -> int | None:
         """A finished trial of the same cell, or a running one with a smaller number."""
-        for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING)):
-            if t.number != number and t.user_attrs.get("cell_key") == key:
-                if t.state == TrialState.COMPLETE or t.number < number:
-                    return t.number
-        return None
+        trials = self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+        return next((t.number for t in trials if t.number != number and t.user_attrs.get("cell_key") == key
+                     and (t.state == TrialState.COMPLETE or t.number < number)), None)
 
     def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
         with warnings.catch_warnings():  # RDB storages have heartbeats, which only Study.optimize sends

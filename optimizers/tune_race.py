@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["one_sided_sign_p", "drop_threshold", "RaceState", "race"]
+__all__ = ["one_sided_sign_p", "RaceState", "race"]
 
 
 def one_sided_sign_p(b: int, c: int) -> float:
@@ -30,13 +30,6 @@ def one_sided_sign_p(b: int, c: int) -> float:
     if n == 0:
         return 1.0
     return min(1.0, sum(math.comb(n, i) for i in range(b + 1)) / 2**n)
-
-
-def drop_threshold(alpha: float) -> float:
-    """The e-value that drops a challenger: 1/alpha (Ville's inequality)."""
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
-    return 1 / alpha
 
 
 @dataclass
@@ -66,15 +59,15 @@ def race(labels: Sequence[str], rounds: Sequence[Sequence[str]],
          alpha: float, min_rounds: int = 1) -> RaceState:
     """Replay the race over the rounds (``rounds[r]``: question ids) whose results are all in ``scores``
     (``scores[label][qid]``: correct); it stops at the first round a survivor has not finished."""
-    threshold = drop_threshold(alpha)
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1) (got {alpha})")
+    threshold = 1 / alpha  # the e-value that drops a challenger (Ville's inequality)
     state = RaceState(alive=list(labels))
     evidence = {c: 1.0 for c in labels}
     tally = {c: [0, 0] for c in labels}  # discordant questions so far: [leader alone right, challenger alone right]
     seen: list[str] = []
     for r, batch in enumerate(rounds):
-        if len(state.alive) <= 1:
-            break
-        if not all(q in scores.get(c, {}) for c in state.alive for q in batch):
+        if len(state.alive) <= 1 or not all(q in scores.get(c, {}) for c in state.alive for q in batch):
             break
         # the leader and each p are fixed from earlier rounds only: that is what keeps the test valid
         leader = (incumbent(state.alive, {c: {q: scores[c][q] for q in seen} for c in state.alive}, {}, labels)

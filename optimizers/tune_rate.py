@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from teammed.errors import ConfigError
+from teammed.types import Question
 
 __all__ = ["CallRate", "estimate_rate", "measured_rate"]
 
@@ -44,9 +45,9 @@ class CallRate:
         return dataclasses.replace(self, tokens=self.floor, usd=None if self.usd is None else self.usd * share)
 
 
-def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_tokens: int, demos: int,
+def estimate_rate(config: Mapping[str, Any], questions: Sequence[Question], *, max_tokens: int, demos: int,
                   prices: tuple[float, float] | None, n_questions: int = 2,
-                  held_out: Sequence[Any] = (), model: str = "gpt-4o", api_base: str | None = None) -> CallRate:
+                  held_out: Sequence[Question] = (), model: str = "gpt-4o", api_base: str | None = None) -> CallRate:
     """The estimated rate (module docstring): ``config`` on the ``n_questions`` longest of ``questions`` and
     ``held_out``; ``longest`` compares it with the rate on the longest of ``questions`` alone."""
     if max_tokens <= 0:
@@ -68,7 +69,7 @@ def estimate_rate(config: Mapping[str, Any], questions: Sequence[Any], *, max_to
                     longest=max(1.0, math.ceil(sum(worst)) / math.ceil(sum(worst_tuning))), floor=math.floor(cheapest))
 
 
-def _longest(questions: Sequence[Any], n: int) -> list[Any]:
+def _longest(questions: Sequence[Question], n: int) -> list[Question]:
     return sorted(questions, key=lambda q: (-_length(q), q.id))[:n]
 
 
@@ -108,7 +109,5 @@ def measured_rate(results: Sequence[Mapping[str, Any]], *, fallback: CallRate) -
                     f"the most per call of {len(billed)} finished cell(s){scaled}{kept}", fallback.longest)
 
 
-def _length(question: Any) -> int:
-    options = getattr(question, "options", {}) or {}
-    return (len(str(getattr(question, "question", ""))) + len(str(getattr(question, "context", "") or ""))
-            + sum(len(str(v)) for v in options.values()))
+def _length(q: Question) -> int:
+    return len(q.question) + len(q.context or "") + sum(len(v) for v in q.options.values())
