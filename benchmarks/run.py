@@ -128,12 +128,12 @@ def emit(document: Any, out: Path | None) -> None:
 
 
 # ---------------------------------------------------------------- figures from logs
-def longest_chain(requests: list[dict[str, Any]]) -> int:
-    """Longest sequence of requests each starting after the previous one ended."""
+def longest_chain(requests: list[dict[str, Any]], slack: float = 0.0) -> int:
+    """Longest sequence of requests each starting after the previous one ended (``slack`` seconds before at most)."""
     ordered = sorted(requests, key=lambda r: r["start"])
     best: list[int] = []
     for i, r in enumerate(ordered):
-        best.append(1 + max((best[j] for j in range(i) if ordered[j]["end"] <= r["start"]), default=0))
+        best.append(1 + max((best[j] for j in range(i) if ordered[j]["end"] <= r["start"] + slack), default=0))
     return max(best, default=0)
 
 
@@ -195,15 +195,16 @@ class Tree:
         return self.work / f"{self._k:02d}-{tag}"
 
     def run(self, *, preset: str, questions: Path, n: int, latency_s: float, concurrency: int,
-            parallel: int | None = None, seed: int = 1, tag: str) -> tuple[Proc, list[Any], list[Any]]:
-        """One `teammed run` against a fresh fake server; (process, server log, result rows)."""
+            parallel: int | None = None, seed: int = 1, tag: str, server_flags: Sequence[str] = (),
+            extra: Sequence[str] = ()) -> tuple[Proc, list[Any], list[Any]]:
+        """One `teammed run` (``extra``: more of its flags) against a fresh fake server (``server_flags``: see
+        `Server`); (process, server log, result rows)."""
         base = self._next(tag)
-        with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl")) as server:
+        with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl"), extra=server_flags) as server:
             args = ["run", "--dataset", str(questions), "--n", str(n), "--preset", preset, *TEAM,
                     "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(base),
                     "--concurrency", str(concurrency), "--retry-attempts", "3", "--retry-base", "0.05",
-                    "--seed", str(seed),
-                    *self.split_args]
+                    "--seed", str(seed), *self.split_args, *extra]
             if parallel and self.parallel_flag:
                 args += [self.parallel_flag, str(parallel)]
             proc = run_teammed(self.path, args, cwd=self.work)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,19 +52,16 @@ _META_FIELDS = {"meta_info": "meta_info", "category": "category", "src": "src", 
                 "answer_rationale": "explanation"}
 
 
+@dataclass(frozen=True)
 class Layout:
     """One benchmark's folder in MedAgentsBench's layout: its split files by stem."""
 
-    def __init__(self, folder: Path, splits: Mapping[str, Path]) -> None:
-        self.folder = folder
-        self.splits = dict(splits)
+    folder: Path
+    splits: dict[str, Path]
 
     @property
     def default_split(self) -> str | None:
         return DEFAULT_SPLIT if DEFAULT_SPLIT in self.splits else None
-
-    def file(self, split: str) -> Path | None:
-        return self.splits.get(split)
 
 
 def find_layout(data_dir: Path | None, name: str) -> Layout | None:

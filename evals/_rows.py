@@ -15,7 +15,7 @@ Usage counters a row never recorded (a row from another tool) are absent from th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from teammed.deliberation import Assessment, FinalVote
 from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, load_row
@@ -29,8 +29,7 @@ __all__ = [
     "peer_record",
     "team_record",
     "first_choice",
-    "r2_choices",
-    "final_choices",
+    "first_choices",
     "votes_by_turn",
     "agent_roles",
     "row_roles",
@@ -77,17 +76,10 @@ def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
     return first or (vote.ranking[0] if vote.ranking else None)
 
 
-def r2_choices(row: ResultRow) -> list[str]:
-    """Each agent's independent (round-2) first choice, where recorded."""
+def first_choices(row: ResultRow, stage: Literal["r2", "final"]) -> list[str]:
+    """Each agent's first choice, where recorded: its independent one (``r2``, round 2) or its ``final`` one."""
     found = team_record(row)
-    votes: list[Assessment] | list[PeerVote] = found.r2 if found is not None else []
-    return [choice for vote in votes if (choice := first_choice(vote))]
-
-
-def final_choices(row: ResultRow) -> list[str]:
-    """Each agent's final first choice, where recorded."""
-    found = team_record(row)
-    votes: list[FinalVote] | list[PeerVote] = found.final if found is not None else []
+    votes: list[Assessment] | list[FinalVote] | list[PeerVote] = getattr(found, stage) if found is not None else []
     return [choice for vote in votes if (choice := first_choice(vote))]
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
+from teammed.evals import published as beside
 from teammed.evals._html import PAGE_QUESTIONS, page_name, paged_transcripts
 from teammed.evals._runs import (
     Group,
@@ -321,19 +322,15 @@ def build_report(
     if baseline is not None:
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
     if published is not None:
-        from teammed.evals.published import published_beside
-
-        numbers["published"] = published_beside(groups, Path(published), model=published_model,
-                                                split=published_split)
+        numbers["published"] = beside.published_beside(groups, Path(published), model=published_model,
+                                                       split=published_split)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     compared = _write_compare(pair, out_dir, numbers) if pair is not None else []
     if against is not None:
-        from teammed.evals.published import compare_published_markdown, compare_with_published
-
-        numbers["compare"] = compare_with_published(groups, against, root=published, model=published_model,
-                                                    split=published_split)
-        compared = compare_published_markdown(numbers["compare"])
+        numbers["compare"] = beside.compare_with_published(groups, against, root=published, model=published_model,
+                                                           split=published_split)
+        compared = beside.compare_published_markdown(numbers["compare"])
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
     figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])
@@ -347,9 +344,7 @@ def build_report(
     numbers["transcript_pages"] = _write_transcripts(groups, out_dir)
     report = out_dir / "report.md"
     if "published" in numbers:
-        from teammed.evals.published import published_markdown
-
-        compared = [*compared, *published_markdown(numbers["published"])]
+        compared = [*compared, *beside.published_markdown(numbers["published"])]
     write_atomic(report, _markdown(numbers, figures, compared))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
     return report
