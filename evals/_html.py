@@ -20,18 +20,16 @@ from typing import Any
 from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak
 from teammed.evals._facts import RowLike
 from teammed.evals._rows import (
-    AnyRow,
     deliberation,
     first_choice,
     stage_name,
     team_record,
-    typed_rows,
     votes_by_turn,
 )
 from teammed.evals.stats import natural_key
 from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
-__all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
+__all__ = ["paged_transcripts", "fmt"]
 
 # The viewer's style and script, shipped beside this module (package data).
 _CSS = "\n" + resources.files(__package__).joinpath("viewer.css").read_text(encoding="utf-8")
@@ -290,25 +288,8 @@ def page_name(k: int) -> str:
     return "transcripts.html" if k == 1 else f"transcripts-{k}.html"
 
 
-def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
-    """The page: a filter bar, an overview of the runs, one collapsible block per question.
-    Rows are `ResultRow` values or their stored (dict) form, typed here once."""
-    return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
-
-
 RowsOf = Callable[[int, set[str]], Iterable[ResultRow]]
 """``rows_of(run_index, ids)``: the rows of one run whose ids are among ``ids``, in any order."""
-
-
-def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
-                      page_size: int = PAGE_QUESTIONS) -> list[str]:
-    """The viewer of rows held in memory, page by page (see `paged_transcripts`)."""
-    typed = [(title, typed_rows(rows)) for title, rows in runs]
-
-    def rows_of(index: int, ids: set[str]) -> list[ResultRow]:
-        return [row for row in typed[index][1] if row.id in ids]
-
-    return ["".join(page) for page in paged_transcripts(typed, rows_of, page_size=page_size)]
 
 
 def paged_transcripts(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, *,

@@ -24,7 +24,6 @@ __all__ = [
     "stage_name",
     "AnyRow",
     "typed",
-    "typed_rows",
     "deliberation",
     "peer_record",
     "team_record",
@@ -46,11 +45,6 @@ AnyRow: TypeAlias = ResultRow | Mapping[str, Any]
 def typed(row: AnyRow) -> ResultRow:
     """A row as the typed `ResultRow` (a stored dict is validated and upgraded by `load_row`)."""
     return row if isinstance(row, ResultRow) else load_row(dict(row))
-
-
-def typed_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
-    """`typed` over rows: what a public function accepting stored dicts calls once, at its entry."""
-    return [typed(row) for row in rows]
 
 
 def deliberation(row: ResultRow) -> Deliberation | None:

@@ -130,3 +130,21 @@ def wordy_team(factor: int, answers: dict[str, str], seed: int) -> Any:
             return response, info
 
     return Wordy(answers, seed=seed)
+
+
+# ---------------------------------------------------------------- the viewer of rows held in memory
+def transcripts_pages(runs: Any, *, page_size: int = 1000) -> list[str]:
+    """The viewer pages of rows held in memory (`ResultRow` values or their stored form), as
+    `teammed.evals._html.paged_transcripts` writes them from disk."""
+    from teammed.evals._html import paged_transcripts
+    from teammed.evals._rows import typed
+
+    held = [(title, [typed(row) for row in rows]) for title, rows in runs]
+    pages = paged_transcripts(held, lambda index, ids: [row for row in held[index][1] if row.id in ids],
+                              page_size=page_size)
+    return ["".join(page) for page in pages]
+
+
+def transcripts_html(runs: Any) -> str:
+    """The viewer of rows held in memory as one page."""
+    return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
