@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dspy  # noqa: E402
 import tiktoken  # noqa: E402
+from litellm.litellm_core_utils import default_encoding  # noqa: E402
 from run import longest_chain  # noqa: E402
 
 from teammed.adapter import SchemaAdapter  # noqa: E402
@@ -43,15 +44,7 @@ from teammed.backends import ScriptedCall, ScriptedLM  # noqa: E402
 from teammed.config import preset  # noqa: E402
 from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 
-
-def _encoding() -> tiktoken.Encoding:
-    """cl100k_base from litellm's bundled copy (no download; the machine may be offline)."""
-    from litellm.litellm_core_utils import default_encoding
-
-    return default_encoding.encoding
-
-
-_ENC = _encoding()
+_ENC: tiktoken.Encoding = default_encoding.encoding  # cl100k_base from litellm's bundled copy (no download)
 _WORDS = ("patient presents with findings consistent with the diagnosis because the history and "
           "laboratory results support it while the alternative explanations fail to account for the "
           "timing severity and distribution of symptoms so the most likely mechanism remains").split()

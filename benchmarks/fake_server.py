@@ -317,7 +317,11 @@ class FakeServer:
                     time.sleep(wait)
                 end = time.time()  # before the answer goes out: once it is out, the client may send the next
                 self._send(200, reply)
-                outer.write_log({"start": start, "end": end, "peer": self.client_address[1], **record})
+                if outer._log is not None:
+                    line = json.dumps({"start": start, "end": end, "peer": self.client_address[1], **record})
+                    with outer._lock:
+                        outer._log.write(line + "\n")
+                        outer._log.flush()
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -371,13 +375,6 @@ class FakeServer:
             "usage": usage,
         }
         return reply, record
-
-    def write_log(self, record: dict[str, Any]) -> None:
-        if self._log is None:
-            return
-        with self._lock:
-            self._log.write(json.dumps(record) + "\n")
-            self._log.flush()
 
     def __enter__(self) -> FakeServer:
         self.thread.start()

@@ -84,7 +84,7 @@ def find_layout(data_dir: Path | None, name: str) -> Layout | None:
     only_here = name in _ONLY_HERE
     for stem, path in splits.items():
         row = _first_row(path)
-        if row is None or not _is_row(row):
+        if row is None or not all(k in row for k in _ROW_FIELDS) or not isinstance(row["options"], dict | str):
             continue
         if _ID_FIELD in row or only_here or stem not in _PLAIN_SPLITS:
             return Layout(folder, splits)
@@ -102,10 +102,6 @@ def _first_row(path: Path) -> Mapping[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     return None
-
-
-def _is_row(row: Mapping[str, Any]) -> bool:
-    return all(k in row for k in _ROW_FIELDS) and isinstance(row["options"], (dict, str))
 
 
 def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: str = "medagentsbench") -> Question:

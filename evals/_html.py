@@ -117,11 +117,6 @@ def _event(event: TranscriptEvent) -> str:
             f'<div class="text">{_e(event.text)}</div>{extra}</div>')
 
 
-def _transcript(row: ResultRow) -> str:
-    said = row.transcript
-    return "<h4>Deliberation</h4>" + "".join(map(_event, said)) if said else ""
-
-
 def _challenges(row: ResultRow) -> str:
     found = deliberation(row)
     if found is None or not found.challenges:
@@ -237,7 +232,8 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
                f'<span class="run">{_e(run_title)}</span><span class="stem-short">{_e(short)}</span>'
                f'<span class="pick">{_e(pick)}</span>'
                f'<a class="anchor" href="#{anchor}" title="link to this question">#</a>')
-    body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + _transcript(row)
+    said = "<h4>Deliberation</h4>" + "".join(map(_event, row.transcript)) if row.transcript else ""
+    body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + said
     system = _e(row.system or "")
     return (f'<article class="q" id="{anchor}" data-status="{state}" data-run="{run_index}" data-system="{system}">'
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')

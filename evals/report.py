@@ -136,12 +136,6 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
     return comparisons
 
 
-def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
-    return {config: metrics["macro"] for config in configs
-            if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
-            and len(metrics["by_group"]) > 1}
-
-
 def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[str]) -> dict[str, dict[str, Any]]:
     """Per data set: chance (the mean of 1 / options over its labelled questions) and the majority class's
     accuracy (pooled over a configuration's questions, as Table 1 shows it)."""
@@ -317,7 +311,9 @@ def build_report(
         "baseline": baseline,
         "groups": [_group_stats(g) for g in groups],
         "significance": [],
-        "macro": _macro_binary(groups, configs),
+        "macro": {config: metrics["macro"] for config in configs
+                  if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
+                  and len(metrics["by_group"]) > 1},
     }
     if baseline is not None:
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)

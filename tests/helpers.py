@@ -140,9 +140,11 @@ def transcripts_pages(runs: Any, *, page_size: int = 1000) -> list[str]:
     from teammed.evals._rows import typed
 
     held = [(title, [typed(row) for row in rows]) for title, rows in runs]
-    pages = paged_transcripts(held, lambda index, ids: [row for row in held[index][1] if row.id in ids],
-                              page_size=page_size)
-    return ["".join(page) for page in pages]
+
+    def rows_of(index: int, ids: set[str]) -> list[Any]:
+        return [row for row in held[index][1] if row.id in ids]
+
+    return ["".join(page) for page in paged_transcripts(held, rows_of, page_size=page_size)]
 
 
 def transcripts_html(runs: Any) -> str:
