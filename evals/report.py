@@ -54,6 +54,8 @@ def _group_stats(group: Group) -> dict[str, Any]:
     labeled = [row for run in group.runs for row in run.rows if row.labeled]
     partial = [f"{run.path} ({run.shard_note or f'{len(run.rows)}/{run.n_planned}'})"
                for run in group.runs if run.partial]
+    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
+                for run in group.runs]  # the models that answered the group's runs
     return {
         "dataset": group.dataset,
         "config": group.config,
@@ -63,7 +65,7 @@ def _group_stats(group: Group) -> dict[str, Any]:
         "partial": partial,
         "accuracy": _accuracy_stats(scored, len({row.id for row in labeled})),
         "questions": _question_stats(labeled),
-        "models": _models(group),
+        "models": sorted({m for text in answered for m in text.split("+") if m}),  # each once
         "metrics": summarize(group.rows),
     }
 
@@ -87,13 +89,6 @@ def _accuracy_stats(scored: list[tuple[float, int]], distinct: int) -> dict[str,
         return {"mean": None, "se": None, "se_source": None, "k": 0, "per_seed": []}
     est = cell_estimate([a for a, _ in scored], [m for _, m in scored], distinct=distinct)
     return {"mean": est.mean, "se": est.se, "se_source": est.source, "k": est.k, "per_seed": [a for a, _ in scored]}
-
-
-def _models(group: Group) -> list[str]:
-    """The models that answered the group's runs, each once."""
-    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
-                for run in group.runs]
-    return sorted({m for text in answered for m in text.split("+") if m})
 
 
 def _check_out_dir(out_dir: Path, run_dirs: Sequence[Path]) -> None:
