@@ -59,10 +59,6 @@ class Run:
             last[(row.seed, row.id)] = row  # a repeat keeps its first place and takes the later row
         return [row for row in last.values() if self.part is None or (row.answered_models or "") == self.part]
 
-    def read_rows(self) -> list[ResultRow]:
-        """All of this run's full, typed rows, read from its ``results.jsonl``."""
-        return self.rows_of({row.id for row in self.rows})
-
     @property
     def answered_by(self) -> str | None:
         """The models that answered the run's rows (``a+b`` when they differ; None: rows do not record it)."""

@@ -150,3 +150,8 @@ def transcripts_pages(runs: Any, *, page_size: int = 1000) -> list[str]:
 def transcripts_html(runs: Any) -> str:
     """The viewer of rows held in memory as one page."""
     return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
+
+
+def read_rows(run: Any) -> list[Any]:
+    """All of a loaded run's (`teammed.evals._runs.Run`) full, typed rows, read from its ``results.jsonl``."""
+    return run.rows_of({row.id for row in run.rows})
