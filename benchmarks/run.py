@@ -24,6 +24,7 @@ Figures (N=3 agents, T=2 turns, the 20 MedQA-format demo vignettes, cycled for l
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -162,8 +163,6 @@ def write_questions(path: Path, n: int, *, start: int = 0, eval_only: bool = Fal
 
 def _eval_part(question_id: str) -> bool:
     """`teammed.data.splits.part_of` (0.3 of ids are for tuning), restated: the tree measured may be old."""
-    import hashlib
-
     digest = hashlib.sha256(f"teammed-split:{question_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 >= 0.3
 

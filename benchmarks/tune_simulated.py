@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import sys
 import tempfile
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from teammed.backends.simulated import PLANTED_TABLES, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
-from teammed.config import config_from_components  # noqa: E402
+from teammed.config import COMPONENTS, config_from_components  # noqa: E402
 from teammed.optimizers._scoring import score_questions  # noqa: E402
 from teammed.optimizers._space import subset_label, valid_subsets  # noqa: E402
 from teammed.optimizers.search import search_special_set  # noqa: E402
@@ -53,10 +54,6 @@ def exhaustive_calls(questions, lm, probe: int) -> tuple[int, dict[str, float]]:
 def run_equal_cost(questions, lm, per_config: dict[str, float], calls: int, seed: int) -> dict:
     """Exhaustive evaluation cut to ``calls``: whole configurations on every tuning question, in a seeded
     random order, while their calls fit; the most accurate of them is the answer."""
-    import random
-
-    from teammed.config import COMPONENTS
-
     order = list(per_config)
     random.Random(seed).shuffle(order)
     chosen, spent = [], 0.0

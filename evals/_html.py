@@ -79,8 +79,7 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: S
 def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     if vote is None:
         return ""
-    confidence = vote.confidence
-    return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
+    return f"{first_choice(vote) or ''}" + (f" ({fmt(vote.confidence)})" if vote.confidence not in (None, "") else "")
 
 
 def _team(row: ResultRow) -> str:
@@ -189,14 +188,10 @@ def _options(row: ResultRow) -> str:
 
 
 def _stem(row: ResultRow) -> str:
-    parts = []
-    if row.context:
-        parts.append(f'<div class="context">{_e(row.context)}</div>')
+    context = f'<div class="context">{_e(row.context)}</div>' if row.context else ""
     if row.question:
-        parts.append(f'<div class="stem">{_e(row.question)}</div>')
-    else:
-        parts.append('<p class="run">(this run did not record the question text; rerun it to see it here)</p>')
-    return "".join(parts)
+        return f'{context}<div class="stem">{_e(row.question)}</div>'
+    return context + '<p class="run">(this run did not record the question text; rerun it to see it here)</p>'
 
 
 def anchor_id(run_index: int, question_id: Any) -> str:

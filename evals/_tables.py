@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -111,9 +113,6 @@ def cells_table(groups: Sequence[Stats]) -> str:
 
 def cells_csv(groups: Sequence[Stats]) -> str:
     """Table 1's cells as CSV: one row per configuration and data set, accuracies as percentages."""
-    import csv
-    import io
-
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["config", "dataset", "model", "seeds", "n_questions", "n_correct", "n_failed", "mean", "se",
