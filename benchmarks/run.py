@@ -112,9 +112,6 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 
