@@ -291,11 +291,8 @@ def startup(tree: Tree, f: dict[str, float], log: Any) -> None:
 
 
 def memory(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, float], log: Any) -> None:
-    rss = {}
-    for k in sizes["rss"]:
-        proc, _, _ = tree.run(preset="all", questions=qfile, n=k, latency_s=0.0, concurrency=16,
-                              tag=f"rss-{k}")
-        rss[k] = proc.maxrss_mib
+    rss = {k: tree.run(preset="all", questions=qfile, n=k, latency_s=0.0, concurrency=16, tag=f"rss-{k}")[0].maxrss_mib
+           for k in sizes["rss"]}
     a, b = sizes["rss"]
     slope = (rss[b] - rss[a]) / (b - a)
     f[f"peak RSS MiB, all, {a} questions"] = rss[a]

@@ -95,13 +95,10 @@ def _first_row(path: Path) -> Mapping[str, Any] | None:
     """The first non-empty line of a .jsonl file as an object, or None (unreadable, empty, not an object)."""
     try:
         with path.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    return row if isinstance(row, dict) else None
+            row = json.loads(next((line for line in f if line.strip()), "null"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    return None
+    return row if isinstance(row, dict) else None
 
 
 def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: str = "medagentsbench") -> Question:

@@ -227,11 +227,8 @@ _TEAMWORK: list[_Column] = [
 
 
 def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None:
-    body = []
-    for stats in groups:
-        cells = [render(stats) for _, render in columns]
-        if any(cell != _DASH for cell in cells):
-            body.append([stats["config"], stats["dataset"], *cells])
+    rendered = [(stats, [render(stats) for _, render in columns]) for stats in groups]
+    body = [[stats["config"], stats["dataset"], *cells] for stats, cells in rendered if any(c != _DASH for c in cells)]
     return markdown_table(["Config", "Dataset", *(name for name, _ in columns)], body) if body else None
 
 
