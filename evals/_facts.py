@@ -28,7 +28,7 @@ from teammed.evals._rows import (
 )
 from teammed.results import ResultRow
 
-__all__ = ["RowFacts", "TeamFacts", "PeerFacts", "row_facts", "facts_of", "typed_or_facts", "RowLike"]
+__all__ = ["RowFacts", "TeamFacts", "PeerFacts", "row_facts", "facts_of", "RowLike"]
 
 # numeric fields whose mean is taken over the rows that recorded them (`efficiency`)
 RECORDED = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
@@ -174,11 +174,6 @@ def row_facts(row: AnyRow | RowFacts) -> RowFacts:
         trust=_final_trust(row), votes=kept_votes, team=_team(row, votes), team_facts=_team_facts(row),
         peer=_peer_facts(row), extra=extra, n_options=len(row.options or {}),
     )
-
-
-def typed_or_facts(row: AnyRow | RowFacts) -> ResultRow | RowFacts:
-    """A row as a typed `ResultRow` (a stored dict is typed), facts as they are."""
-    return row if isinstance(row, RowFacts) else typed(row)
 
 
 def facts_of(rows: Iterable[AnyRow | RowFacts]) -> list[RowFacts]:
