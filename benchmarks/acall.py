@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="teammed-acall-"))
     print(f"{'system':<16} {'one (s)':>8} {f'{args.k} at once (s)':>15} {'ratio':>6} {'threads':>8}")
     for system in ["teamwork:base", "teamwork:all", *sorted(n for n in names() if n != "teamwork")]:
-        server = Server(latency_s=args.latency, log=work / f"{system.replace(':', '-')}.jsonl")
-        try:
+        with Server(latency_s=args.latency, log=work / f"{system.replace(':', '-')}.jsonl") as server:
             lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", temperature=0.0, max_tokens=512)
             program = build(system)
             with dspy.context(lm=lm, adapter=SchemaAdapter()):
@@ -84,12 +83,9 @@ def main(argv: list[str] | None = None) -> int:
                 many, failed_many = asyncio.run(answer(program, args.k, same=True))
                 threads = threading.active_count() - before
             lm.close()
-        finally:
-            server.close()
         note = f"  ({failed_one + failed_many} failed)" if failed_one + failed_many else ""
         print(f"{system:<16} {one:>8.2f} {many:>15.2f} {many / one:>6.2f} {threads:>8}{note}")
-    server = Server(latency_s=0.5, log=work / "efficiency.jsonl")
-    try:
+    with Server(latency_s=0.5, log=work / "efficiency.jsonl") as server:
         lm = LiteLLMBackend("openai/fake", api_base=server.api_base, api_key="x", max_parallel_requests=args.slots,
                             temperature=0.0, max_tokens=512)
         program = build("teamwork:base")
@@ -99,8 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         cpu = time.process_time() - cpu
         lm.close()
         requests = server.requests()
-    finally:
-        server.close()
     phase = max(r["end"] for r in requests) - min(r["start"] for r in requests)
     print(f"\n{args.slots} acalls in flight, 0.5 s server, {2 * args.slots} questions ({failed} failed), "
           f"{len(requests)} calls in {wall:.1f} s:")

@@ -30,16 +30,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from teammed.data.published import published_files, read_all
+from teammed.evals.stats import natural_key
+from teammed.optimizers.adaptive import ALWAYS, Outcome, choose, front, point_of
+
 HERE = Path(__file__).resolve().parent
 
 
 def outcomes_from_files(root: Path, *, dataset: str, model: str, split: str, single: str, signal_with: str,
                         teams: list[str]) -> list[Any]:
     """One `Outcome` per question every named file answered (matched by text), as described above."""
-    from teammed.data.published import published_files, read_all
-    from teammed.evals.stats import natural_key
-    from teammed.optimizers.adaptive import Outcome
-
     files = {m: published_files(root, dataset=dataset, model=model, split=split, method=m)[0]
              for m in dict.fromkeys([single, signal_with, *teams])}
     runs = dict(zip(files, read_all(list(files.values())), strict=True))
@@ -61,8 +61,6 @@ def outcomes_from_files(root: Path, *, dataset: str, model: str, split: str, sin
 
 
 def one_split(outcomes: list[Any], k: int, seed: int, tolerance: float) -> dict[str, Any]:
-    from teammed.optimizers.adaptive import ALWAYS, choose, front, point_of
-
     order = list(outcomes)
     random.Random(f"{seed}:{k}").shuffle(order)
     half = len(order) // 2

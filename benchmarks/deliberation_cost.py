@@ -32,24 +32,19 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import dspy  # noqa: E402
 import tiktoken  # noqa: E402
+from litellm.litellm_core_utils import default_encoding  # noqa: E402
+from run import longest_chain  # noqa: E402
 
 from teammed.adapter import SchemaAdapter  # noqa: E402
 from teammed.backends import ScriptedCall, ScriptedLM  # noqa: E402
 from teammed.config import preset  # noqa: E402
 from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 
-
-def _encoding() -> tiktoken.Encoding:
-    """cl100k_base from litellm's bundled copy (no download; the machine may be offline)."""
-    from litellm.litellm_core_utils import default_encoding
-
-    return default_encoding.encoding
-
-
-_ENC = _encoding()
+_ENC: tiktoken.Encoding = default_encoding.encoding  # cl100k_base from litellm's bundled copy (no download)
 _WORDS = ("patient presents with findings consistent with the diagnosis because the history and "
           "laboratory results support it while the alternative explanations fail to account for the "
           "timing severity and distribution of symptoms so the most likely mechanism remains").split()
@@ -137,16 +132,6 @@ def _content(message: dict[str, Any]) -> str:
     return str(content)
 
 
-def longest_chain(calls: list[dict[str, Any]]) -> int:
-    """The most calls in a sequence where each starts after the previous one ended."""
-    ordered = sorted(calls, key=lambda c: c["start"])
-    best: list[int] = []
-    for i, call in enumerate(ordered):
-        before = [best[j] for j in range(i) if ordered[j]["end"] <= call["start"] + 1e-6]
-        best.append(1 + max(before, default=0))
-    return max(best, default=0)
-
-
 def load_questions(path: Path, n: int) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return rows[:n]
@@ -170,7 +155,7 @@ def measure(name: str, questions: list[dict[str, Any]], *, latency_s: float, n_a
             per_behaviour[entry["behaviour"]] += entry["prompt_tokens"]
         totals.append(sum(e["prompt_tokens"] for e in lm.log))
         calls.append(len(lm.log))
-        chain = longest_chain(lm.log)
+        chain = longest_chain(lm.log, slack=1e-6)
         chains.append(chain)
         ratios.append(wall / (chain * latency_s) if chain and latency_s else float("nan"))
     total = sum(per_behaviour.values())

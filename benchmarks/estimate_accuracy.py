@@ -42,6 +42,14 @@ sys.path.insert(0, str(HERE))
 
 from prefix_cache import VIGNETTES  # noqa: E402
 
+import teammed.estimate as estimate_module  # noqa: E402
+from teammed import usage  # noqa: E402
+from teammed.answering import answer  # noqa: E402
+from teammed.config import preset as make  # noqa: E402
+from teammed.estimate import estimate_program  # noqa: E402
+from teammed.experiments import BackendSpec  # noqa: E402
+from teammed.experiments._backend import open_backends  # noqa: E402
+from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 from teammed.types import Question  # noqa: E402
 
 
@@ -66,11 +74,6 @@ def questions() -> list[Question]:
 
 
 def billed(preset: str, asked: list[Question], lm: Any, n_agents: int | None = None) -> list[tuple[str, int, int]]:
-    from teammed import usage
-    from teammed.answering import answer
-    from teammed.config import preset as make
-    from teammed.programs.teamwork import TeamworkProgram
-
     calls = Calls()
     with usage.listen(calls):
         for question in asked:
@@ -80,12 +83,6 @@ def billed(preset: str, asked: list[Question], lm: Any, n_agents: int | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
-    from teammed.config import preset as make
-    from teammed.estimate import estimate_program
-    from teammed.experiments import BackendSpec
-    from teammed.experiments._backend import open_backends
-    from teammed.programs.teamwork import TeamworkProgram
-
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write-table", action="store_true", help="write the measured lengths into estimate.py")
     parser.add_argument("--table-n", type=int, default=1, help="vignettes the answer lengths are measured on")
@@ -97,8 +94,6 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"model": "local (SmolLM2-135M-Instruct Q4_1, llama.cpp)"}
     with open_backends(BackendSpec(model="local", cache=False), command="run") as deployments:
         lm = deployments[0].lm
-        import teammed.estimate as estimate_module
-
         lengths: dict[str, list[int]] = {}
         for signature, _, completion in billed("all", asked[:args.table_n], lm):
             lengths.setdefault(signature, []).append(completion)

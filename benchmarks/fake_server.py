@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import functools
 import hashlib
 import importlib.util
 import json
@@ -63,37 +64,19 @@ def _tokenizer_dir() -> str | None:
     return str(path) if path.is_dir() else None
 
 
-_encoder = None
-_encoder_lock = threading.Lock()
-
-
+@functools.cache
 def encoder() -> Any:
-    global _encoder
-    with _encoder_lock:
-        if _encoder is None:
-            if "TIKTOKEN_CACHE_DIR" not in os.environ and _tokenizer_dir():
-                os.environ["TIKTOKEN_CACHE_DIR"] = _tokenizer_dir() or ""
-            import tiktoken
+    if "TIKTOKEN_CACHE_DIR" not in os.environ and _tokenizer_dir():
+        os.environ["TIKTOKEN_CACHE_DIR"] = _tokenizer_dir() or ""
+    import tiktoken
 
-            _encoder = tiktoken.get_encoding("cl100k_base")
-    return _encoder
+    return tiktoken.get_encoding("cl100k_base")
 
 
 def _text(content: Any) -> str:
     if isinstance(content, list):  # multimodal parts: count the text parts
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     return str(content or "")
-
-
-def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """OpenAI's chat accounting for cl100k models: 3 per message + role + content, + 3 for the reply."""
-    enc = encoder()
-    total = 3
-    for message in messages:
-        total += 3 + len(enc.encode(str(message.get("role", "")))) + len(enc.encode(_text(message.get("content"))))
-        if message.get("name"):
-            total += 1 + len(enc.encode(str(message["name"])))
-    return total
 
 
 # Stand-ins for a chat template's special tokens (ids past cl100k_base's ordinary vocabulary).
@@ -104,7 +87,7 @@ BLOCK_TOKENS = 16
 def prompt_token_ids(messages: list[dict[str, Any]]) -> list[int]:
     """The prompt as a server's chat template feeds it to the model, one token sequence: per message
     a start marker, its role, a separator, its content (and name), an end marker; then 3 tokens that
-    prime the reply. As long as `count_prompt_tokens` counts (image parts are not tokens here either)."""
+    prime the reply (image parts are not tokens here)."""
     enc = encoder()
     ids: list[int] = []
     for message in messages:
@@ -117,6 +100,12 @@ def prompt_token_ids(messages: list[dict[str, Any]]) -> list[int]:
         ids += enc.encode(_text(message.get("content")))
         ids.append(_END)
     return [*ids, _START, _SEP, _END]  # the reply's priming tokens
+
+
+def count_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """OpenAI's chat accounting for cl100k models: 3 per message + role + content (+ 1 + name), + 3 for the
+    reply: the length of `prompt_token_ids`."""
+    return len(prompt_token_ids(messages))
 
 
 def block_hashes(tokens: Sequence[int], block: int = BLOCK_TOKENS) -> list[bytes]:
@@ -317,7 +306,11 @@ class FakeServer:
                     time.sleep(wait)
                 end = time.time()  # before the answer goes out: once it is out, the client may send the next
                 self._send(200, reply)
-                outer.write_log({"start": start, "end": end, "peer": self.client_address[1], **record})
+                if outer._log is not None:
+                    line = json.dumps({"start": start, "end": end, "peer": self.client_address[1], **record})
+                    with outer._lock:
+                        outer._log.write(line + "\n")
+                        outer._log.flush()
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
@@ -371,13 +364,6 @@ class FakeServer:
             "usage": usage,
         }
         return reply, record
-
-    def write_log(self, record: dict[str, Any]) -> None:
-        if self._log is None:
-            return
-        with self._lock:
-            self._log.write(json.dumps(record) + "\n")
-            self._log.flush()
 
     def __enter__(self) -> FakeServer:
         self.thread.start()

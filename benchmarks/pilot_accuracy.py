@@ -56,20 +56,14 @@ def write_medqa(published: Path, folder: Path) -> Path:
     return folder
 
 
-def spec_for(system: str, data: Path, *, n: int, api_base: str | None, cache: Path, out: Path,
-             model: str = "openai/gpt-4o-mini") -> ex.RunSpec:
+def measure(system: str, data: Path, *, n: int, k: int, api_base: str | None, work: Path,
+            model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
     team: dict[str, Any] = {"preset": system, "n_agents": 3} if system in ("base", "all") else {"system": system}
     if system == "adaptive":
         team.update(preset="all", n_agents=3)
-    return ex.RunSpec(data={"dataset": "medqa", "data_dir": str(data), "split": "test_hard"}, team=team, n=n,
-                      backend={"model": model, "api_base": api_base, "cache_dir": str(cache),
-                               "concurrency": 1 if model == "local" else 4}, out=str(out))
-
-
-def measure(system: str, data: Path, *, n: int, k: int, api_base: str | None, work: Path,
-            model: str = "openai/gpt-4o-mini") -> dict[str, Any]:
-    spec = spec_for(system, data, n=n, api_base=api_base, cache=work / "cache", out=work / "runs" / system,
-                    model=model)
+    spec = ex.RunSpec(data={"dataset": "medqa", "data_dir": str(data), "split": "test_hard"}, team=team, n=n,
+                      backend={"model": model, "api_base": api_base, "cache_dir": str(work / "cache"),
+                               "concurrency": 1 if model == "local" else 4}, out=str(work / "runs" / system))
     started = time.perf_counter()
     dry = ex.plan(spec)
     dry_s = time.perf_counter() - started

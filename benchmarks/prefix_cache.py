@@ -30,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import FAKE_MODEL, HERE, REPO, TEAM, Server, run_teammed  # noqa: E402
+from run import HERE, REPO, Tree  # noqa: E402
 
 N_QUESTIONS = 10
 MIN_STEM, MIN_OPTIONS = 750, 250
@@ -53,26 +53,11 @@ def write_questions(path: Path) -> Path:
     return path
 
 
-def prefix_cache_server(log: Path) -> Server:
-    """`run.Server` with the prefix cache emulated and each request's text logged."""
-    return Server(latency_s=0, log=log, extra=["--prefix-cache", "--log-prompts"])
-
-
-def measure(tree: Path, preset: str, questions: Path, work: Path, *, extra: list[str]) -> dict[str, Any]:
-    """One `teammed run` of ``preset`` on a fresh server (an empty prefix cache); the figures."""
-    help_text = run_teammed(tree, ["run", "--help"], cwd=work).stdout
-    split = ["--split", "all"] if "--split" in help_text else []
-    out = work / f"run-{preset}"
-    with prefix_cache_server(work / f"{preset}.requests.jsonl") as server:
-        args = ["run", "--dataset", str(questions), "--n", str(N_QUESTIONS), "--preset", preset, *TEAM,
-                "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(out),
-                "--concurrency", "4", "--retry-attempts", "3", "--retry-base", "0.05", "--seed", "1", *split, *extra]
-        run_teammed(tree, args, cwd=work)
-        requests = server.requests()
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
-    failed = [r for r in rows if r.get("failed")]
-    if failed:
-        raise RuntimeError(f"{preset}: {len(failed)} questions failed: {failed[0].get('error')}")
+def measure(tree: Tree, preset: str, questions: Path, *, extra: list[str]) -> dict[str, Any]:
+    """One `teammed run` of ``preset`` on a fresh server (an empty prefix cache, each request's text logged);
+    the figures."""
+    _, requests, rows = tree.run(preset=preset, questions=questions, n=N_QUESTIONS, latency_s=0, concurrency=4,
+                                 tag=preset, server_flags=["--prefix-cache", "--log-prompts"], extra=extra)
     stems = [v["question"] for v in VIGNETTES]
     prompt = sum(r["prompt_tokens"] for r in requests)
     cached = sum(r.get("cached_tokens", 0) for r in requests)
@@ -107,10 +92,11 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"tree {tree}; runs and server logs: {work}", file=sys.stderr, flush=True)
     questions = write_questions(work / "questions.jsonl")
+    runner = Tree("prefix-cache", tree, work)
     extra = ["--transport", args.transport] if args.transport else []
     figures = {}
     for preset in (p.strip() for p in args.presets.split(",") if p.strip()):
-        figures[preset] = measure(tree, preset, questions, work, extra=extra)
+        figures[preset] = measure(runner, preset, questions, extra=extra)
         print(f"  {preset}: done", file=sys.stderr, flush=True)
     names = list(next(iter(figures.values())))
     width = max(map(len, names))

@@ -24,6 +24,7 @@ Figures (N=3 agents, T=2 turns, the 20 MedQA-format demo vignettes, cycled for l
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -111,9 +112,6 @@ class Server:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 
@@ -128,12 +126,12 @@ def emit(document: Any, out: Path | None) -> None:
 
 
 # ---------------------------------------------------------------- figures from logs
-def longest_chain(requests: list[dict[str, Any]]) -> int:
-    """Longest sequence of requests each starting after the previous one ended."""
+def longest_chain(requests: list[dict[str, Any]], slack: float = 0.0) -> int:
+    """Longest sequence of requests each starting after the previous one ended (``slack`` seconds before at most)."""
     ordered = sorted(requests, key=lambda r: r["start"])
     best: list[int] = []
     for i, r in enumerate(ordered):
-        best.append(1 + max((best[j] for j in range(i) if ordered[j]["end"] <= r["start"]), default=0))
+        best.append(1 + max((best[j] for j in range(i) if ordered[j]["end"] <= r["start"] + slack), default=0))
     return max(best, default=0)
 
 
@@ -162,8 +160,6 @@ def write_questions(path: Path, n: int, *, start: int = 0, eval_only: bool = Fal
 
 def _eval_part(question_id: str) -> bool:
     """`teammed.data.splits.part_of` (0.3 of ids are for tuning), restated: the tree measured may be old."""
-    import hashlib
-
     digest = hashlib.sha256(f"teammed-split:{question_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 >= 0.3
 
@@ -195,15 +191,16 @@ class Tree:
         return self.work / f"{self._k:02d}-{tag}"
 
     def run(self, *, preset: str, questions: Path, n: int, latency_s: float, concurrency: int,
-            parallel: int | None = None, seed: int = 1, tag: str) -> tuple[Proc, list[Any], list[Any]]:
-        """One `teammed run` against a fresh fake server; (process, server log, result rows)."""
+            parallel: int | None = None, seed: int = 1, tag: str, server_flags: Sequence[str] = (),
+            extra: Sequence[str] = ()) -> tuple[Proc, list[Any], list[Any]]:
+        """One `teammed run` (``extra``: more of its flags) against a fresh fake server (``server_flags``: see
+        `Server`); (process, server log, result rows)."""
         base = self._next(tag)
-        with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl")) as server:
+        with Server(latency_s=latency_s, log=base.with_suffix(".requests.jsonl"), extra=server_flags) as server:
             args = ["run", "--dataset", str(questions), "--n", str(n), "--preset", preset, *TEAM,
                     "--model", FAKE_MODEL, "--api-base", server.api_base, "--no-cache", "--out", str(base),
                     "--concurrency", str(concurrency), "--retry-attempts", "3", "--retry-base", "0.05",
-                    "--seed", str(seed),
-                    *self.split_args]
+                    "--seed", str(seed), *self.split_args, *extra]
             if parallel and self.parallel_flag:
                 args += [self.parallel_flag, str(parallel)]
             proc = run_teammed(self.path, args, cwd=self.work)
@@ -294,11 +291,8 @@ def startup(tree: Tree, f: dict[str, float], log: Any) -> None:
 
 
 def memory(tree: Tree, sizes: dict[str, Any], qfile: Path, f: dict[str, float], log: Any) -> None:
-    rss = {}
-    for k in sizes["rss"]:
-        proc, _, _ = tree.run(preset="all", questions=qfile, n=k, latency_s=0.0, concurrency=16,
-                              tag=f"rss-{k}")
-        rss[k] = proc.maxrss_mib
+    rss = {k: tree.run(preset="all", questions=qfile, n=k, latency_s=0.0, concurrency=16, tag=f"rss-{k}")[0].maxrss_mib
+           for k in sizes["rss"]}
     a, b = sizes["rss"]
     slope = (rss[b] - rss[a]) / (b - a)
     f[f"peak RSS MiB, all, {a} questions"] = rss[a]

@@ -39,12 +39,6 @@ from teammed import experiments as ex  # noqa: E402
 from teammed.errors import TeammedError  # noqa: E402
 
 
-def proof_runs(what: str) -> bool:
-    """Whether the dry run's draws ran the held-out proof, most of them."""
-    drew = re.search(r"held-out proof run in (\d+) of (\d+) draws", what)
-    return drew is not None and 2 * int(drew[1]) > int(drew[2])
-
-
 def measure(budget: str, data: Path, *, n_eval: int, api_base: str, work: Path, optimizer: str,
             batch_size: int, pilot: int) -> dict[str, Any]:
     name = budget.replace("=", "")
@@ -60,8 +54,10 @@ def measure(budget: str, data: Path, *, n_eval: int, api_base: str, work: Path, 
         except TeammedError as exc:
             found[label] = {"refused": str(exc)}
         else:
+            # the proof runs when most of the dry run's draws ran it
+            drew = re.search(r"held-out proof run in (\d+) of (\d+) draws", dry.parts[0].what)
             found[label] = {"calls": dry.calls, "tokens": dry.prompt_tokens + dry.completion_tokens,
-                            "proof": proof_runs(dry.parts[0].what), "text": dry.text()}
+                            "proof": drew is not None and 2 * int(drew[1]) > int(drew[2]), "text": dry.text()}
         found[label]["seconds"] = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
     try:

@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import os
+import random
 import sys
 import tempfile
 import time
@@ -29,9 +30,10 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from teammed.backends.simulated import PLANTED_TABLES, SimulatedTeamLM, answer_key, simulated_questions  # noqa: E402
-from teammed.config import config_from_components  # noqa: E402
+from teammed.config import COMPONENTS, config_from_components  # noqa: E402
 from teammed.optimizers._scoring import score_questions  # noqa: E402
 from teammed.optimizers._space import subset_label, valid_subsets  # noqa: E402
+from teammed.optimizers.search import search_special_set  # noqa: E402
 from teammed.optimizers.tune import TuneSettings, tune  # noqa: E402
 from teammed.programs.teamwork import TeamworkProgram  # noqa: E402
 
@@ -52,10 +54,6 @@ def exhaustive_calls(questions, lm, probe: int) -> tuple[int, dict[str, float]]:
 def run_equal_cost(questions, lm, per_config: dict[str, float], calls: int, seed: int) -> dict:
     """Exhaustive evaluation cut to ``calls``: whole configurations on every tuning question, in a seeded
     random order, while their calls fit; the most accurate of them is the answer."""
-    import random
-
-    from teammed.config import COMPONENTS
-
     order = list(per_config)
     random.Random(seed).shuffle(order)
     chosen, spent = [], 0.0
@@ -73,15 +71,6 @@ def run_equal_cost(questions, lm, per_config: dict[str, float], calls: int, seed
         if accuracy > best_acc:
             best, best_acc = label, accuracy
     return {"found": best, "configs": len(chosen), "of": len(per_config), "calls": round(spent)}
-
-
-def run_search(tq, lm, trials: int, seed: int, work: Path) -> dict:
-    from teammed.optimizers.search import search_special_set
-
-    before = lm.n_calls
-    result = search_special_set(questions=tq, lm=lm, trials=trials, study_name=f"search-{seed}", out_dir=work,
-                                seed=seed, batch_size=10)
-    return {"found": subset_label(result.components), "calls": lm.n_calls - before}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,7 +106,12 @@ def main(argv: list[str] | None = None) -> int:
                        settings=TuneSettings(dataset="simulated", model="simulated", optimizer="none", seed=seed),
                        budget=None,
                        storage=":memory:", study_name=f"tune-{seed}", out_dir=tmp)
-            search = run_search(tq, lm, args.search_trials, seed, Path(tmp)) if args.search_trials else None
+            search = None
+            if args.search_trials:  # today's search, on the same tuning questions
+                before = lm.n_calls
+                result = search_special_set(questions=tq, lm=lm, trials=args.search_trials, study_name=f"search-{seed}",
+                                            out_dir=Path(tmp), seed=seed, batch_size=10)
+                search = {"found": subset_label(result.components), "calls": lm.n_calls - before}
         r = out.report
         equal = (run_equal_cost(tq, lm, per_config, r["spent"]["tuning_calls"], seed) if args.equal_cost
                  else None)

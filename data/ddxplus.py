@@ -139,9 +139,7 @@ def _meaning(value: str, meanings: Mapping[str, Any]) -> str:
 
 
 def _line(code: str, answers: list[str], evidences: Mapping[str, Any]) -> str:
-    entry = evidences.get(code, {})
-    question = text(entry.get("question_en")) or code
-    return f"{question} {', '.join(answers)}"
+    return f"{text(evidences.get(code, {}).get('question_en')) or code} {', '.join(answers)}"
 
 
 def _option_names(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -51,19 +52,16 @@ _META_FIELDS = {"meta_info": "meta_info", "category": "category", "src": "src", 
                 "answer_rationale": "explanation"}
 
 
+@dataclass(frozen=True)
 class Layout:
     """One benchmark's folder in MedAgentsBench's layout: its split files by stem."""
 
-    def __init__(self, folder: Path, splits: Mapping[str, Path]) -> None:
-        self.folder = folder
-        self.splits = dict(splits)
+    folder: Path
+    splits: dict[str, Path]
 
     @property
     def default_split(self) -> str | None:
         return DEFAULT_SPLIT if DEFAULT_SPLIT in self.splits else None
-
-    def file(self, split: str) -> Path | None:
-        return self.splits.get(split)
 
 
 def find_layout(data_dir: Path | None, name: str) -> Layout | None:
@@ -86,7 +84,7 @@ def find_layout(data_dir: Path | None, name: str) -> Layout | None:
     only_here = name in _ONLY_HERE
     for stem, path in splits.items():
         row = _first_row(path)
-        if row is None or not _is_row(row):
+        if row is None or not all(k in row for k in _ROW_FIELDS) or not isinstance(row["options"], dict | str):
             continue
         if _ID_FIELD in row or only_here or stem not in _PLAIN_SPLITS:
             return Layout(folder, splits)
@@ -97,17 +95,10 @@ def _first_row(path: Path) -> Mapping[str, Any] | None:
     """The first non-empty line of a .jsonl file as an object, or None (unreadable, empty, not an object)."""
     try:
         with path.open(encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    return row if isinstance(row, dict) else None
+            row = json.loads(next((line for line in f if line.strip()), "null"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    return None
-
-
-def _is_row(row: Mapping[str, Any]) -> bool:
-    return all(k in row for k in _ROW_FIELDS) and isinstance(row["options"], (dict, str))
+    return row if isinstance(row, dict) else None
 
 
 def medagentsbench_question(row: Mapping[str, Any], index: int = 0, *, dataset: str = "medagentsbench") -> Question:

@@ -105,9 +105,7 @@ def _gold(value: Any, base: int, options: Mapping[str, str]) -> str | None:
 
 
 def _build(rows: list[Row], origin: Origin, *, cop_base: int | None = None) -> list[Question]:
-    if cop_base is None and origin.from_hub:
-        cop_base = 0
-    return medmcqa_questions(rows, cop_base=cop_base)
+    return medmcqa_questions(rows, cop_base=0 if cop_base is None and origin.from_hub else cop_base)  # hub: 0-3
 
 
 SPEC = DatasetSpec(

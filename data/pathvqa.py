@@ -97,15 +97,13 @@ def _save(data: bytes, image_dir: Path) -> Path:
     return path
 
 
-def _default_image_dir(origin: Origin) -> Path:
-    """``<data dir>/pathvqa/images``, or a folder in the temp dir without a data directory."""
-    if origin.data_dir is not None:
-        return origin.data_dir / "pathvqa" / "images"
-    return Path(tempfile.gettempdir()) / "teammed" / "pathvqa-images"
-
-
 def _build(rows: list[Row], origin: Origin, *, image_dir: str | Path | None = None) -> list[Question]:
-    folder = Path(image_dir).expanduser() if image_dir is not None else _default_image_dir(origin)
+    if image_dir is not None:
+        folder = Path(image_dir).expanduser()
+    elif origin.data_dir is not None:
+        folder = origin.data_dir / "pathvqa" / "images"
+    else:  # no data directory: a folder in the temp dir
+        folder = Path(tempfile.gettempdir()) / "teammed" / "pathvqa-images"
     return pathvqa_questions(rows, image_dir=folder, base_dir=origin.directory)
 
 

@@ -143,7 +143,7 @@ def _load_layout(spec: DatasetSpec, layout: medagentsbench.Layout, data_dir: Pat
     chosen = split if split is not None else layout.default_split
     if chosen is None:
         raise DataError(f"{where} has no test.jsonl; choose a split with --split (split= in Python): {names}")
-    path = layout.file(chosen)
+    path = layout.splits.get(chosen)
     if path is None:
         hint = _did_you_mean(chosen, list(layout.splits))
         raise DataError(f"{where} has no split {chosen!r}.{hint} Splits (file stems): {names}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 from teammed.errors import DataError
 from teammed.types import Question, letters_for
@@ -83,12 +82,8 @@ def _strata(questions: Sequence[Question], field: str) -> dict[Hashable, list[in
     """Question indexes by their ``meta[field]``, in first-seen order (a missing field is None)."""
     strata: dict[Hashable, list[int]] = {}
     for i, q in enumerate(questions):
-        strata.setdefault(_hashable(q.meta.get(field)), []).append(i)
+        strata.setdefault(v if isinstance(v := q.meta.get(field), Hashable) else repr(v), []).append(i)
     return strata
-
-
-def _hashable(value: Any) -> Hashable:
-    return value if isinstance(value, Hashable) else repr(value)
 
 
 def allocate(sizes: dict[Hashable, int], n: int) -> dict[Hashable, int]:

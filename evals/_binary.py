@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from teammed.evals._facts import RowFacts, RowLike, facts_of, row_facts, typed_or_facts
-from teammed.evals._rows import mean, ratio
+from teammed.evals._facts import RowFacts, RowLike, facts_of, row_facts
+from teammed.evals._rows import mean, ratio, typed
 
 __all__ = ["binary_confusion", "binary_scores", "binary_metrics"]
 
@@ -57,7 +57,7 @@ def binary_scores(counts: Mapping[str, int]) -> dict[str, float | None]:
 def binary_metrics(rows: Iterable[RowLike], *, by: str = "dataset") -> dict[str, Any] | None:
     """Pooled counts and scores, the same per ``by`` group (data set or problem), and the macro
     average of the per-group scores (the unweighted mean over groups, as in Lee et al.)."""
-    keyed = [(_group(row, by), facts) for row in map(typed_or_facts, rows)
+    keyed = [(_group(row, by), facts) for row in (r if isinstance(r, RowFacts) else typed(r) for r in rows)
              if (facts := row_facts(row)).binary_positive and facts.gold is not None]
     binary = [facts for _, facts in keyed]
     if not binary:

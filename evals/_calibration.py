@@ -27,12 +27,8 @@ def accuracy_by_confidence(
 ) -> dict[str, dict[str, float]]:
     """Per confidence level present: ``{"n": count, "accuracy": share correct}``, in map order."""
     scored = _scored(rows, confidence_map)
-    out: dict[str, dict[str, float]] = {}
-    for level in confidence_map:
-        hits = [correct for lvl, _, correct in scored if lvl == level]
-        if hits:
-            out[level] = {"n": len(hits), "accuracy": sum(hits) / len(hits)}
-    return out
+    hits = {level: [correct for lvl, _, correct in scored if lvl == level] for level in confidence_map}
+    return {level: {"n": len(h), "accuracy": sum(h) / len(h)} for level, h in hits.items() if h}
 
 
 def ece(

@@ -19,17 +19,16 @@ from teammed.evals._rows import (
     AnyRow,
     agent_roles,
     deliberation,
-    final_choices,
+    first_choices,
     number,
     peer_record,
-    r2_choices,
     row_roles,
     typed,
     votes_by_turn,
 )
 from teammed.results import ResultRow
 
-__all__ = ["RowFacts", "TeamFacts", "PeerFacts", "row_facts", "facts_of", "typed_or_facts", "RowLike"]
+__all__ = ["RowFacts", "TeamFacts", "PeerFacts", "row_facts", "facts_of", "RowLike"]
 
 # numeric fields whose mean is taken over the rows that recorded them (`efficiency`)
 RECORDED = ("calls", "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "latency_s", "cost_usd",
@@ -171,15 +170,10 @@ def row_facts(row: AnyRow | RowFacts) -> RowFacts:
         answered_models=_text(row.answered_models), labeled=row.labeled, gold=_text(row.gold),
         prediction=_text(row.prediction), correct=row.correct, failed=row.failed,
         confidence=_text(row.confidence), binary_positive=_text(row.binary_positive), recorded=recorded,
-        roles=_texts(row_roles(row)), r2=_texts(r2_choices(row)), final=_texts(final_choices(row)),
+        roles=_texts(row_roles(row)), r2=_texts(first_choices(row, "r2")), final=_texts(first_choices(row, "final")),
         trust=_final_trust(row), votes=kept_votes, team=_team(row, votes), team_facts=_team_facts(row),
         peer=_peer_facts(row), extra=extra, n_options=len(row.options or {}),
     )
-
-
-def typed_or_facts(row: AnyRow | RowFacts) -> ResultRow | RowFacts:
-    """A row as a typed `ResultRow` (a stored dict is typed), facts as they are."""
-    return row if isinstance(row, RowFacts) else typed(row)
 
 
 def facts_of(rows: Iterable[AnyRow | RowFacts]) -> list[RowFacts]:

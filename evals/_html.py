@@ -20,18 +20,16 @@ from typing import Any
 from teammed.deliberation import Assessment, Deliberation, FinalVote, TieBreak
 from teammed.evals._facts import RowLike
 from teammed.evals._rows import (
-    AnyRow,
     deliberation,
     first_choice,
     stage_name,
     team_record,
-    typed_rows,
     votes_by_turn,
 )
 from teammed.evals.stats import natural_key
 from teammed.results import AdaptiveRecord, PeerRecord, PeerVote, ResultRow, TranscriptEvent
 
-__all__ = ["transcripts_html", "transcripts_pages", "paged_transcripts", "fmt"]
+__all__ = ["paged_transcripts", "fmt"]
 
 # The viewer's style and script, shipped beside this module (package data).
 _CSS = "\n" + resources.files(__package__).joinpath("viewer.css").read_text(encoding="utf-8")
@@ -81,8 +79,7 @@ def _table(header: Sequence[str], body: Iterable[Sequence[Any]], *, row_class: S
 def _choice(vote: Assessment | FinalVote | PeerVote | None) -> str:
     if vote is None:
         return ""
-    confidence = vote.confidence
-    return f"{first_choice(vote) or ''}" + (f" ({fmt(confidence)})" if confidence not in (None, "") else "")
+    return f"{first_choice(vote) or ''}" + (f" ({fmt(vote.confidence)})" if vote.confidence not in (None, "") else "")
 
 
 def _team(row: ResultRow) -> str:
@@ -117,11 +114,6 @@ def _event(event: TranscriptEvent) -> str:
     extra = f"<details><summary>data</summary><pre>{html.escape(data)}</pre></details>" if data else ""
     return (f'<div class="ev"><span class="tag">{where}</span> <b>{who}</b> <i>{_e(event.kind)}</i>'
             f'<div class="text">{_e(event.text)}</div>{extra}</div>')
-
-
-def _transcript(row: ResultRow) -> str:
-    said = row.transcript
-    return "<h4>Deliberation</h4>" + "".join(map(_event, said)) if said else ""
 
 
 def _challenges(row: ResultRow) -> str:
@@ -196,14 +188,10 @@ def _options(row: ResultRow) -> str:
 
 
 def _stem(row: ResultRow) -> str:
-    parts = []
-    if row.context:
-        parts.append(f'<div class="context">{_e(row.context)}</div>')
+    context = f'<div class="context">{_e(row.context)}</div>' if row.context else ""
     if row.question:
-        parts.append(f'<div class="stem">{_e(row.question)}</div>')
-    else:
-        parts.append('<p class="run">(this run did not record the question text; rerun it to see it here)</p>')
-    return "".join(parts)
+        return f'{context}<div class="stem">{_e(row.question)}</div>'
+    return context + '<p class="run">(this run did not record the question text; rerun it to see it here)</p>'
 
 
 def anchor_id(run_index: int, question_id: Any) -> str:
@@ -239,7 +227,8 @@ def _question(row: ResultRow, *, run_index: int, run_title: str) -> str:
                f'<span class="run">{_e(run_title)}</span><span class="stem-short">{_e(short)}</span>'
                f'<span class="pick">{_e(pick)}</span>'
                f'<a class="anchor" href="#{anchor}" title="link to this question">#</a>')
-    body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + _transcript(row)
+    said = "<h4>Deliberation</h4>" + "".join(map(_event, row.transcript)) if row.transcript else ""
+    body = _stem(row) + _options(row) + _vote(row) + _team(row) + _challenges(row) + said
     system = _e(row.system or "")
     return (f'<article class="q" id="{anchor}" data-status="{state}" data-run="{run_index}" data-system="{system}">'
             f'<details><summary>{summary}</summary><div class="body">{body}</div></details></article>')
@@ -290,25 +279,8 @@ def page_name(k: int) -> str:
     return "transcripts.html" if k == 1 else f"transcripts-{k}.html"
 
 
-def transcripts_html(runs: Sequence[tuple[str, Sequence[AnyRow]]]) -> str:
-    """The page: a filter bar, an overview of the runs, one collapsible block per question.
-    Rows are `ResultRow` values or their stored (dict) form, typed here once."""
-    return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
-
-
 RowsOf = Callable[[int, set[str]], Iterable[ResultRow]]
 """``rows_of(run_index, ids)``: the rows of one run whose ids are among ``ids``, in any order."""
-
-
-def transcripts_pages(runs: Sequence[tuple[str, Sequence[AnyRow]]], *,
-                      page_size: int = PAGE_QUESTIONS) -> list[str]:
-    """The viewer of rows held in memory, page by page (see `paged_transcripts`)."""
-    typed = [(title, typed_rows(rows)) for title, rows in runs]
-
-    def rows_of(index: int, ids: set[str]) -> list[ResultRow]:
-        return [row for row in typed[index][1] if row.id in ids]
-
-    return ["".join(page) for page in paged_transcripts(typed, rows_of, page_size=page_size)]
 
 
 def paged_transcripts(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: RowsOf, *,

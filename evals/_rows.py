@@ -15,7 +15,7 @@ Usage counters a row never recorded (a row from another tool) are absent from th
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from teammed.deliberation import Assessment, FinalVote
 from teammed.results import Deliberation, PeerRecord, PeerVote, ResultRow, load_row
@@ -24,13 +24,11 @@ __all__ = [
     "stage_name",
     "AnyRow",
     "typed",
-    "typed_rows",
     "deliberation",
     "peer_record",
     "team_record",
     "first_choice",
-    "r2_choices",
-    "final_choices",
+    "first_choices",
     "votes_by_turn",
     "agent_roles",
     "row_roles",
@@ -47,11 +45,6 @@ AnyRow: TypeAlias = ResultRow | Mapping[str, Any]
 def typed(row: AnyRow) -> ResultRow:
     """A row as the typed `ResultRow` (a stored dict is validated and upgraded by `load_row`)."""
     return row if isinstance(row, ResultRow) else load_row(dict(row))
-
-
-def typed_rows(rows: Iterable[AnyRow]) -> list[ResultRow]:
-    """`typed` over rows: what a public function accepting stored dicts calls once, at its entry."""
-    return [typed(row) for row in rows]
 
 
 def deliberation(row: ResultRow) -> Deliberation | None:
@@ -77,17 +70,10 @@ def first_choice(vote: Assessment | FinalVote | PeerVote) -> str | None:
     return first or (vote.ranking[0] if vote.ranking else None)
 
 
-def r2_choices(row: ResultRow) -> list[str]:
-    """Each agent's independent (round-2) first choice, where recorded."""
+def first_choices(row: ResultRow, stage: Literal["r2", "final"]) -> list[str]:
+    """Each agent's first choice, where recorded: its independent one (``r2``, round 2) or its ``final`` one."""
     found = team_record(row)
-    votes: list[Assessment] | list[PeerVote] = found.r2 if found is not None else []
-    return [choice for vote in votes if (choice := first_choice(vote))]
-
-
-def final_choices(row: ResultRow) -> list[str]:
-    """Each agent's final first choice, where recorded."""
-    found = team_record(row)
-    votes: list[FinalVote] | list[PeerVote] = found.final if found is not None else []
+    votes: list[Assessment] | list[FinalVote] | list[PeerVote] = getattr(found, stage) if found is not None else []
     return [choice for vote in votes if (choice := first_choice(vote))]
 
 

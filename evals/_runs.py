@@ -59,10 +59,6 @@ class Run:
             last[(row.seed, row.id)] = row  # a repeat keeps its first place and takes the later row
         return [row for row in last.values() if self.part is None or (row.answered_models or "") == self.part]
 
-    def read_rows(self) -> list[ResultRow]:
-        """All of this run's full, typed rows, read from its ``results.jsonl``."""
-        return self.rows_of({row.id for row in self.rows})
-
     @property
     def answered_by(self) -> str | None:
         """The models that answered the run's rows (``a+b`` when they differ; None: rows do not record it)."""
@@ -359,9 +355,7 @@ def _shard_count(parts: Sequence[Run], indexes: Sequence[int]) -> int:
 def distinguish_datasets(runs: list[Run]) -> list[Run]:
     """Runs whose data sets share a name but not a content hash get ``name@hash8`` as their
     data set, so two different files called ``sampled_50.jsonl`` never share a column."""
-    hashes: dict[str, set[str | None]] = {}
-    for run in runs:
-        hashes.setdefault(run.dataset, set()).add(run.dataset_sha256)
+    hashes = {name: {r.dataset_sha256 for r in runs if r.dataset == name} for name in {r.dataset for r in runs}}
     return [replace(run, dataset=f"{run.dataset}@{run.dataset_sha256[:8] if run.dataset_sha256 else 'unhashed'}")
             if len(hashes[run.dataset]) > 1 else run for run in runs]
 

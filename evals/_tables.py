@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -57,8 +59,9 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     majority = majority_by_dataset(groups)
     columns = list(datasets)
     averages: dict[str, float] = {}
-    if len(datasets) > 1:
-        averages = _averages(cells, configs, datasets)
+    if len(datasets) > 1:  # the mean of the per-data-set means of each configuration run on every data set
+        means = {config: [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells] for config in configs}
+        averages = {config: sum(m) / len(m) for config, m in means.items() if len(m) == len(datasets)}
         columns.append("Average")
     best = {  # a partial row (fewer questions than planned) is never marked the best of its column
         d: max((cells[(c, d)]["mean"] for c in configs if (c, d) in cells and (c, d) not in partial), default=None)
@@ -69,11 +72,14 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     for config in configs:
         row = [config]
         for column in columns:
-            if column == "Average":
-                mean, text = _average_cell(averages.get(config), config, datasets, by_cell)
-            else:
-                mean, text = _data_cell(cells.get((config, column)), (config, column) in partial,
-                                        by_cell.get((config, column)))
+            if column == "Average":  # a dash for a configuration not run on every data set
+                mean = averages.get(config)
+                text = _DASH if mean is None else (f"{100 * mean:.1f}"
+                                                   + _failed_note([by_cell[(config, d)] for d in datasets]))
+            else:  # "mean ± SE" (a dash without labelled questions), a dagger when partial, the failed questions
+                acc, group = cells.get((config, column)), by_cell.get((config, column), {})  # {}: nothing failed
+                mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
+                text += (" †" if (config, column) in partial else "") + _failed_note([group])
             bold = mean is not None and mean == best[column] and (config, column) not in partial
             row.append(f"**{text}**" if bold else text)
         body.append(row)
@@ -93,32 +99,6 @@ def majority_by_dataset(groups: Sequence[Stats]) -> dict[str, float]:
     return majority
 
 
-def _averages(cells: Mapping[tuple[str, str], Mapping[str, Any]], configs: Sequence[str],
-              datasets: Sequence[str]) -> dict[str, float]:
-    """The mean of the per-data-set means of each configuration run on every data set."""
-    means = {config: [cells[(config, d)]["mean"] for d in datasets if (config, d) in cells] for config in configs}
-    return {config: sum(m) / len(m) for config, m in means.items() if len(m) == len(datasets)}
-
-
-def _average_cell(mean: float | None, config: str, datasets: Sequence[str],
-                  by_cell: Mapping[tuple[str, str], Stats]) -> tuple[float | None, str]:
-    """The Average cell: a dash for a configuration not run on every data set."""
-    if mean is None:
-        return None, _DASH
-    return mean, f"{100 * mean:.1f}" + _failed_note([by_cell[(config, d)] for d in datasets])
-
-
-def _data_cell(acc: Mapping[str, Any] | None, partial: bool, group: Stats | None) -> tuple[float | None, str]:
-    """One data set's cell: "mean ± SE" (a dash without labelled questions), a dagger when partial, and
-    the failed questions."""
-    mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
-    if partial:
-        text += " †"
-    if group is not None:
-        text += _failed_note([group])
-    return mean, text
-
-
 def cells_table(groups: Sequence[Stats]) -> str:
     """Table 1 cell by cell: model, seeds, n, mean ± SE and the question-level 95% interval."""
     body = []
@@ -133,9 +113,6 @@ def cells_table(groups: Sequence[Stats]) -> str:
 
 def cells_csv(groups: Sequence[Stats]) -> str:
     """Table 1's cells as CSV: one row per configuration and data set, accuracies as percentages."""
-    import csv
-    import io
-
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["config", "dataset", "model", "seeds", "n_questions", "n_correct", "n_failed", "mean", "se",
@@ -250,11 +227,8 @@ _TEAMWORK: list[_Column] = [
 
 
 def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None:
-    body = []
-    for stats in groups:
-        cells = [render(stats) for _, render in columns]
-        if any(cell != _DASH for cell in cells):
-            body.append([stats["config"], stats["dataset"], *cells])
+    rendered = [(stats, [render(stats) for _, render in columns]) for stats in groups]
+    body = [[stats["config"], stats["dataset"], *cells] for stats, cells in rendered if any(c != _DASH for c in cells)]
     return markdown_table(["Config", "Dataset", *(name for name, _ in columns)], body) if body else None
 
 

@@ -11,12 +11,11 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from teammed.evals._facts import RowFacts, RowLike, TeamFacts, facts_of, row_facts
+from teammed.evals._facts import RowFacts, RowLike, TeamFacts, facts_of
 from teammed.evals._rows import mean, ratio
 
 __all__ = [
     "smm_facts_per_question",
-    "final_trust",
     "trust_divergence",
     "trust_by_stage",
     "mutual_monitoring_impact",
@@ -32,11 +31,6 @@ def _deliberated(rows: Iterable[RowLike]) -> list[tuple[RowFacts, TeamFacts]]:
 def smm_facts_per_question(rows: Iterable[RowLike]) -> float | None:
     """Mean number of verified facts in the shared mental model, over questions that built one."""
     return mean(team.smm_facts for _, team in _deliberated(rows))
-
-
-def final_trust(row: RowLike) -> dict[str, float]:
-    """Agent -> final trust: the row's ``trust``, else the last stage of the trust history."""
-    return dict(row_facts(row).trust)
 
 
 def trust_divergence(rows: Iterable[RowLike]) -> float | None:

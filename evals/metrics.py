@@ -23,7 +23,6 @@ from teammed.evals._facts import RECORDED, RowFacts, RowLike, facts_of, row_fact
 from teammed.evals._roles import decisiveness, roles_recruited
 from teammed.evals._rows import AnyRow, mean, ratio
 from teammed.evals._teamwork import (
-    final_trust,
     leadership_interventions,
     mutual_monitoring_impact,
     smm_facts_per_question,
@@ -42,7 +41,6 @@ __all__ = [
     "ece",
     "brier",
     "smm_facts_per_question",
-    "final_trust",
     "trust_divergence",
     "trust_by_stage",
     "mutual_monitoring_impact",

@@ -17,6 +17,7 @@ from typing import Any
 from teammed.answer_stats import CONSTANT_MIN_N, CONSTANT_SHARE
 from teammed.errors import TeammedError
 from teammed.evals import _plots, _tables
+from teammed.evals import published as beside
 from teammed.evals._html import PAGE_QUESTIONS, page_name, paged_transcripts
 from teammed.evals._runs import (
     Group,
@@ -53,6 +54,8 @@ def _group_stats(group: Group) -> dict[str, Any]:
     labeled = [row for run in group.runs for row in run.rows if row.labeled]
     partial = [f"{run.path} ({run.shard_note or f'{len(run.rows)}/{run.n_planned}'})"
                for run in group.runs if run.partial]
+    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
+                for run in group.runs]  # the models that answered the group's runs
     return {
         "dataset": group.dataset,
         "config": group.config,
@@ -62,7 +65,7 @@ def _group_stats(group: Group) -> dict[str, Any]:
         "partial": partial,
         "accuracy": _accuracy_stats(scored, len({row.id for row in labeled})),
         "questions": _question_stats(labeled),
-        "models": _models(group),
+        "models": sorted({m for text in answered for m in text.split("+") if m}),  # each once
         "metrics": summarize(group.rows),
     }
 
@@ -86,13 +89,6 @@ def _accuracy_stats(scored: list[tuple[float, int]], distinct: int) -> dict[str,
         return {"mean": None, "se": None, "se_source": None, "k": 0, "per_seed": []}
     est = cell_estimate([a for a, _ in scored], [m for _, m in scored], distinct=distinct)
     return {"mean": est.mean, "se": est.se, "se_source": est.source, "k": est.k, "per_seed": [a for a, _ in scored]}
-
-
-def _models(group: Group) -> list[str]:
-    """The models that answered the group's runs, each once."""
-    answered = [run.answered_by or (run.identity.model if run.identity else "") or str(run.summary.get("model") or "")
-                for run in group.runs]
-    return sorted({m for text in answered for m in text.split("+") if m})
 
 
 def _check_out_dir(out_dir: Path, run_dirs: Sequence[Path]) -> None:
@@ -133,12 +129,6 @@ def _significance(groups: list[Group], baseline: str, *, n_resamples: int, seed:
     for comparison, adjusted in zip(comparisons, holm([c["p_mcnemar"] for c in comparisons]), strict=True):
         comparison["p_holm"] = adjusted  # one family: every comparison the report makes
     return comparisons
-
-
-def _macro_binary(groups: list[Group], configs: list[str]) -> dict[str, Any]:
-    return {config: metrics["macro"] for config in configs
-            if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
-            and len(metrics["by_group"]) > 1}
 
 
 def _baselines(groups: list[Group], stats: list[dict[str, Any]], datasets: list[str]) -> dict[str, dict[str, Any]]:
@@ -316,24 +306,22 @@ def build_report(
         "baseline": baseline,
         "groups": [_group_stats(g) for g in groups],
         "significance": [],
-        "macro": _macro_binary(groups, configs),
+        "macro": {config: metrics["macro"] for config in configs
+                  if (metrics := binary_metrics([row for g in groups if g.config == config for row in g.rows]))
+                  and len(metrics["by_group"]) > 1},
     }
     if baseline is not None:
         numbers["significance"] = _significance(groups, baseline, n_resamples=n_resamples, seed=seed)
     if published is not None:
-        from teammed.evals.published import published_beside
-
-        numbers["published"] = published_beside(groups, Path(published), model=published_model,
-                                                split=published_split)
+        numbers["published"] = beside.published_beside(groups, Path(published), model=published_model,
+                                                       split=published_split)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     compared = _write_compare(pair, out_dir, numbers) if pair is not None else []
     if against is not None:
-        from teammed.evals.published import compare_published_markdown, compare_with_published
-
-        numbers["compare"] = compare_with_published(groups, against, root=published, model=published_model,
-                                                    split=published_split)
-        compared = compare_published_markdown(numbers["compare"])
+        numbers["compare"] = beside.compare_with_published(groups, against, root=published, model=published_model,
+                                                           split=published_split)
+        compared = beside.compare_published_markdown(numbers["compare"])
     scored = [g for g in numbers["groups"] if g["accuracy"]["mean"] is not None]
     numbers["baselines"] = _baselines(groups, numbers["groups"], datasets)
     figures = _figures(groups, scored, configs, datasets, out_dir, numbers["baselines"])
@@ -347,9 +335,7 @@ def build_report(
     numbers["transcript_pages"] = _write_transcripts(groups, out_dir)
     report = out_dir / "report.md"
     if "published" in numbers:
-        from teammed.evals.published import published_markdown
-
-        compared = [*compared, *published_markdown(numbers["published"])]
+        compared = [*compared, *beside.published_markdown(numbers["published"])]
     write_atomic(report, _markdown(numbers, figures, compared))
     logger.info("wrote %s (%d runs, %d figures)", report, len(runs), len(figures))
     return report

@@ -24,11 +24,12 @@ FIRST_PARTY = {"teammed"}
 NOT_INSTALLED_MODULES = {"llama-cpp-python": "llama_cpp"}
 
 
-def imported_modules(paths: list[Path]) -> dict[str, set[str]]:
-    """Top-level module name -> files importing it (absolute imports only)."""
+def imported_modules(paths: list[Path], names_in: Any = None) -> dict[str, set[str]]:
+    """Top-level module name -> files importing it (absolute imports only), or naming it (``names_in``, a
+    syntax tree's module names: `named_modules`)."""
     found: dict[str, set[str]] = {}
     for path in paths:
-        for name in imported_modules_of(ast.parse(path.read_text(), filename=str(path))):
+        for name in (names_in or imported_modules_of)(ast.parse(path.read_text(), filename=str(path))):
             found.setdefault(name.split(".")[0], set()).add(str(path.relative_to(ROOT)))
     return found
 
@@ -66,13 +67,7 @@ def named_modules(paths: list[Path], *, probes: bool = True) -> dict[str, set[st
     ``-c`` (a string that starts with ``import``). Nothing else counts: a dict key that happens to be a
     package's name is not a use of it. ``probes=False`` leaves out ``find_spec``: a probe for an optional
     module (psycopg or psycopg2) uses it where present, and needs no declaration of its own."""
-    found: dict[str, set[str]] = {}
-    for path in paths:
-        where = str(path.relative_to(ROOT))
-        for name, probe in names_found_in(ast.parse(path.read_text(), filename=str(path))):
-            if probes or not probe:
-                found.setdefault(name.split(".")[0], set()).add(where)
-    return found
+    return imported_modules(paths, lambda tree: [name for name, probe in names_found_in(tree) if probes or not probe])
 
 
 def names_found_in(tree: ast.AST) -> list[tuple[str, bool]]:

@@ -130,3 +130,28 @@ def wordy_team(factor: int, answers: dict[str, str], seed: int) -> Any:
             return response, info
 
     return Wordy(answers, seed=seed)
+
+
+# ---------------------------------------------------------------- the viewer of rows held in memory
+def transcripts_pages(runs: Any, *, page_size: int = 1000) -> list[str]:
+    """The viewer pages of rows held in memory (`ResultRow` values or their stored form), as
+    `teammed.evals._html.paged_transcripts` writes them from disk."""
+    from teammed.evals._html import paged_transcripts
+    from teammed.evals._rows import typed
+
+    held = [(title, [typed(row) for row in rows]) for title, rows in runs]
+
+    def rows_of(index: int, ids: set[str]) -> list[Any]:
+        return [row for row in held[index][1] if row.id in ids]
+
+    return ["".join(page) for page in paged_transcripts(held, rows_of, page_size=page_size)]
+
+
+def transcripts_html(runs: Any) -> str:
+    """The viewer of rows held in memory as one page."""
+    return transcripts_pages(runs, page_size=max(1, sum(len(rows) for _, rows in runs)))[0]
+
+
+def read_rows(run: Any) -> list[Any]:
+    """All of a loaded run's (`teammed.evals._runs.Run`) full, typed rows, read from its ``results.jsonl``."""
+    return run.rows_of({row.id for row in run.rows})

@@ -16,6 +16,7 @@ from teammed.evals import Summarizer, summarize
 from teammed.records import ResultRow
 from teammed.runner import RowDigest, RunSettings, read_results, run_questions
 
+from .helpers import transcripts_pages
 from .test_run_trust import _identity, _Program, _questions
 
 N = 60
@@ -132,6 +133,6 @@ def test_a_report_reads_full_rows_one_page_of_one_run_at_a_time(tmp_path: Path, 
     monkeypatch.setattr(html, "_question", render)
     rows = [read_results(tmp_path / f"run{seed}" / "results.jsonl") for seed in (1, 2)]
     titles = [f"fake · t · seed {seed}" for seed in (1, 2)]
-    expected = html.transcripts_pages(list(zip(titles, rows, strict=True)), page_size=page)
+    expected = transcripts_pages(list(zip(titles, rows, strict=True)), page_size=page)
     written = [(tmp_path / "report" / html.page_name(k)).read_text() for k in range(1, len(expected) + 1)]
     assert len(expected) == -(-N // page) and written == expected

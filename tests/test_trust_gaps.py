@@ -129,9 +129,11 @@ def test_report_loading_layer_reads_typed_rows_and_records(tmp_path):
     from teammed.evals._runs import load_run
     from teammed.records import ResultRow
 
+    from .helpers import read_rows
+
     out = tmp_path / "run"
     assert main(["run", "--dataset", "demo", "--preset", "leadership", *SCRIPTED, "--n", "2", "--out", str(out)]) == 0
-    rows = load_run(out).read_rows()
+    rows = read_rows(load_run(out))
     assert rows and all(isinstance(row, ResultRow) for row in rows)
     record = deliberation(rows[0])
     assert isinstance(record, Deliberation) and len(record.agents) == 2

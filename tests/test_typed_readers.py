@@ -28,6 +28,7 @@ from teammed.records import PeerRecord, ResultRow, read_record
 from teammed.render import render_transcript
 from teammed.results import MdagentsRecord
 from teammed.runner import read_results
+from tests.helpers import read_rows
 from tests.typed_fixtures import a_challenge, a_deliberation, a_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,7 +104,7 @@ def _hand_rows() -> list[ResultRow]:
 
 
 def test_summarize_reads_typed_rows_as_it_read_their_stored_form(runs: dict[str, Path]) -> None:
-    written = [row for path in runs.values() for row in load_run(path).read_rows()]  # every field recorded
+    written = [row for path in runs.values() for row in read_rows(load_run(path))]  # every field recorded
     table = written + _hand_rows()  # hand-made rows leave usage counters unrecorded (absent, not zero)
     assert all(isinstance(row, ResultRow) for row in table)
     out = summarize(table)
@@ -115,7 +116,7 @@ def test_summarize_reads_typed_rows_as_it_read_their_stored_form(runs: dict[str,
 
 
 def test_runs_load_typed_rows_and_records(runs: dict[str, Path]) -> None:
-    teamwork, peer = load_run(runs["all"]).read_rows(), load_run(runs["kamac"]).read_rows()
+    teamwork, peer = read_rows(load_run(runs["all"])), read_rows(load_run(runs["kamac"]))
     assert all(isinstance(row, ResultRow) for row in teamwork + peer)
     assert all(isinstance(deliberation(row), Deliberation) for row in teamwork)
     assert [deliberation(row) for row in peer] == [None] * len(peer)
@@ -169,7 +170,7 @@ def _legacy(run: Path, out: Path) -> Path:
 def test_legacy_rows_peer_rows_and_older_records_go_through_the_report(runs: dict[str, Path],
                                                                        tmp_path: Path) -> None:
     legacy = _legacy(runs["leadership"], tmp_path / "legacy")
-    loaded = load_run(legacy).read_rows()
+    loaded = read_rows(load_run(legacy))
     assert {row.model_extra.get("legacy_schema_version") for row in loaded if row.model_extra} == {1}
     v1 = [row for row in loaded if row.id not in ("older", "unreadable")]
     assert all(isinstance(found := deliberation(row), Deliberation) and found.answer == row.prediction

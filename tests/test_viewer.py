@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from teammed.deliberation import Deliberation
-from teammed.evals._html import anchor_id, fmt, transcripts_html
+from teammed.evals._html import anchor_id, fmt
 from teammed.evals._plots import roles_heatmap
+
+from .helpers import transcripts_html
 
 ROOT = Path(__file__).resolve().parent.parent
 

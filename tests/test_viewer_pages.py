@@ -6,7 +6,9 @@ import json
 import re
 
 from teammed.cli import main
-from teammed.evals._html import page_name, transcripts_pages
+from teammed.evals._html import page_name
+
+from .helpers import transcripts_pages
 
 
 def _run(tmp_path, n: int):
