@@ -163,12 +163,13 @@ def record_call(
     its prompt cache (the original call's on a hit of teammed's response cache).
     ``answered_by``: (model string, redacted api_base) of the deployment that answered, when known.
     """
-    spent = 0 if cache_hit else 1
-    _add(calls=1, latency_s=latency_s, retries=retries, prompt_tokens=prompt_tokens,
-         cached_prompt_tokens=cached_prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
-         cache_hits=1 - spent, spent_prompt_tokens=spent * prompt_tokens,
-         spent_completion_tokens=spent * completion_tokens, spent_cost_usd=spent * cost_usd,
-         calls_by_signature={signature: 1}, answered_by={answered_by: 1} if answered_by is not None else {})
+    if _current.get() is not None:  # the arguments are read only while a question is tracked
+        spent = {} if cache_hit else {"spent_prompt_tokens": prompt_tokens,
+                                      "spent_completion_tokens": completion_tokens, "spent_cost_usd": cost_usd}
+        _add(calls=1, latency_s=latency_s, retries=retries, prompt_tokens=prompt_tokens,
+             cached_prompt_tokens=cached_prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
+             cache_hits=int(cache_hit), **spent, calls_by_signature={signature: 1},
+             answered_by={answered_by: 1} if answered_by is not None else {})
     if _listeners:
         _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s,
               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
