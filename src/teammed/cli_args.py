@@ -65,40 +65,29 @@ def _number(kind: Callable[[str], Any], raw: str) -> Any:
         raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
 
 
-def positive_int(raw: str) -> int:
-    value = _number(int, raw)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1 (got {value})")
-    return int(value)
+def _bounded(kind: Callable[[str], Any], name: str, ok: Callable[[Any], bool], must: str) -> Callable[[str], Any]:
+    """An argparse ``type=`` reading ``kind`` and refusing a value ``ok`` rejects with ``must``, its ``{got}``
+    the value (an int) or the text given (a float)."""
+
+    def parse(raw: str) -> Any:
+        value = _number(kind, raw)
+        if not ok(value):
+            raise argparse.ArgumentTypeError(must.format(got=value if kind is int else raw))
+        return kind(value)
+
+    parse.__name__ = name
+    return parse
 
 
-def non_negative_int(raw: str) -> int:
-    value = _number(int, raw)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more (got {value})")
-    return int(value)
-
-
-def positive_float(raw: str) -> float:
-    value = _number(float, raw)
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds (got {raw})")
-    return float(value)
-
-
-def non_negative_float(raw: str) -> float:
-    value = _number(float, raw)
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be 0 or more (got {raw})")
-    return float(value)
-
-
-def probability(raw: str) -> float:
-    """A level strictly between 0 and 1 (e.g. a significance level ``--alpha``)."""
-    value = _number(float, raw)
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, exclusive (got {raw}); e.g. 0.05")
-    return float(value)
+_INF = float("inf")
+positive_int = _bounded(int, "positive_int", lambda v: v >= 1, "must be at least 1 (got {got})")
+non_negative_int = _bounded(int, "non_negative_int", lambda v: v >= 0, "must be 0 or more (got {got})")
+positive_float = _bounded(float, "positive_float", lambda v: 0 < v < _INF,
+                          "must be a positive number of seconds (got {got})")
+non_negative_float = _bounded(float, "non_negative_float", lambda v: 0 <= v < _INF, "must be 0 or more (got {got})")
+# A level strictly between 0 and 1 (e.g. a significance level ``--alpha``).
+probability = _bounded(float, "probability", lambda v: 0 < v < 1,
+                       "must be between 0 and 1, exclusive (got {got}); e.g. 0.05")
 
 
 def _items(raw: str, what: str, example: str) -> list[str]:

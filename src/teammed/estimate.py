@@ -118,13 +118,6 @@ class CostEstimate(BaseModel):
     tokenizer: str
     lengths: str = ""  # where the answer lengths came from (`Verbosity.text`; "" when a caller gave them)
 
-    def __add__(self, other: CostEstimate) -> CostEstimate:
-        usd = None if self.usd is None or other.usd is None else self.usd + other.usd
-        return CostEstimate(calls=self.calls + other.calls, prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-                            completion_tokens=self.completion_tokens + other.completion_tokens, usd=usd,
-                            price_note=self.price_note or other.price_note, questions=self.questions + other.questions,
-                            tokenizer=self.tokenizer, lengths=self.lengths)
-
 
 def prices_for(model: str, api_base: str | None) -> tuple[tuple[float, float] | None, str | None]:
     """USD per prompt token and per completion token of ``model`` (litellm's price list), or None and why."""

@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
-from typing import Protocol
+from typing import Any, Protocol
 
 logger = logging.getLogger(__name__)
 
@@ -163,74 +163,52 @@ def record_call(
     its prompt cache (the original call's on a hit of teammed's response cache).
     ``answered_by``: (model string, redacted api_base) of the deployment that answered, when known.
     """
-    _book(signature=signature, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-          latency_s=latency_s, cost_usd=cost_usd, cache_hit=cache_hit, retries=retries,
-          cached_prompt_tokens=cached_prompt_tokens, answered_by=answered_by)
+    if _current.get() is not None:  # the arguments are read only while a question is tracked
+        spent = {} if cache_hit else {"spent_prompt_tokens": prompt_tokens,
+                                      "spent_completion_tokens": completion_tokens, "spent_cost_usd": cost_usd}
+        _add(calls=1, latency_s=latency_s, retries=retries, prompt_tokens=prompt_tokens,
+             cached_prompt_tokens=cached_prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
+             cache_hits=int(cache_hit), **spent, calls_by_signature={signature: 1},
+             answered_by={answered_by: 1} if answered_by is not None else {})
     if _listeners:
         _tell("call_finished", signature, tokens=prompt_tokens + completion_tokens, latency_s=latency_s,
               prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cost_usd=cost_usd,
               cache_hit=cache_hit)
 
 
-def _book(*, signature: str, prompt_tokens: int, completion_tokens: int, latency_s: float, cost_usd: float,
-          cache_hit: bool, retries: int, cached_prompt_tokens: int = 0,
-          answered_by: tuple[str, str | None] | None = None) -> None:
+def _add(**counts: Any) -> None:
+    """Add ``counts`` to the current usage's counters (a dict adds key by key); nothing outside `track`."""
     usage = _current.get()
     if usage is None:
         return
     with usage._lock:
-        usage.calls += 1
-        if answered_by is not None:
-            usage.answered_by[answered_by] = usage.answered_by.get(answered_by, 0) + 1
-        usage.calls_by_signature[signature] = usage.calls_by_signature.get(signature, 0) + 1
-        usage.latency_s += latency_s
-        usage.retries += retries
-        usage.prompt_tokens += prompt_tokens
-        usage.cached_prompt_tokens += cached_prompt_tokens
-        usage.completion_tokens += completion_tokens
-        usage.cost_usd += cost_usd
-        if cache_hit:
-            usage.cache_hits += 1
-        else:
-            usage.spent_prompt_tokens += prompt_tokens
-            usage.spent_completion_tokens += completion_tokens
-            usage.spent_cost_usd += cost_usd
+        for name, n in counts.items():
+            if isinstance(n, dict):
+                tally = getattr(usage, name)
+                for key, k in n.items():
+                    tally[key] = tally.get(key, 0) + k
+            else:
+                setattr(usage, name, getattr(usage, name) + n)
 
 
 def record_parse(*, repaired: bool = False, failed: bool = False) -> None:
     """Note that an LM output needed repair, or could not be parsed and fell back to defaults."""
-    usage = _current.get()
-    if usage is None:
-        return
-    with usage._lock:
-        usage.repaired += int(repaired)
-        usage.parse_failures += int(failed)
+    _add(repaired=int(repaired), parse_failures=int(failed))
 
 
 def record_fallback(behaviour: str, n: int = 1) -> None:
     """Note ``n`` outputs of ``behaviour`` the program could not use at all (a vote naming no option,
     an unreadable route): dropped, or replaced by a documented non-answer default."""
-    usage = _current.get()
-    if usage is None or n <= 0:
-        return
-    with usage._lock:
-        usage.fallbacks += int(n)
-        usage.fallbacks_by_behaviour[behaviour] = usage.fallbacks_by_behaviour.get(behaviour, 0) + int(n)
+    if n > 0:
+        _add(fallbacks=int(n), fallbacks_by_behaviour={behaviour: int(n)})
 
 
 def record_ranking_repair(n: int = 1) -> None:
     """Note ``n`` ranking repairs (duplicates, missing letters, letters outside the options)."""
-    usage = _current.get()
-    if usage is None or n <= 0:
-        return
-    with usage._lock:
-        usage.ranking_repairs += int(n)
+    if n > 0:
+        _add(ranking_repairs=int(n))
 
 
 def record_format_degradation() -> None:
     """Note that a backend refused a ``response_format`` and the call was sent in a weaker dialect."""
-    usage = _current.get()
-    if usage is None:
-        return
-    with usage._lock:
-        usage.format_degradations += 1
+    _add(format_degradations=1)

@@ -299,22 +299,14 @@ def _plan_compile(spec: CompileSpec, *, pilot: int | None = None) -> Plan:
     factory = _student(spec, config)
     measured = _pilot(spec.backend, [("student", factory, train or test)], pilot)
     estimate = _estimator(spec.backend, pilot=measured)
-    parts, estimates = [], []
-    if test:
-        held_out = estimate(factory, test)
-        estimates.append(held_out)
-        parts.append(_part(f"held-out accuracy before and after, {len(test)} questions", held_out, times=2))
     on_train, on_val = _PASSES[spec.optimizer]
-    if on_train:
-        trained = estimate(factory, train)
-        estimates.append(trained)
-        parts.append(_part(f"{spec.optimizer}: {on_train} pass(es) over {len(train)} training questions", trained,
-                           times=on_train))
-    if on_val and val:
-        validated = estimate(factory, val)
-        estimates.append(validated)
-        parts.append(_part(f"{spec.optimizer}: {on_val} pass(es) over {len(val)} validation questions", validated,
-                           times=on_val))
+    runs = [(questions, times, what) for questions, times, what, priced in (
+        (test, 2, f"held-out accuracy before and after, {len(test)} questions", test),
+        (train, on_train, f"{spec.optimizer}: {on_train} pass(es) over {len(train)} training questions", on_train),
+        (val, on_val, f"{spec.optimizer}: {on_val} pass(es) over {len(val)} validation questions", on_val and val),
+    ) if priced]
+    estimates = [estimate(factory, questions) for questions, _, _ in runs]
+    parts = [_part(what, found, times=times) for (_, times, what), found in zip(runs, estimates, strict=True)]
     if not estimates:
         raise ConfigError("nothing to price: give --test or training questions")
     return _finish("compile", parts, estimates, notes=(

@@ -295,7 +295,8 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     out = spec.out or Path("reproduce") / spec.protocol
     study = spec.study or f"reproduce-{spec.protocol}"
-    tune_prices = prices(spec.backend)[0] if parse_budget(spec.tune_budget).usd is not None else None
+    tune_budget = parse_budget(spec.tune_budget)
+    tune_prices = prices(spec.backend)[0] if tune_budget.usd is not None else None
     with open_backends(spec.backend, command="reproduce") as opened, \
             tracking("reproduce", progress, priced=prices(spec.backend)[1] is None):
         lm = opened[0].lm
@@ -318,7 +319,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
                                settings=TuneSettings(dataset=code, model=model, server=settings.server,
                                                      optimizer=spec.optimizer,
                                                      batch_size=spec.batch_size, seed=0),
-                               budget=parse_budget(spec.tune_budget), storage=spec.storage,
+                               budget=tune_budget, storage=spec.storage,
                                study_name=f"{study}-tune-{code}", out_dir=out / f"tune-{code}",
                                max_tokens=_max_tokens(spec.backend), prices=tune_prices)
             if outcome.status != "done":
