@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,18 +21,13 @@ __all__ = ["Behaviour", "showing_image", "as_image"]
 # set (unless built with ``sees_image=False``); set by the peer systems around one question.
 _question_image: contextvars.ContextVar[dspy.Image | None] = contextvars.ContextVar("teammed_image", default=None)
 
-_NAMED: dict[str, type] = {}
 
-
+@functools.cache
 def _named_class(name: str) -> type[Behaviour]:
-    """A subclass of `Behaviour` called ``name``, so spans (MLflow: ``<class>.forward``) and
+    """A subclass of `Behaviour` called ``name`` (one per name), so spans (MLflow: ``<class>.forward``) and
     module histories name the behaviour instead of ``Behaviour.forward``."""
-    cls = _NAMED.get(name)
-    if cls is None:
-        cls = type(name, (Behaviour,), {"__module__": __name__, "__qualname__": name,
-                                        "__doc__": f"The {name} behaviour (a `Behaviour`)."})
-        _NAMED[name] = cls
-    return cls
+    return type(name, (Behaviour,), {"__module__": __name__, "__qualname__": name,
+                                     "__doc__": f"The {name} behaviour (a `Behaviour`)."})
 
 
 def as_image(source: str | dspy.Image) -> dspy.Image:
@@ -103,8 +99,7 @@ class Behaviour(dspy.Module):
             self.__class__ = _named_class(self.name)
 
     def __reduce_ex__(self, protocol: Any) -> Any:  # the named class is not importable: pickle as Behaviour
-        state = self.__dict__.copy()
-        return (_rebuild, (self.name, state))
+        return (_rebuild, (self.name, self.__dict__.copy()))
 
     def forward(self, **inputs: Any) -> dspy.Prediction:
         interrupts.check_cancelled()  # a cancelled acall makes no further call

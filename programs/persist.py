@@ -185,11 +185,9 @@ def _check_predictors(path: Path, document: Mapping[str, Any]) -> None:
 
 def _check_envelope(path: Path, envelope: Any) -> None:
     expected = {"system": str, "config": dict, "settings": dict, "behaviours": list, "meta": dict}
-    problems = [f"{key} should be a {kind.__name__}" for key, kind in expected.items()
-                if isinstance(envelope, dict) and envelope.get(key) is not None
-                and not isinstance(envelope[key], kind)]
-    if not isinstance(envelope, dict):
-        problems = ["it should be an object"]
+    problems = ([f"{key} should be a {kind.__name__}" for key, kind in expected.items()
+                 if envelope.get(key) is not None and not isinstance(envelope[key], kind)]
+                if isinstance(envelope, dict) else ["it should be an object"])
     if problems:
         raise ConfigError(f"{path}: the {ENVELOPE!r} entry is damaged ({'; '.join(problems)}); recompile the "
                           f"program or save it again with program.save()")

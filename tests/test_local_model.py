@@ -27,7 +27,7 @@ def local_lm():
     # wait on each other at every step when one of them is descheduled
     with LocalServer(n_threads=1) as server:
         yield LiteLLMBackend("openai/local", api_base=server.api_base, structured_output="json_object_schema",
-                             retry=RetryPolicy(attempts=2, base_s=1, cap_s=2), max_concurrency=1,
+                             retry=RetryPolicy(attempts=2, base_s=1, cap_s=2), max_parallel_requests=1,
                              max_tokens=384, api_key="sk-local-no-key", timeout_s=600)  # a loaded CI box
     port = int(server.api_base.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as probe:  # stopped: nothing answers on its port any more

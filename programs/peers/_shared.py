@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import random
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -268,13 +269,9 @@ def staff(
     }
     taken = [a.role for a in present]
     roles = distinct_roles((getattr(s, "role", "") for s in specialists), taken, limit=n)
-    number = 1
-    while len(roles) < n:
-        generic = f"Medical Expert {number}"
-        number += 1
-        if not distinct_roles([generic], taken + roles):
-            continue
-        roles.append(generic)
+    generics = (f"Medical Expert {number}" for number in itertools.count(1))
+    while len(roles) < n:  # the next generic expert whose role is not taken yet
+        roles += distinct_roles([next(generics)], taken + roles)
     return [
         Agent(f"agent_{first_id + i}", role, focus.get(_role_key(role)) or "general clinical reasoning", 1.0)
         for i, role in enumerate(roles)

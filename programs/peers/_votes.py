@@ -20,7 +20,6 @@ from teammed.errors import NoAnswerError
 __all__ = [
     "TOLERANCE",
     "Vote",
-    "valid_votes",
     "dropped",
     "shares",
     "plurality",
@@ -35,11 +34,6 @@ __all__ = [
 TOLERANCE = 1e-9
 
 Vote = str | None
-
-
-def valid_votes(votes: Sequence[Vote]) -> list[str]:
-    """The votes that name an option, in order."""
-    return [v for v in votes if v is not None]
 
 
 def dropped(votes: Sequence[Vote]) -> int:

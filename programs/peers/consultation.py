@@ -62,6 +62,7 @@ from teammed.programs.peers._history import HistoryKeeper, Message, history_text
 from teammed.programs.peers._shared import (
     PeerSystem,
     Settings,
+    _role_key,
     as_confidence,
     note_fallback,
     prediction,
@@ -208,10 +209,7 @@ class ConsultationTeam(PeerSystem):
             note_fallback(self.specialties.name)  # no specialty readable: generic experts take the seats
         seats = staff([Specialist(role=str(r), expertise="") for r in named], n, first_id=len(s.agents) + 1)
         focus = self.expertise(question=s.question, specialties=[a.role for a in seats]).expertise or []
-        found = {
-            " ".join(str(getattr(f, "role", "")).split()).casefold(): str(getattr(f, "expertise", "") or "")
-            for f in focus
-        }
+        found = {_role_key(str(getattr(f, "role", ""))): str(getattr(f, "expertise", "") or "") for f in focus}
         agents = [
             dataclasses.replace(a, expertise=found.get(a.role.casefold()) or a.expertise) for a in seats
         ]

@@ -77,10 +77,7 @@ def _header(headers: Any, name: str) -> str | None:
     if not headers:
         return None
     items = headers.items() if hasattr(headers, "items") else headers
-    for key, value in items:
-        if str(key).lower() == name:
-            return str(value)
-    return None
+    return next((str(value) for key, value in items if str(key).lower() == name), None)
 
 
 def _parse_retry_after(value: Any) -> float | None:
@@ -106,8 +103,7 @@ def retry_after_seconds(exc: BaseException) -> float | None:
                         getattr(getattr(node, "response", None), "headers", None),
                         getattr(node, "headers", None)):
             for name in ("retry-after", "x-retry-after", "retry-after-ms"):
-                raw = _header(headers, name)
-                seconds = _parse_retry_after(raw)
+                seconds = _parse_retry_after(_header(headers, name))
                 if seconds is not None:
                     return seconds / 1000.0 if name == "retry-after-ms" else seconds
         value = getattr(node, "retry_after", None)  # DSPy's lm15 errors carry it parsed

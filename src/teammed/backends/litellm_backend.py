@@ -64,14 +64,6 @@ def expected_key_env(model: str) -> str | None:
     return _KEY_ENV.get(model.split("/", 1)[0]) if "/" in model else "OPENAI_API_KEY"
 
 
-def _parseable(text: str, *, json_expected: bool) -> bool:
-    if not text or not text.strip():
-        return False
-    if not json_expected:
-        return True
-    return isinstance(read_json(text)[0], dict)
-
-
 # how long a streak of failed calls lasts (or the request timeout) before a backend gives up: not a blip
 GIVE_UP_AFTER_S, LITELLM_GRACE_S = 30.0, 10.0  # and what litellm's own work may add to --timeout
 # no answer this long and a call failed after every attempt: given up on whatever the command (one call at the
@@ -114,7 +106,6 @@ class LiteLLMBackend(MeteredLM):
         timeout_s: float = 120.0,
         cache: ResponseCache | None = None,
         max_parallel_requests: int | None = None,
-        max_concurrency: int | None = None,
         temperature: float = 0.0,
         max_tokens: int = 512,
         backend_id: str | None = None,
@@ -147,9 +138,8 @@ class LiteLLMBackend(MeteredLM):
         # the deployments behind this model_name: what run.json lists as its members
         self.router_members = sorted(set(_router_deployment_ids(router, model).values()),
                                      key=lambda m: (m[0], m[1] or "")) if router is not None else []
-        limit = max_parallel_requests or max_concurrency
-        self.max_parallel_requests = limit
-        self._slots = threading.BoundedSemaphore(limit) if limit else None
+        self.max_parallel_requests = max_parallel_requests
+        self._slots = threading.BoundedSemaphore(max_parallel_requests) if max_parallel_requests else None
         self._rng = random.Random()
         self._closed = threading.Event()
         self._dialect_lock = threading.Lock()
@@ -266,22 +256,17 @@ class LiteLLMBackend(MeteredLM):
         cost = self._cost(response)
         who = self.answered_by(response)
         if key is not None and self.response_cache is not None:
-            text = response.choices[0].message.content if response.choices else ""
-            if _parseable(text or "", json_expected=json_expected):
+            text = (response.choices[0].message.content if response.choices else "") or ""
+            if text.strip() and (not json_expected or isinstance(read_json(text)[0], dict)):
                 self.response_cache.put(key, {"response": response.model_dump(),
                                               "usage": dict(response.usage or {}), "cost_usd": cost,
                                               "answered_by": list(who)})
         return response, {"retries": retries, "cost_usd": cost, "answered_by": who}
 
-    @staticmethod
-    def _unpack(params: dict[str, Any]) -> tuple[Any, Any, CallOptions]:
-        """Take teammed's own keys out of a call's parameters: (schema, plain messages, options)."""
-        params.pop("num_retries", None)
-        return (params.pop("teammed_schema", None), params.pop("teammed_plain_messages", None),
-                call_options.get() or CallOptions())
-
     def complete(self, messages, **params):  # type: ignore[no-untyped-def]
-        schema, plain, options = self._unpack(params)
+        params.pop("num_retries", None)  # teammed's own keys out of the call's parameters
+        schema, plain = params.pop("teammed_schema", None), params.pop("teammed_plain_messages", None)
+        options = call_options.get() or CallOptions()
         while True:
             dialect, messages, request, key, hit = self._prepare(messages, params, schema, plain, options)
             if dialect in ("json_object", "none"):
@@ -331,7 +316,8 @@ class LiteLLMBackend(MeteredLM):
         if fault.action == "degrade":
             raise _FormatRejected(fault) from exc
         if fault.action == "fatal" and not (fault.kind == "connection" and self._answered):
-            raise self._fatal(fault) from None
+            raise fatal_error(fault, head=f"{self.model}{self.where()}", api_base=self.api_base,
+                              key_env=self.api_key_env or expected_key_env(self.model)) from None
         if attempt + 1 >= self.retry.attempts:
             said = (f"{self.model}{self.where()} still failing after {self.retry.attempts} attempts: "
                     f"{type(exc).__name__}: {fault.message[:300]}")
@@ -439,11 +425,6 @@ class LiteLLMBackend(MeteredLM):
                                           num_retries=0, **params)
         return _litellm().completion(model=self.model, messages=messages, api_base=self.api_base,
                                   timeout=self.timeout_s, num_retries=0, max_retries=0, **params)
-
-    def _fatal(self, fault: Fault) -> FatalBackendError:
-        """The error that stops the run for a fault that retrying cannot mend, with its fix."""
-        return fatal_error(fault, head=f"{self.model}{self.where()}", api_base=self.api_base,
-                           key_env=self.api_key_env or expected_key_env(self.model))
 
     def dump_state(self) -> dict[str, Any]:
         return {"model": self.model, "api_base": redact(self.api_base) if self.api_base else None,

@@ -10,6 +10,7 @@ Ctrl-C, SIGTERM and errors; on Linux the kernel kills it when teammed dies (``ki
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import logging
 import os
@@ -51,12 +52,10 @@ def default_gguf() -> Path:
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
-    try:
+    with contextlib.suppress(Exception):  # not Linux: the atexit/signal cleanup still applies
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except Exception:  # not Linux: the atexit/signal cleanup still applies
-        pass
 
 
 def free_port() -> int:
@@ -133,10 +132,8 @@ class LocalServer:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=1.0)  # nothing to save: a server busy generating is killed
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait(timeout=5)
         logger.info("local model server stopped")
 

@@ -14,6 +14,7 @@ The measured reasons for each choice: docs/architecture.md ("Framework CPU per c
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import heapq
 import json
@@ -264,11 +265,9 @@ class _Lane:
 
     def abort(self) -> None:
         sock = self.stream.get_extra_info("socket") if self.stream is not None else None
-        if sock is not None:
-            try:  # the plain socket's shutdown (a TLS socket's would also drop its TLS state under the reader)
+        if sock is not None:  # the plain socket's shutdown (a TLS socket's would also drop its TLS state
+            with contextlib.suppress(OSError):  # under the reader)
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class OpenAICompatibleClient:
@@ -324,16 +323,6 @@ class OpenAICompatibleClient:
         lane.client.close()
 
     # ------------------------------------------------------------------ calls
-    def _request(self, model: str, messages: list[dict[str, Any]], api_key: str | None,
-                 params: dict[str, Any]) -> tuple[bytes, dict[str, str]]:
-        body, headers = request_body(model, messages, params)
-        headers["Content-Type"] = "application/json"
-        key = api_key or self.api_key
-        if key and self._auth is None:
-            headers["Authorization"] = f"Bearer {key}"
-        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
-        return data, headers
-
     @staticmethod
     def _read(response: httpx.Response) -> ChatResponse:
         # An httpx response and its stream refer to each other: a cycle that only the garbage collector
@@ -358,7 +347,12 @@ class OpenAICompatibleClient:
         once hands those to a thread it can leave (`teammed.interrupts.run_interruptible`).
         The whole request ends by ``deadline`` (`time.monotonic`; default: ``timeout_s`` from now), else
         `RequestDeadlineExceeded`: httpx's timeouts bound each read and write, not the request."""
-        data, headers = self._request(model, messages, api_key, params)
+        body, headers = request_body(model, messages, params)
+        headers["Content-Type"] = "application/json"
+        key = api_key or self.api_key
+        if key and self._auth is None:
+            headers["Authorization"] = f"Bearer {key}"
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
         lane = self._client()
         lane.request += 1
         lane.expired = False
@@ -391,7 +385,5 @@ class OpenAICompatibleClient:
             self._idle.clear()
         for lane in lanes:
             lane.abort()
-            try:
+            with contextlib.suppress(Exception):  # a client in use by a hung request: it closes when that ends
                 lane.client.close()
-            except Exception:  # noqa: BLE001 - a client in use by a hung request: it closes when that ends
-                pass

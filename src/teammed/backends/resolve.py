@@ -112,10 +112,8 @@ def _untrack(lm: Any) -> None:
 def _close_all() -> None:
     with _open_lock:
         lms = list(_open_lms)
-    for lm in lms:
-        close = getattr(lm, "close", None)
-        if close is not None:
-            close()
+    for lm in lms:  # each one `_track` took, a backend with close()
+        lm.close()
 
 
 def stopping() -> bool:
@@ -248,8 +246,7 @@ def _router_settings(path: Path | str) -> dict[str, Any]:
     return dict(settings)
 
 
-def _router_deployments(path: Path | str, options: BackendOptions,
-                        concurrency: int) -> list[tuple[str, LiteLLMBackend]]:
+def _router_deployments(path: Path | str, options: BackendOptions) -> list[tuple[str, LiteLLMBackend]]:
     from teammed._litellm import litellm as _litellm
 
     litellm = _litellm()
@@ -444,7 +441,7 @@ def open_deployments(specs: Sequence[str] | None, *, concurrency: int = 4, deplo
         if deployments_file:
             if specs:
                 raise ConfigError("give either --model or --deployments, not both")
-            for name, lm in _router_deployments(deployments_file, options, concurrency):
+            for name, lm in _router_deployments(deployments_file, options):
                 _track(lm, stack)
                 deployments.append(Deployment(name, lm, concurrency))
         else:
