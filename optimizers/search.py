@@ -234,10 +234,13 @@ class _Budget:
         duplicate = trial.user_attrs.get("duplicate_of") is not None
         self.in_a_row = self.in_a_row + 1 if duplicate else 0
         self.attempts -= 0 if duplicate else 1
-        if self.attempts > 0 and self.in_a_row >= self.stuck:
+        if self.attempts <= 0:
+            study.stop()
+        elif self.in_a_row >= self.stuck:
             logger.warning("the sampler proposed %d evaluated configurations in a row; stopping with %d of %d "
                            "distinct configurations evaluated", self.in_a_row, len(_evaluated(study)), self.trials)
-        if self.attempts <= 0 or self.in_a_row >= self.stuck or self.spent(study):
+            study.stop()
+        elif self.spent(study):
             study.stop()
 
 

@@ -434,14 +434,16 @@ class _Pipeline:
             scores, tokens = self._scores({c: by_label[c] for c in labels})
             state = race(labels, self.rounds[:limit], scores, tokens, alpha=self.s.alpha,
                          min_rounds=self.s.min_rounds)
-            cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
-            if len(state.alive) <= 1 or state.rounds >= limit or not self._round_fits(cells, state.rounds):
-                winner = incumbent(state.alive, scores, tokens, labels)
-                self.races.append({"entrants": labels, "winner": winner, "rounds": state.rounds,
-                                   "survivors": state.alive, "history": state.history,
-                                   "stopped_by_budget": self.racing_stopped is not None})
-                return winner, state
-            self.queue.run(cells, self.execute)
+            if len(state.alive) > 1 and state.rounds < limit:  # the race goes on while its next round fits
+                cells = [self._eval_cell(by_label[c], self.prompts1, "tune", state.rounds) for c in state.alive]
+                if self._round_fits(cells, state.rounds):
+                    self.queue.run(cells, self.execute)
+                    continue
+            winner = incumbent(state.alive, scores, tokens, labels)
+            self.races.append({"entrants": labels, "winner": winner, "rounds": state.rounds,
+                               "survivors": state.alive, "history": state.history,
+                               "stopped_by_budget": self.racing_stopped is not None})
+            return winner, state
 
     def _round_fits(self, cells: Sequence[Mapping[str, Any]], round_index: int) -> bool:
         """Whether the next racing round fits in the plan beside its reserve; if not, racing stops here."""

@@ -67,8 +67,10 @@ class TunePlan:
         if (self.rate is not None and self.budget.tokens is not None
                 and spent.get("tokens", 0) + need * self.rate.tokens > self.budget.tokens):
             return False
-        return not (self.rate is not None and self.rate.usd is not None and self.budget.usd is not None
-                    and spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd)
+        if (self.rate is not None and self.rate.usd is not None and self.budget.usd is not None
+                and spent.get("cost_usd", 0) + need * self.rate.usd > self.budget.usd):
+            return False
+        return True
 
     def text(self) -> str:
         if self.budget_calls is None:
