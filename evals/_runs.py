@@ -355,7 +355,9 @@ def _shard_count(parts: Sequence[Run], indexes: Sequence[int]) -> int:
 def distinguish_datasets(runs: list[Run]) -> list[Run]:
     """Runs whose data sets share a name but not a content hash get ``name@hash8`` as their
     data set, so two different files called ``sampled_50.jsonl`` never share a column."""
-    hashes = {name: {r.dataset_sha256 for r in runs if r.dataset == name} for name in {r.dataset for r in runs}}
+    hashes: dict[str, set[str | None]] = {}
+    for run in runs:
+        hashes.setdefault(run.dataset, set()).add(run.dataset_sha256)
     return [replace(run, dataset=f"{run.dataset}@{run.dataset_sha256[:8] if run.dataset_sha256 else 'unhashed'}")
             if len(hashes[run.dataset]) > 1 else run for run in runs]
 

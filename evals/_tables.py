@@ -72,14 +72,11 @@ def accuracy_table(groups: Sequence[Stats], configs: Sequence[str], datasets: Se
     for config in configs:
         row = [config]
         for column in columns:
-            if column == "Average":  # a dash for a configuration not run on every data set
-                mean = averages.get(config)
-                text = _DASH if mean is None else (f"{100 * mean:.1f}"
-                                                   + _failed_note([by_cell[(config, d)] for d in datasets]))
-            else:  # "mean ± SE" (a dash without labelled questions), a dagger when partial, the failed questions
-                acc, group = cells.get((config, column)), by_cell.get((config, column), {})  # {}: nothing failed
-                mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
-                text += (" †" if (config, column) in partial else "") + _failed_note([group])
+            if column == "Average":
+                mean, text = _average_cell(averages.get(config), config, datasets, by_cell)
+            else:
+                mean, text = _data_cell(cells.get((config, column)), (config, column) in partial,
+                                        by_cell.get((config, column)))
             bold = mean is not None and mean == best[column] and (config, column) not in partial
             row.append(f"**{text}**" if bold else text)
         body.append(row)
@@ -97,6 +94,25 @@ def majority_by_dataset(groups: Sequence[Stats]) -> dict[str, float]:
         if base is not None:
             majority.setdefault(g["dataset"], base)
     return majority
+
+
+def _average_cell(mean: float | None, config: str, datasets: Sequence[str],
+                  by_cell: Mapping[tuple[str, str], Stats]) -> tuple[float | None, str]:
+    """The Average cell: a dash for a configuration not run on every data set."""
+    if mean is None:
+        return None, _DASH
+    return mean, f"{100 * mean:.1f}" + _failed_note([by_cell[(config, d)] for d in datasets])
+
+
+def _data_cell(acc: Mapping[str, Any] | None, partial: bool, group: Stats | None) -> tuple[float | None, str]:
+    """One data set's cell: "mean ± SE" (a dash without labelled questions), a dagger when partial, and
+    the failed questions."""
+    mean, text = (None, _DASH) if acc is None else (acc["mean"], _mean_se_cell(acc))
+    if partial:
+        text += " †"
+    if group is not None:
+        text += _failed_note([group])
+    return mean, text
 
 
 def cells_table(groups: Sequence[Stats]) -> str:

@@ -84,8 +84,10 @@ class AdaptiveTeam(PeerSystem):
         settings = AdaptiveSettings.build("adaptive", threshold=threshold, samples=samples)
         self.threshold, self.samples = settings.threshold, settings.samples
         self.answer = Behaviour(DirectAnswer)
-        self.team = team if isinstance(team, TeamworkProgram) else TeamworkProgram(
-            preset(team) if isinstance(team, str) else team or preset("all"))
+        if isinstance(team, TeamworkProgram):
+            self.team = team
+        else:
+            self.team = TeamworkProgram(preset(team) if isinstance(team, str) else team or preset("all"))
 
     def forward(self, question: str, options: dict[str, str], context: str | None = None) -> dspy.Prediction:
         options = dict(options)

@@ -292,8 +292,12 @@ class AdaptiveComplexity(PeerSystem):
         rounds = 0
         for r in range(1, c.max_rounds + 1):
             said: list[_Message] = []
-            t = next((t for t in range(1, c.n_turns + 1) if not self._turn(s, panel, latest, said, r, t)), None)
-            if t is not None:  # as in MDAgents' code: a silent turn ends the discussion, the round's answers unasked
+            silent = False
+            for t in range(1, c.n_turns + 1):
+                if not self._turn(s, panel, latest, said, r, t):
+                    silent = True
+                    break
+            if silent:  # as in MDAgents' code: a silent turn ends the discussion, the round's answers unasked
                 s.transcript.add("intermediate", "silence", "No member wanted to talk: the discussion ends.",
                                  turn=t, round=r)
                 break

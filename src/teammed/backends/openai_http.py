@@ -265,8 +265,9 @@ class _Lane:
 
     def abort(self) -> None:
         sock = self.stream.get_extra_info("socket") if self.stream is not None else None
-        if sock is not None:  # the plain socket's shutdown (a TLS socket's would also drop its TLS state
-            with contextlib.suppress(OSError):  # under the reader)
+        # the plain socket's shutdown (a TLS socket's would also drop its TLS state under the reader)
+        if sock is not None:
+            with contextlib.suppress(OSError):
                 socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
 
