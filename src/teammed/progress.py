@@ -151,15 +151,19 @@ class _Display:
                 self._width = 0
 
 
-class _Progress:
-    """Installs the live-call counter, as DSPy callbacks (module phases, for one deliberation), for the
-    duration of a ``with`` block."""
+class CallProgress:
+    """``ask``: what is running, calls and tokens so far, time elapsed. Installs the live-call counter, as
+    DSPy callbacks (module phases, for one deliberation), for the duration of a ``with`` block."""
 
-    def __init__(self, stream: TextIO | None, *, tty: bool | None, interval_s: float, heartbeat_s: float) -> None:
+    def __init__(self, label: str, *, stream: TextIO | None = None, tty: bool | None = None,
+                 interval_s: float = 0.2, heartbeat_s: float = 30.0, phase_lines: bool = False) -> None:
         self.display = _Display(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
         self.live = _LiveCalls(self._changed)
         self.started = time.monotonic()
         self._installed = False
+        self.label = label
+        self.phase_lines = phase_lines  # plain output: a line per phase change (one question), else heartbeats
+        self._last_phase = ""
 
     def __enter__(self) -> Self:
         import dspy
@@ -188,45 +192,24 @@ class _Progress:
             dspy.settings.configure(callbacks=remaining)
         self.display.close()
 
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
+    def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
+        return relaying(self.display, prefix)
 
     def _changed(self) -> None:  # an LM call finished
-        if self.display.tty:
+        phase = self.live.phase
+        if self.phase_lines and not self.display.tty and phase and phase != self._last_phase:
+            self._last_phase = phase  # plain output: one line per phase change
+            self.display.line("  " + self.status())
+        elif self.display.tty:
             self.display.draw(self.status())
         elif self.display.heartbeat_due():
             self.display.line("  " + self.status())
 
     def status(self) -> str:
-        raise NotImplementedError
-
-
-class CallProgress(_Progress):
-    """``ask``: what is running, calls and tokens so far, time elapsed."""
-
-    def __init__(self, label: str, *, stream: TextIO | None = None, tty: bool | None = None,
-                 interval_s: float = 0.2, heartbeat_s: float = 30.0, phase_lines: bool = False) -> None:
-        super().__init__(stream, tty=tty, interval_s=interval_s, heartbeat_s=heartbeat_s)
-        self.label = label
-        self.phase_lines = phase_lines  # plain output: a line per phase change (one question), else heartbeats
-        self._last_phase = ""
-
-    def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
-        return relaying(self.display, prefix)
-
-    def _changed(self) -> None:
-        phase = self.live.phase
-        if self.phase_lines and not self.display.tty and phase and phase != self._last_phase:
-            self._last_phase = phase  # plain output: one line per phase change
-            self.display.line("  " + self.status())
-            return
-        super()._changed()
-
-    def status(self) -> str:
         phase = f" | phase: {self.live.phase}" if self.live.phase else ""
         return (f"{self.label}{phase} | {self.live.calls} billable calls | {format_count(self.live.tokens)} billable "
                 f"tokens | "
-                f"{format_duration(self.elapsed())} elapsed")
+                f"{format_duration(time.monotonic() - self.started)} elapsed")
 
 
 class EventDisplay:
