@@ -100,6 +100,17 @@ def labeled(questions: list, what: str) -> list:
     return kept
 
 
+def student(spec: CompileSpec, config: Any) -> Callable[[], Any]:
+    """How ``compile`` builds the program it optimizes (its ``--dry-run`` prices the same)."""
+    if spec.team.system == "teamwork":
+        from teammed.programs.teamwork import TeamworkProgram
+
+        return lambda: TeamworkProgram(config)
+    from teammed.programs.peers import build_system
+
+    return lambda: build_system(spec.team.system)
+
+
 def _check_evaluated(rows: Sequence[ResultRow], what: str) -> None:
     if rows and all(r.failed for r in rows):  # a fatal error's message ends with its fix
         raise CompileFailed(f"the evaluation {what} failed: all {len(rows)} questions failed (first: "
@@ -133,18 +144,11 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
     choice = load_for(spec.data, purpose="tune")
     questions = labeled(choice.questions, "compile")
     train, val, test = split_questions(questions, train=spec.train, val=spec.val, test=spec.test, seed=spec.seed)
-    if spec.team.system == "teamwork":
-        from teammed.programs.teamwork import TeamworkProgram
-
-        student = TeamworkProgram(config)
-    else:
-        from teammed.programs.peers import build_system
-
-        student = build_system(spec.team.system)
+    program = student(spec, config)()
     if spec.optimizer == "labeled":  # refused before any LM call when it would change nothing
         from teammed.optimizers.compile import check_labeled_useful
 
-        check_labeled_useful(student, examples_from_questions(train))
+        check_labeled_useful(program, examples_from_questions(train))
     b, threads = spec.backend, spec.backend.concurrency  # questions in flight; the backend bounds requests
     with open_backends(b, command="compile") as opened, contextlib.ExitStack() as extras, \
             tracking("compile", progress):
@@ -158,12 +162,12 @@ def compile_program(spec: CompileSpec, *, progress: ProgressCallback = None,
         if spec.optimizer == "gepa" and reflection is None:
             reflection = lm
         step("begin", "compile: held-out accuracy before", done=0, total=3)
-        before, before_rows = evaluate(student, test, lm, num_threads=threads)
+        before, before_rows = evaluate(program, test, lm, num_threads=threads)
         _check_evaluated(before_rows, "before compiling")
         step("stage", f"compile: held-out accuracy before {before:.1%} on {len(test)} questions; "
                       f"{spec.optimizer} on {len(train)} training questions", done=1, total=3)
         with relay() if relay is not None else contextlib.nullcontext():
-            compiled = optimize(student, optimizer=spec.optimizer, trainset=examples_from_questions(train),
+            compiled = optimize(program, optimizer=spec.optimizer, trainset=examples_from_questions(train),
                                 valset=examples_from_questions(val), lm=lm, teacher_lm=teacher,
                                 reflection_lm=reflection, seed=spec.seed, num_threads=threads)
         step("stage", "compile: held-out accuracy after", done=2, total=3)

@@ -289,14 +289,14 @@ _PASSES = {"labeled": (0, 0), "bootstrap": (1, 0), "random-search": (4, 7), "mip
 def _plan_compile(spec: CompileSpec, *, pilot: int | None = None) -> Plan:
     from teammed.experiments._data import load_for
     from teammed.experiments._team import takes_config, team_config
-    from teammed.experiments.optimize import labeled
+    from teammed.experiments.optimize import labeled, student
     from teammed.optimizers import split_questions
 
     config = team_config(spec.team) if takes_config(spec.team.system) else None
     choice = load_for(spec.data, purpose="tune")
     train, val, test = split_questions(labeled(choice.questions, "compile"), train=spec.train, val=spec.val,
                                        test=spec.test, seed=spec.seed)
-    factory = _student(spec, config)
+    factory = student(spec, config)
     measured = _pilot(spec.backend, [("student", factory, train or test)], pilot)
     estimate = _estimator(spec.backend, pilot=measured)
     on_train, on_val = _PASSES[spec.optimizer]
@@ -312,16 +312,6 @@ def _plan_compile(spec: CompileSpec, *, pilot: int | None = None) -> Plan:
     return _finish("compile", parts, estimates, notes=(
         f"the optimizer's passes are an upper bound of teammed's settings for {spec.optimizer}; a bootstrap that "
         f"finds its demonstrations early stops early",), pilot=measured)
-
-
-def _student(spec: Any, config: Any) -> Callable[[], Any]:
-    if spec.team.system == "teamwork":
-        from teammed.programs.teamwork import TeamworkProgram
-
-        return lambda: TeamworkProgram(config)
-    from teammed.programs.peers import build_system
-
-    return lambda: build_system(spec.team.system)
 
 
 # ---------------------------------------------------------------- search
@@ -498,10 +488,9 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
             for seed in spec.seeds:
                 cell = sample_questions(held_out, n=spec.n or 50, seed=seed)
                 # tuned later: priced as every component on (the adaptive row: at most that, and one call more)
-                if ROWS_001[row][1] in ("special", "adaptive"):
-                    work.append((f"{code} {row} seed {seed}", _everything, cell))
-                else:
-                    work.append((f"{code} {row} seed {seed}", functools.partial(row_program, row, pool, seed), cell))
+                tuned_later = ROWS_001[row][1] in ("special", "adaptive")
+                factory = _everything if tuned_later else functools.partial(row_program, row, pool, seed)
+                work.append((f"{code} {row} seed {seed}", factory, cell))
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
     if not estimates:
         raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
