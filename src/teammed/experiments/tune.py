@@ -89,18 +89,10 @@ class ReproduceResult(BaseModel):
         """The rows teammed measured (a medagentsbench table also holds the published ones)."""
         return [r for r in self.rows if not str(r.get("source", "")).startswith("published")]
 
-    @property
-    def questions_asked(self) -> int:
-        return sum(sum(r["n_per_seed"]) for r in self.measured)
-
-    @property
-    def questions_failed(self) -> int:
-        return sum(r["failed"] for r in self.measured)
-
     def failure(self) -> str | None:
         """Why the table measured nothing (every question failed), or None."""
-        asked = self.questions_asked
-        if asked and self.questions_failed == asked:
+        asked = sum(sum(r["n_per_seed"]) for r in self.measured)
+        if asked and sum(r["failed"] for r in self.measured) == asked:
             return f"all {asked} questions of the table failed (see the log); it measured nothing"
         return None
 
@@ -267,7 +259,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
 
     spec = checked(ReproduceSpec, spec)
     from teammed.backends.resolve import describe
-    from teammed.experiments._backend import open_backends
+    from teammed.experiments._backend import open_backends, server_of
     from teammed.optimizers.reproduce import (
         DATASETS_001,
         DEFAULT_ROWS_001,
@@ -302,8 +294,6 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         lm = opened[0].lm
         model = describe(opened[0].spec)
         _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
-        from teammed.experiments._backend import server_of
-
         settings = ReproduceSettings(model=model, server=server_of(spec.backend), seeds=tuple(spec.seeds),
                                      n=spec.n or 50, rows=rows,
                                      tune_budget=spec.tune_budget)
