@@ -314,7 +314,7 @@ class Deliberation(_Frozen):
 def tally_fallbacks(*, r2: RoundTwo, talk: DiscussionLog, decision: Decision,
                     team: Team | None = None) -> dict[str, int]:
     """How many outputs of each behaviour the program could not use and replaced by a default."""
-    counts = {
+    return {
         "AgentCount": int(team is not None and team.count_fell_back),
         "InitialAssessment": sum(a.fell_back for a in r2.assessments),
         "DiscussionTurn": sum(t.fell_back for t in talk.turns if t.ranking is None),
@@ -325,4 +325,3 @@ def tally_fallbacks(*, r2: RoundTwo, talk: DiscussionLog, decision: Decision,
                              and decision.tie.resolved_by == "rule"),
         "CorrectionAuthority": int(decision.leader_override is not None and decision.leader_override.invalid_pick),
     }
-    return counts

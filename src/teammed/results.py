@@ -532,8 +532,7 @@ def typed_record(value: Any, *, system: str | None) -> Record | None:
     None for no record (empty or null) or a system without a model. Raises `ValidationError` for a
     record its model refuses (a system writing a key its model does not declare)."""
     if _is_typed(value):
-        typed: Record = value
-        return typed
+        return value
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     if not isinstance(value, Mapping) or not value:
@@ -542,8 +541,7 @@ def typed_record(value: Any, *, system: str | None) -> Record | None:
     model = record_model(name)
     if model is None:
         return None
-    found: Record = model.model_validate({**value, "system": name})  # type: ignore[assignment]
-    return found
+    return model.model_validate({**value, "system": name})
 
 
 def read_record(value: Any, *, answer: str | None = None,
@@ -625,9 +623,8 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
                             continue
                     data[name] = kept
                     continue
-        if not field.is_required():
-            continue
-        data[name] = _empty(annotation)
+        if field.is_required():
+            data[name] = _empty(annotation)
     scores = data.get("scores") or {}
     data["answer"] = (value.get("answer") if isinstance(value.get("answer"), str) else None) or answer or (
         max(scores, key=lambda k: scores[k]) if scores else None)

@@ -290,13 +290,6 @@ def majority_baseline(rows: Sequence[Summarized]) -> dict[str, Any]:
     return {"letter": base.letter, "accuracy": round(base.accuracy, 4)}
 
 
-def cached_share(rows: Sequence[Summarized]) -> float | None:
-    """The share of the rows' prompt tokens the provider reported as read from its prompt cache
-    (None without prompt tokens)."""
-    prompt = sum(r.prompt_tokens for r in rows)
-    return round(sum(r.cached_prompt_tokens for r in rows) / prompt, 4) if prompt else None
-
-
 def summarize_rows(rows: Sequence[Summarized]) -> dict[str, Any]:
     """Counts, accuracy and accounting over rows (or their `RowDigest`).
 
@@ -309,6 +302,7 @@ def summarize_rows(rows: Sequence[Summarized]) -> dict[str, Any]:
     n = len(rows)
     labeled = [r for r in rows if r.labeled and r.gold is not None]
     calls = sum(r.calls for r in rows)
+    prompt, cached = sum(r.prompt_tokens for r in rows), sum(r.cached_prompt_tokens for r in rows)
 
     def mean(key: str) -> float:
         return round(sum(float(getattr(r, key, 0) or 0) for r in rows) / n, 4) if n else 0.0
@@ -328,9 +322,9 @@ def summarize_rows(rows: Sequence[Summarized]) -> dict[str, Any]:
         "latency_s_per_question": mean("latency_s"),
         "cost_usd_per_question": mean("cost_usd"),
         "calls": calls,
-        "prompt_tokens": sum(r.prompt_tokens for r in rows),
-        "cached_prompt_tokens": sum(r.cached_prompt_tokens for r in rows),
-        "cached_prompt_share": cached_share(rows),
+        "prompt_tokens": prompt,
+        "cached_prompt_tokens": cached,
+        "cached_prompt_share": round(cached / prompt, 4) if prompt else None,
         "cache_hits": sum(r.cache_hits for r in rows),
         "retries": sum(r.retries for r in rows),
         "parse_failures": sum(r.parse_failures for r in rows),

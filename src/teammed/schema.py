@@ -149,9 +149,7 @@ def _choice_marker(field: pydantic.fields.FieldInfo) -> tuple[ChoicesFrom, bool]
 
 
 def _allowed(source_value: Any) -> list[str] | None:
-    if isinstance(source_value, dict):
-        return [str(k) for k in source_value]
-    if isinstance(source_value, list | tuple):
+    if isinstance(source_value, dict | list | tuple):  # a dict's keys, a list's items
         return [str(v) for v in source_value]
     return None
 
@@ -368,11 +366,8 @@ def parse_outputs(signature: Any, text: str | None, inputs: dict[str, Any] | Non
         return ParseOutcome({n: fallback_value(f) for n, f in signature.output_fields.items()}, True, True)
     values: dict[str, Any] = {}
     for name, field in signature.output_fields.items():
-        if name not in raw:
-            values[name], repaired = fallback_value(field), True
-            continue
         try:
             values[name] = _parse_value(raw[name], field.annotation)
-        except Exception:
+        except Exception:  # missing, or not a value of its type
             values[name], repaired = fallback_value(field), True
     return ParseOutcome(values, repaired=repaired, failed=False)
