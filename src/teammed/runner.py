@@ -91,14 +91,6 @@ class RunSettings:
     max_consecutive_failures: int = 5
     extra_meta: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def system(self) -> str:
-        return self.identity.system
-
-    @property
-    def label(self) -> str:
-        return self.identity.label
-
 
 def backend_settings(deployments: Sequence[Deployment]) -> list[dict[str, Any]]:
     """What ``run.json`` records of each deployment: its model, server (redacted), temperature,

@@ -56,10 +56,6 @@ class Question(BaseModel):
             raise ValueError(f"answer_idx {self.answer_idx!r} is not one of the options {list(self.options)}")
         return self
 
-    @property
-    def letters(self) -> tuple[str, ...]:
-        return tuple(self.options)
-
     def full_text(self) -> str:
         """The question with its context, as agents read it."""
         if self.context:
