@@ -163,11 +163,6 @@ class Tracker:
             return Spend(calls=self._calls, prompt_tokens=self._prompt, completion_tokens=self._completion,
                          usd=self._usd)
 
-    def mean_latency(self) -> float | None:
-        if self._latency_n:
-            return self._latency_sum / self._latency_n
-        return self._first_latency
-
     def eta_s(self) -> float | None:
         now = time.monotonic()
         with self._lock:
@@ -184,7 +179,7 @@ class Tracker:
             if remaining is not None and calls:
                 if units and self._ramp_at is not None and calls > self._ramp_calls and now > self._ramp_at:
                     return remaining / ((calls - self._ramp_calls) / (now - self._ramp_at))
-                latency = self.mean_latency()
+                latency = self._latency_sum / self._latency_n if self._latency_n else self._first_latency
                 return remaining * latency / workers if latency is not None else None
         if done and total is not None and total >= done:
             return (now - self.started) / done * (total - done)

@@ -4,6 +4,7 @@ teamwork configuration, question ids, writable directories. Each failure is a `C
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib.util
 import json
@@ -106,20 +107,16 @@ def check_writable_dir(path: Path, *, flag: str = "--out") -> None:
     import os
 
     probe = Path(path).absolute()
-    while not probe.exists():
-        if probe.parent == probe:
-            break
+    while not probe.exists() and probe.parent != probe:
         probe = probe.parent
     if probe.exists() and not probe.is_dir():
         raise ConfigError(f"{flag} {path} is under {probe}, which is a file, not a directory; choose another {flag}")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError(f"{flag} {path} cannot be written ({probe} is read-only or not ours); "
                           f"choose a writable {flag} directory")
-    try:  # os.access ignores read-only mounts for root: ask the file system
+    with contextlib.suppress(AttributeError, OSError):  # os.access ignores read-only mounts for root: ask the FS
         if os.statvfs(probe).f_flag & os.ST_RDONLY:
             raise ConfigError(f"{flag} {path} is on a read-only file system; choose a writable {flag} directory")
-    except (AttributeError, OSError):
-        pass
 
 
 def parse_options(items: Sequence[str] | None) -> dict[str, str]:

@@ -9,6 +9,7 @@ This module is pure data plus small file helpers (`write_atomic`, `dataset_diges
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -74,9 +75,9 @@ def read_tuning_records(document: Any, *, where: str) -> list[dict[str, Any]]:
         return []
     records = []
     for key in _TUNING_KEYS:
-        if key not in document or document[key] is None:
+        value = document.get(key)
+        if value is None:
             continue
-        value = document[key]
         record = value if isinstance(value, dict) else {"question_ids": value}
         ids, prints = record.get("question_ids"), record.get("question_sha256")
         if not isinstance(ids, list) or not (prints is None or isinstance(prints, list)):
@@ -152,12 +153,10 @@ def write_atomic(path: Path | str, text: str | Iterable[str]) -> Path:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    try:  # make the rename itself durable
+    with contextlib.suppress(OSError):  # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
-    except OSError:
-        pass
     return path

@@ -30,10 +30,8 @@ def _who(event: TranscriptEvent) -> str:
 def _team(record: Deliberation | PeerRecord | None) -> list[str]:
     if record is None or not record.agents:
         return []
-    lines = ["Team (weights are hidden from the agents):"]
-    for a in record.agents:
-        lines.append(f"  {a.id}: {a.role} - {a.expertise or ''} (weight {a.weight or 0:.2f})")
-    return lines
+    return ["Team (weights are hidden from the agents):",
+            *(f"  {a.id}: {a.role} - {a.expertise or ''} (weight {a.weight or 0:.2f})" for a in record.agents)]
 
 
 def _event(event: TranscriptEvent) -> list[str]:
