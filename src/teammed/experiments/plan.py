@@ -160,29 +160,27 @@ def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None,
     if branch is None or not part.branches:
         return part
     if not observed:  # no pilot: the figure is the expectation with each option of each choice equally likely
-        ratio = branch.expected[1] * n / max(1, part.prompt_tokens + part.completion_tokens)
-        return part.model_copy(update={
-            "calls": round(branch.expected[0] * n), "prompt_tokens": round(part.prompt_tokens * ratio),
-            "completion_tokens": round(part.completion_tokens * ratio),
-            "usd": None if part.usd is None else part.usd * ratio})
-    # the stand-in's paths are the policies it tries; a pilot question dearer (or cheaper) than all of them
-    # shows a path they missed, so the range reaches it
-    low_t, high_t = min(branch.low[1], min(observed)), max(branch.high[1], max(observed))
-    share = share_interval(observed, low_t, high_t)
+        calls, tokens = branch.expected
+        measured: dict[str, Any] = {}
+    else:
+        # the stand-in's paths are the policies it tries; a pilot question dearer (or cheaper) than all of them
+        # shows a path they missed, so the range reaches it
+        low_t, high_t = min(branch.low[1], min(observed)), max(branch.high[1], max(observed))
+        share = share_interval(observed, low_t, high_t)
 
-    def at(x: float) -> tuple[float, float]:  # (calls, tokens) per question x of the way from low to high
-        return branch.low[0] + x * (branch.high[0] - branch.low[0]), low_t + x * (high_t - low_t)
+        def at(x: float) -> tuple[float, float]:  # (calls, tokens) per question x of the way from low to high
+            return branch.low[0] + x * (branch.high[0] - branch.low[0]), low_t + x * (high_t - low_t)
 
-    calls, tokens = at(share[0])
+        calls, tokens = at(share[0])
+        measured = {"share": share, "low": (part.low[0] if part.low else 0, round(low_t * n)),
+                    "high": (part.high[0] if part.high else 0, round(high_t * n)),
+                    "expected": (round(calls * n), round(tokens * n)),
+                    "interval": (round(at(share[1])[1] * n), round(at(share[2])[1] * n))}
     ratio = tokens * n / max(1, part.prompt_tokens + part.completion_tokens)
     return part.model_copy(update={
         "calls": round(calls * n), "prompt_tokens": round(part.prompt_tokens * ratio),
         "completion_tokens": round(part.completion_tokens * ratio),
-        "usd": None if part.usd is None else part.usd * ratio, "share": share,
-        "low": (part.low[0] if part.low else 0, round(low_t * n)),
-        "high": (part.high[0] if part.high else 0, round(high_t * n)),
-        "expected": (round(calls * n), round(tokens * n)),
-        "interval": (round(at(share[1])[1] * n), round(at(share[2])[1] * n))})
+        "usd": None if part.usd is None else part.usd * ratio, **measured})
 
 
 def _estimator(backend: BackendSpec, *, branches: bool = False, pilot: Pilot | None = None) -> Callable[..., Any]:
