@@ -99,19 +99,11 @@ def enforce_limits(value: Any, schema: dict[str, Any]) -> tuple[Any, bool]:
         limit = schema.get("maxItems")
         if isinstance(limit, int) and len(value) > limit:
             value, changed = value[:limit], True
-        item_schema = schema.get("items") or {}
-        items = []
-        for item in value:
-            item, item_changed = enforce_limits(item, item_schema)
-            items.append(item)
-            changed = changed or item_changed
-        return items, changed
+        items = [enforce_limits(item, schema.get("items") or {}) for item in value]
+        return [v for v, _ in items], changed or any(c for _, c in items)
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
-        out = {}
-        for key, item in value.items():
-            out[key], item_changed = enforce_limits(item, schema["properties"].get(key) or {})
-            changed = changed or item_changed
-        return out, changed
+        out = {key: enforce_limits(item, schema["properties"].get(key) or {}) for key, item in value.items()}
+        return {k: v for k, (v, _) in out.items()}, any(c for _, c in out.values())
     return value, changed
 
 
