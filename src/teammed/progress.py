@@ -143,6 +143,13 @@ class _Display:
     def heartbeat_due(self) -> bool:
         return not self.tty and time.monotonic() - self.last_line_at >= self.heartbeat_s
 
+    def show(self, text: str, *, force: bool = False) -> None:
+        """A status: redrawn on a terminal, else a plain line when ``force``d or a heartbeat is due."""
+        if self.tty:
+            self.draw(text, force=force)
+        elif force or self.heartbeat_due():
+            self.line("  " + text)
+
     def close(self) -> None:
         with self._lock:
             if self.tty and self._width:
@@ -200,10 +207,8 @@ class CallProgress:
         if self.phase_lines and not self.display.tty and phase and phase != self._last_phase:
             self._last_phase = phase  # plain output: one line per phase change
             self.display.line("  " + self.status())
-        elif self.display.tty:
-            self.display.draw(self.status())
-        elif self.display.heartbeat_due():
-            self.display.line("  " + self.status())
+        else:
+            self.display.show(self.status())
 
     def status(self) -> str:
         phase = f" | phase: {self.live.phase}" if self.live.phase else ""
@@ -232,15 +237,8 @@ class EventDisplay:
             return
         if event.kind == "begin":
             self.display.line(event.label)
-        elif event.kind == "call":
-            if self.display.tty:
-                self.display.draw(self.status(event))
-            elif self.display.heartbeat_due():
-                self.display.line("  " + self.status(event))
-        elif self.display.tty:
-            self.display.draw(self.status(event), force=True)
-        else:
-            self.display.line("  " + self.status(event))
+        else:  # a finished unit is always shown, an LM call as often as the display allows
+            self.display.show(self.status(event), force=event.kind != "call")
 
     def __enter__(self) -> Self:
         if not self.display.tty:  # a pipe hears from a silent piece of work too
