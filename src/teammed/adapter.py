@@ -117,9 +117,6 @@ def _value_text(field: Any, value: Any) -> str:
     return format_field_value(field_info=field, value=value)
 
 
-_MARK = CUSTOM_TYPE_START_IDENTIFIER
-
-
 def _expand_custom_types(message: dict[str, Any]) -> dict[str, Any]:
     from dspy.adapters.base import _expand_legacy_custom_type_markers_in_chat_message
 
@@ -243,8 +240,9 @@ class SchemaAdapter(dspy.JSONAdapter):
             parts.append(examples)
         parts.extend(self._field_text(signature, k, kept[k]) for k in fields if k in kept and k not in case)
         text = "\n\n".join(parts) + "\n"
-        content = _expand_custom_types({"role": "user", "content": text})["content"] if _MARK in text else text
-        return [{"role": "system", "content": PREAMBLE}, {"role": "user", "content": content}]
+        if CUSTOM_TYPE_START_IDENTIFIER in text:
+            text = _expand_custom_types({"role": "user", "content": text})["content"]
+        return [{"role": "system", "content": PREAMBLE}, {"role": "user", "content": text}]
 
     def _field_text(self, signature: type[dspy.Signature], name: str, value: Any) -> str:
         """``[[ ## name ## ]]`` and the value as DSPy writes it (custom types stay marked for `format`)."""
