@@ -71,10 +71,8 @@ class ProgramMismatchError(TeammedError):
 def cause_of(exc: BaseException | None, kind: type[E]) -> E | None:
     """The first exception of type ``kind`` along ``exc``'s cause/context chain (``exc`` included),
     at most 20 links deep; None when there is none."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, kind):
+    for _ in range(20):
+        if exc is None or isinstance(exc, kind):
             return exc
         exc = exc.__cause__ or exc.__context__
-        seen += 1
     return None

@@ -56,9 +56,9 @@ def register_url_credentials(url: str | None) -> None:
     register_secret(password)
     if parts.password is None:
         register_secret(user)  # scheme://token@host: the user part is the secret
-    pair = f"{user}:{password}".encode()
-    register_secret(base64.b64encode(pair).decode())
-    register_secret(base64.b64encode(pair).decode().rstrip("="))
+    basic = base64.b64encode(f"{user}:{password}".encode()).decode()
+    register_secret(basic)
+    register_secret(basic.rstrip("="))
 
 
 def _userinfo(match: re.Match[str]) -> str:
