@@ -495,17 +495,16 @@ def branch_range(program_factory: Callable[[], dspy.Module], questions: Sequence
     # the greedy pass searches on the first GREEDY_QUESTIONS questions; what it finds is priced on them all
     few = chosen[:GREEDY_QUESTIONS]
     on_few = {policy: per_question(policy, on=few) for policy in BRANCH_POLICIES} if few != chosen else by_policy
-    cheap_policy = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=False)[0]
-    dear_policy = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=True)[0]
-    cheap, dear = (cheap_policy, per_question(cheap_policy)), (dear_policy, per_question(dear_policy))
-    by_policy.update({"mixed-cheapest": cheap[1], "mixed-dearest": dear[1]})
+    cheap = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=False)
+    dear = _mixed(functools.partial(per_question, on=few), on_few, names, dearer=True)
+    by_policy.update({"mixed-cheapest": per_question(cheap), "mixed-dearest": per_question(dear)})
     seen = [*by_policy.values(), *draws]
     expected = (sum(d[0] for d in draws) / len(draws), sum(d[1] for d in draws) / len(draws))
     low, high = min(seen, key=lambda c: (c[1], c[0])), max(seen, key=lambda c: (c[1], c[0]))
     paths = low[0] != high[0] or high[1] > 1.02 * low[1]
     if lengths is None:  # the model's verbosity unknown: the cheapest path in one word, the dearest at the cap
-        low = min(low, per_question(cheap[0], at=1.0), key=lambda c: c[1])
-        high = max(high, per_question(dear[0], at=float(max_tokens)), key=lambda c: c[1])
+        low = min(low, per_question(cheap, at=1.0), key=lambda c: c[1])
+        high = max(high, per_question(dear, at=float(max_tokens)), key=lambda c: c[1])
     return BranchRange(low=low, high=high, expected=expected, sample=len(chosen), paths=paths,
                        measured=lengths is not None)
 
@@ -523,7 +522,7 @@ def _has_choice(schema: dict[str, Any]) -> bool:
 
 
 def _mixed(cost: Callable[..., tuple[float, float]], by_policy: Mapping[str, tuple[float, float]],
-           names: Sequence[str], *, dearer: bool) -> tuple[Policy, tuple[float, float]]:
+           names: Sequence[str], *, dearer: bool) -> Policy:
     """The cheapest (or the dearest) assignment of a policy to each behaviour, by one greedy pass from the best
     single policy: paths that need one behaviour to say yes and another no (a gap found, no consensus yet)."""
     sign = 1 if dearer else -1
@@ -542,4 +541,4 @@ def _mixed(cost: Callable[..., tuple[float, float]], by_policy: Mapping[str, tup
             found = cost(trial)
             if key(found) > key(best_cost):
                 best, best_cost = trial, found
-    return best, best_cost
+    return best
