@@ -193,8 +193,7 @@ def _image(raw: str | None) -> str | None:
     if not path.is_file():
         raise TeammedError(f"--image {raw}: no such file; give an image file (PNG, JPEG, ...) or an http(s) URL")
     try:
-        with path.open("rb"):
-            pass
+        path.open("rb").close()
     except OSError as exc:
         raise TeammedError(f"--image {raw}: cannot read it ({exc.strerror}); check its permissions") from None
     return str(path)
