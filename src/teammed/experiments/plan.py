@@ -95,10 +95,9 @@ class Plan(BaseModel):
     @classmethod
     def of(cls, command: str, parts: Sequence[PlanPart], *, price_note: str | None, tokenizer: str,
            notes: Sequence[str] = (), pilot: Pilot | None = None, lengths: str = "") -> Plan:
-        usd = None if any(p.usd is None for p in parts) else sum(p.usd or 0.0 for p in parts)
-        return cls(command=command, calls=sum(p.calls for p in parts),
-                   prompt_tokens=sum(p.prompt_tokens for p in parts),
-                   completion_tokens=sum(p.completion_tokens for p in parts), usd=usd, price_note=price_note,
+        total = _merged(command, *parts)
+        return cls(command=command, calls=total.calls, prompt_tokens=total.prompt_tokens,
+                   completion_tokens=total.completion_tokens, usd=total.usd, price_note=price_note,
                    tokenizer=tokenizer, parts=tuple(parts), notes=tuple(notes), pilot=pilot, lengths=lengths)
 
     def text(self) -> str:
