@@ -291,8 +291,7 @@ def fallback_value(field: pydantic.fields.FieldInfo) -> Any:
     if not field.is_required():
         return field.get_default(call_default_factory=True)
     annotation = field.annotation
-    origin = get_origin(annotation)
-    if origin is list:
+    if get_origin(annotation) is list:
         return []
     if annotation is bool:
         return False
