@@ -729,10 +729,8 @@ def _upgrade_legacy(data: dict[str, Any], version: int, where: str) -> dict[str,
     row["legacy_schema_version"] = version
     _upgrade_record(row, where)
     confidence = row.get("confidence")
-    if isinstance(confidence, str) and confidence.strip().capitalize() in _CONFIDENCES:
-        row["confidence"] = confidence.strip().capitalize()
-    else:
-        row["confidence"] = None
+    confidence = confidence.strip().capitalize() if isinstance(confidence, str) else None
+    row["confidence"] = confidence if confidence in _CONFIDENCES else None
     transcript = row.get("transcript")
     row["transcript"] = [e for e in transcript if isinstance(e, Mapping)] if isinstance(transcript, list) else []
     return row
