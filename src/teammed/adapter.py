@@ -270,6 +270,4 @@ class SchemaAdapter(dspy.JSONAdapter):
             reply = json.dumps({k: serialize_for_json(v) for k, v in shown_out.items()}, ensure_ascii=False)
             lines.append(f"reply: {reply}")
             blocks.append("\n".join(lines))
-        if not blocks:
-            return ""
-        return "\n\n".join(["Worked examples from other cases:", *blocks])
+        return "\n\n".join(["Worked examples from other cases:", *blocks]) if blocks else ""
