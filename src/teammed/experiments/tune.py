@@ -277,9 +277,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
     if spec.protocol not in PROTOCOLS:
         raise ConfigError(f"unknown protocol {spec.protocol!r}; available: {', '.join(PROTOCOLS)}")
     check_usd_budget(spec.backend, spec.tune_budget, flag="--tune-budget")
-    codes = list(spec.datasets or DATASETS_001)
-    rows = tuple(spec.rows or DEFAULT_ROWS_001)
-    datasets = load_paper_datasets(codes, data_dir=spec.data_dir, split=spec.split)
+    datasets = load_paper_datasets(list(spec.datasets or DATASETS_001), data_dir=spec.data_dir, split=spec.split)
     for code, why in datasets.items():
         if isinstance(why, str) and say is not None:
             say(f"reproduce: {code} not available locally ({why}); its cells are skipped")
@@ -295,7 +293,7 @@ def reproduce(spec: ReproduceSpec, *, progress: ProgressCallback = None,
         model = describe(opened[0].spec)
         _teach(lm, [q for qs in datasets.values() if not isinstance(qs, str) for q in qs])
         settings = ReproduceSettings(model=model, server=server_of(spec.backend), seeds=tuple(spec.seeds),
-                                     n=spec.n or 50, rows=rows,
+                                     n=spec.n or 50, rows=tuple(spec.rows or DEFAULT_ROWS_001),
                                      tune_budget=spec.tune_budget)
 
         def tune_special(code: str, tuning: Sequence[Any], held_out: Sequence[Any]) -> dict[str, Any]:
