@@ -111,10 +111,8 @@ def _confidence(value: Any) -> str | None:
 
 def _count(record: dict[str, Any], key: str) -> int:
     value = record.get(key)
-    if isinstance(value, bool):
+    if isinstance(value, int):  # a bool counts as 0 or 1
         return int(value)
-    if isinstance(value, int):
-        return value
     if isinstance(value, list | dict):
         return len(value)
     return 0
