@@ -52,9 +52,7 @@ def _is_metered(lm: Any) -> bool:
 def _cost(lm: Any, before: int) -> float:
     """The cost litellm computed for the call, read from the LM's history when it is kept."""
     history = getattr(lm, "history", None) or []
-    if len(history) <= before:
-        return 0.0
-    return float(history[-1].get("cost") or 0.0)
+    return float(history[-1].get("cost") or 0.0) if len(history) > before else 0.0
 
 
 @contextlib.contextmanager
