@@ -600,7 +600,7 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
     a list keeps the entries that validate, a missing or unreadable field takes its empty value,
     and the answer is the record's, else the row's prediction, else the top Borda score. None when
     the record is not teamwork-shaped or still does not validate."""
-    from pydantic import TypeAdapter
+    from pydantic import OnErrorOmit, TypeAdapter
 
     if not _TEAMWORK_KEYS <= set(value):
         return None
@@ -613,15 +613,9 @@ def _salvage_deliberation(value: Mapping[str, Any], answer: str | None) -> Delib
                 data[name] = TypeAdapter(annotation).validate_python(raw)
                 continue
             except ValidationError:
-                if get_origin(annotation) is list and isinstance(raw, list):
-                    item = TypeAdapter(get_args(annotation)[0])
-                    kept = []
-                    for entry in raw:
-                        try:
-                            kept.append(item.validate_python(entry))
-                        except ValidationError:
-                            continue
-                    data[name] = kept
+                if get_origin(annotation) is list and isinstance(raw, list):  # the entries that validate
+                    entries: Any = list[OnErrorOmit[get_args(annotation)[0]]]  # type: ignore[misc,valid-type]
+                    data[name] = TypeAdapter(entries).validate_python(raw)
                     continue
         if field.is_required():
             data[name] = _empty(annotation)
