@@ -72,7 +72,6 @@ from teammed.signatures.peer_kamac import (
 
 __all__ = ["KnowledgeDrivenTeam", "MAX_RECRUITS_PER_ROUND"]
 
-# The default cap on new specialists per round (the paper has none): bounded cost per question.
 MAX_RECRUITS_PER_ROUND = 2
 
 
