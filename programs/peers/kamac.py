@@ -270,7 +270,6 @@ class KnowledgeDrivenTeam(PeerSystem):
         return prediction(answer, rationale, confidence, self._record(t, method), t.transcript)
 
     def _record(self, t: _Team, method: str) -> dict[str, Any]:
-        first = [st for st in t.said if st.round == 0]
         return {
             "route": None,
             "experts": [a.role for a in t.agents],
@@ -283,7 +282,7 @@ class KnowledgeDrivenTeam(PeerSystem):
             "consensus": t.consensus,
             "consensus_answer": t.leaning if t.consensus else None,
             "votes_by_turn": t.votes,
-            "r2": [{"agent": st.agent, "first": st.choice} for st in first],
+            "r2": [{"agent": st.agent, "first": st.choice} for st in t.said if st.round == 0],
             "final": [
                 {"agent": st.agent, "first": st.choice, "confidence": st.confidence}
                 for st in t.latest_of(t.agents)
