@@ -34,8 +34,6 @@ from teammed.data.published import published_files, read_all
 from teammed.evals.stats import natural_key
 from teammed.optimizers.adaptive import ALWAYS, Outcome, choose, front, point_of
 
-HERE = Path(__file__).resolve().parent
-
 
 def outcomes_from_files(root: Path, *, dataset: str, model: str, split: str, single: str, signal_with: str,
                         teams: list[str]) -> list[Any]:

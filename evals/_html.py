@@ -298,9 +298,8 @@ def paged_transcripts(runs: Sequence[tuple[str, Sequence[RowLike]]], rows_of: Ro
         raise ValueError("page_size must be at least 1")
     ids = sorted({r.id for _, rows in runs for r in rows}, key=natural_key)
     chunks = [ids[i:i + page_size] for i in range(0, len(ids), page_size)] or [[]]
-    if len(chunks) == 1:
-        return [_page(runs, rows_of, set(ids), "")]
-    return [_page(runs, rows_of, set(chunk), _pager(k, chunks)) for k, chunk in enumerate(chunks, start=1)]
+    return [_page(runs, rows_of, set(chunk), _pager(k, chunks) if len(chunks) > 1 else "")
+            for k, chunk in enumerate(chunks, start=1)]
 
 
 def _pager(k: int, chunks: Sequence[Sequence[str]]) -> str:

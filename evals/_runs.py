@@ -156,9 +156,7 @@ def config_name(label: Any, system: Any) -> str:
 
 def _field(summary: dict[str, Any], firsts: dict[str, Any], key: str) -> Any:
     """``summary[key]``, else the first row's typed field of that name that is set."""
-    if summary.get(key) is not None:
-        return summary[key]
-    return firsts.get(key)
+    return summary[key] if summary.get(key) is not None else firsts.get(key)
 
 
 def load_run(run_dir: Path) -> Run:

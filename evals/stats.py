@@ -281,11 +281,9 @@ def cell_estimate(accuracies: Sequence[float], sizes: Sequence[int], *, distinct
     if not max(sizes) <= n <= sum(sizes):
         raise ValueError(f"distinct questions must lie between the largest seed's size and their sum "
                          f"(got {distinct} for sizes {list(sizes)})")
-    k = len(accuracies)
-    mean = statistics.fmean(accuracies)
+    mean, seeds, k = mean_se(accuracies)
     correct = min(n, max(0, round(mean * n)))
     floor = binomial_se(correct, n)
-    seeds = statistics.stdev(accuracies) / math.sqrt(k) if k > 1 else None
     if seeds is not None and seeds >= floor:
         return CellEstimate(mean, seeds, float(k - 1), "seeds", k, n)
     return CellEstimate(mean, floor, math.inf, "binomial", k, n)

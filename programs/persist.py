@@ -20,6 +20,7 @@ the compiled behaviours still match, refused otherwise.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from importlib import metadata
@@ -81,8 +82,6 @@ def system_of(program: dspy.Module) -> str | None:
 
 def _settings_of(program: dspy.Module) -> dict[str, Any]:
     """A peer system's constructor arguments that rebuild it (its validated ``config``)."""
-    import inspect
-
     settings = getattr(program, "config", None)
     if settings is None or isinstance(settings, TeamworkConfig) or not hasattr(settings, "model_dump"):
         return {}

@@ -81,9 +81,7 @@ class PeerSystem(SavesConfig, AsyncForward, dspy.Module):
 
     Calling a system validates the options (`validated_options`) and, given ``image=`` (a
     path, URL or data URI), shows the image to every behaviour of the question: the backend
-    must be a vision model. The prediction's record gets the question's ``fallbacks`` and
-    ``fallbacks_by_behaviour`` (what was dropped or defaulted, see the module docstring);
-    when no letter any agent gave named an option, the call raises `NoAnswerError`.
+    must be a vision model. Fallbacks and `NoAnswerError`: see the module docstring.
     """
 
     system_name: ClassVar[str]  # each system's name in `teammed.systems.registry()`

@@ -113,8 +113,7 @@ class AdaptiveTeam(PeerSystem):
             transcript.add("stage1", "answer", "", agent=f"single_{i + 1}", role="Medical Expert", choice=letter,
                            confidence=confidence)
         stages = [single.as_dict("single", first)]
-        escalated = signal < self.threshold
-        if not escalated:
+        if signal >= self.threshold:
             transcript.add("stage1", "kept", f"signal {signal:g} >= threshold {self.threshold:g}: the single "
                            "agent's answer stands", signal=signal)
             return self._prediction(first, confidences[0], signal, stages, transcript, rationale=f"Answer {first}.")

@@ -139,11 +139,7 @@ class _Case:
 
 
 class ConsultationTeam(PeerSystem):
-    """Manager, specialist team, debate to a consensus threshold, reassignment, fallback.
-
-    ``temperature`` / ``summary_temperature``: the reasoning calls' and the compression's sampling
-    temperature (None, the default: the run's; the paper's are `PAPER_TEMPERATURE` and
-    `PAPER_SUMMARY_TEMPERATURE`)."""
+    """Manager, specialist team, debate to a consensus threshold, reassignment, fallback."""
 
     system_name = "consultation"
 
@@ -367,8 +363,7 @@ class ConsultationTeam(PeerSystem):
         final = [c for t in s.teams for c in t.votes[-1].values()]
         pick = read_letter(out.answer, s.options, behaviour=self.aggregate.name)
         manager = {"answer": pick, "rationale": str(out.rationale or "")}
-        confidence = as_confidence(out.confidence)
-        answer, method, confidence = _manager_or_votes(pick, confidence, first, final, s.letters,
+        answer, method, confidence = _manager_or_votes(pick, as_confidence(out.confidence), first, final, s.letters,
                                                        anchored=self.config.dissent == "anchor_first_votes")
         rationale = _fallback_rationale(answer, pick, method, manager["rationale"], s.options)
         return self._finish(s, answer, rationale, confidence, method, manager)

@@ -6,11 +6,7 @@
    knowledge-gap check asks whether the team lacks a specialty; new specialists (at most
    ``max_recruits`` a round, never a role already on the team, compared case-insensitively)
    assess with the discussion so far; then every agent, old and new, updates its answer.
-
-The paper (Wu et al., Algorithm 1) recruits as many specialists as the gap check names. Here at
-most `MAX_RECRUITS_PER_ROUND` (2) join per round by default, so that one question's cost stays
-bounded (each recruit costs two calls in the round it joins and up to two in every later
-round); ``max_recruits=None`` lifts the cap, as in the paper.
+   The cap defaults to `MAX_RECRUITS_PER_ROUND` (the paper has none: docs/fidelity.md).
 3. A moderator decides from each agent's latest comment and the last consensus check.
 
 LM calls per question, with E = initial_experts, N_r the team size when round r starts and
@@ -76,7 +72,6 @@ from teammed.signatures.peer_kamac import (
 
 __all__ = ["KnowledgeDrivenTeam", "MAX_RECRUITS_PER_ROUND"]
 
-# The default cap on new specialists per round (the paper has none): bounded cost per question.
 MAX_RECRUITS_PER_ROUND = 2
 
 
@@ -123,8 +118,7 @@ class _Team:
 class KnowledgeDrivenTeam(PeerSystem):
     """Start with few experts; discuss; recruit the missing specialty; let a moderator decide.
 
-    ``max_recruits`` caps the specialists joining per round (`MAX_RECRUITS_PER_ROUND` by default;
-    None: as many as the gap check names, as in the paper)."""
+    ``max_recruits=None`` recruits as many as the gap check names, as in the paper."""
 
     system_name = "kamac"
 
@@ -276,7 +270,6 @@ class KnowledgeDrivenTeam(PeerSystem):
         return prediction(answer, rationale, confidence, self._record(t, method), t.transcript)
 
     def _record(self, t: _Team, method: str) -> dict[str, Any]:
-        first = [st for st in t.said if st.round == 0]
         return {
             "route": None,
             "experts": [a.role for a in t.agents],
@@ -289,7 +282,7 @@ class KnowledgeDrivenTeam(PeerSystem):
             "consensus": t.consensus,
             "consensus_answer": t.leaning if t.consensus else None,
             "votes_by_turn": t.votes,
-            "r2": [{"agent": st.agent, "first": st.choice} for st in first],
+            "r2": [{"agent": st.agent, "first": st.choice} for st in t.said if st.round == 0],
             "final": [
                 {"agent": st.agent, "first": st.choice, "confidence": st.confidence}
                 for st in t.latest_of(t.agents)

@@ -24,11 +24,8 @@ Defaults, by variant (any of them can be set explicitly): ``paper`` k=5, max_rou
 n_turns=5; ``light`` k=3, max_rounds=2 (no turns). Both: n_specialists=5, n_teams=3,
 team_size=3. The record says which ``variant`` ran.
 
-Worked examples, by data set: MDAgents' own code shows them only ``if args.dataset == 'medqa'``;
-MedAgentsBench's copy of it (``baselines/MDAgents``) shows them on every data set. With
-``dataset=None`` (the default: the system is not told the data set) the ``examples`` given are
-shown, as in MedAgentsBench's copy; given a ``dataset`` name, they are shown only on
-`WORKED_EXAMPLE_DATASETS` (MedQA), as in MDAgents' own code.
+Worked examples are shown on every data set, as in MedAgentsBench's copy of MDAgents' code; given
+a ``dataset`` name, only on `WORKED_EXAMPLE_DATASETS`, as in MDAgents' own code.
 
 Where ``paper`` departs from MDAgents' code (mitmedialab/MDAgents, ``utils.py``) and MedAgentsBench's copy
 of it, and why, is the table of docs/fidelity.md (its ``mdagents`` rows, checked by tests/test_fidelity.py).
@@ -116,8 +113,7 @@ __all__ = ["AdaptiveComplexity", "ROUTES", "VARIANTS", "DEFAULT_VARIANT", "VARIA
 ROUTES = ("basic", "intermediate", "advanced")
 _PANEL = "mdagents intermediate route: neither the moderator nor any panel member"
 _PRIMARY_CARE = "Primary Care Physician"
-# The data sets MDAgents' own code shows worked examples on (``if args.dataset == 'medqa'``, either option
-# count); used when the system is given ``dataset=`` (see the module docstring).
+# The data sets MDAgents' own code shows worked examples on (``if args.dataset == 'medqa'``, either option count)
 WORKED_EXAMPLE_DATASETS = ("medqa", "medqa_5options")
 
 
@@ -188,10 +184,8 @@ class _Case:
 
 
 class AdaptiveComplexity(PeerSystem):
-    """Complexity-routed deliberation; ``examples`` are the worked examples' pool (the primary-care
-    agent's demos, and in the ``paper`` variant the panel's too); ``variant`` is ``paper`` (the
-    default) or ``light``, and a setting left as None takes its variant's default. ``dataset``,
-    when given, shows the examples only on `WORKED_EXAMPLE_DATASETS`, as MDAgents' own code does."""
+    """Complexity-routed deliberation; ``examples`` are the worked examples' pool; a setting left as None
+    takes its ``variant``'s default (see the module docstring)."""
 
     system_name = "mdagents"
 
@@ -222,7 +216,6 @@ class AdaptiveComplexity(PeerSystem):
             team_size=team_size,
             dataset=dataset,
         )
-        # always shown when the data set is not known (as in MedAgentsBench), else on WORKED_EXAMPLE_DATASETS only
         d = self.config.dataset
         shown = d is None or d.strip().lower().replace("-", "_") in WORKED_EXAMPLE_DATASETS
         pool = list(examples or []) if shown else []
