@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import fields
 from typing import Any
 
@@ -125,11 +125,6 @@ def _sound(predictor: Any, values: Mapping[str, Any], degraded: DegradedOutputs)
     return values not in degraded and (signature is None or fits_schema(signature, values))
 
 
-def _step_values(step: Any) -> dict[str, Any]:
-    _, inputs, outputs = step
-    return {**inputs, **{k: outputs[k] for k in outputs.keys()}}
-
-
 def clean_traces(metric: Callable[..., Any], degraded: DegradedOutputs) -> Callable[..., Any]:
     """``metric`` that first removes from a bootstrapping trace every step whose output was repaired,
     fell back or does not fit its schema: DSPy builds its demos from the steps left in that same
@@ -138,7 +133,8 @@ def clean_traces(metric: Callable[..., Any], degraded: DegradedOutputs) -> Calla
     def metric_on_clean_steps(example: dspy.Example, pred: Any, trace: Any = None) -> Any:
         if trace is None:  # an evaluation, not bootstrapping
             return metric(example, pred, trace)
-        kept = [step for step in trace if _sound(step[0], _step_values(step), degraded)]
+        # a step is (predictor, inputs, outputs)
+        kept = [step for step in trace if _sound(step[0], {**step[1], **step[2]}, degraded)]
         dropped = len(trace) - len(kept)
         if dropped:
             logger.info("example %s: %d of %d steps needed a repair or fallback; no demo is built from them",
@@ -157,9 +153,7 @@ def drop_unsound_demos(program: dspy.Module, degraded: DegradedOutputs) -> dict[
     schema-breaking output; returns how many each predictor lost (labelled demos are kept)."""
     dropped: dict[str, int] = {}
     for name, predictor in program.named_predictors():
-        demos: Iterable[Any] = predictor.demos
-        kept = [demo for demo in demos
-                if not _augmented(demo) or _sound(predictor, _demo_values(demo), degraded)]
+        kept = [demo for demo in predictor.demos if not _augmented(demo) or _sound(predictor, dict(demo), degraded)]
         if len(kept) < len(predictor.demos):
             dropped[name] = len(predictor.demos) - len(kept)
             predictor.demos = kept
@@ -171,7 +165,3 @@ def drop_unsound_demos(program: dspy.Module, degraded: DegradedOutputs) -> dict[
 
 def _augmented(demo: Any) -> bool:
     return bool(demo.get("augmented", False)) if hasattr(demo, "get") else False
-
-
-def _demo_values(demo: Any) -> dict[str, Any]:
-    return {k: demo[k] for k in demo.keys()} if hasattr(demo, "keys") else dict(demo)
