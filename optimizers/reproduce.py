@@ -243,8 +243,7 @@ def _tuned(found: Mapping[str, Any]) -> dspy.Module:
     """The tuned row's program (its compiled prompts and configuration)."""
     from teammed.programs.load import load_program
 
-    program, _ = load_program(found["program"], system="teamwork")
-    return program
+    return load_program(found["program"], system="teamwork")[0]
 
 
 def _adaptive_policy(study: Any, code: str, found: Mapping[str, Any], pool: Sequence[Question], lm: dspy.BaseLM,

@@ -10,6 +10,7 @@ rate is reported on its own.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -263,7 +264,7 @@ def replan_thresholds(rate: CallRate, spent: Mapping[str, float], budget: Budget
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
                  lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None,
-                 replan: Callable[[CallRate, Mapping[str, float], int], TunePlan] | None = None):
+                 replan: Callable[..., TunePlan] | None = None):  # `make_plan` but for rate, spent and train
         self.s, self.queue = settings, queue
         self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
         ordered = sorted(tune_questions, key=lambda q: q.id)
@@ -310,8 +311,7 @@ class _Pipeline:
         before = self.lm.stats() if isinstance(self.lm, MemoLM) else {"requests": 0, "hits": 0}
         result = self._compile(cell) if cell["kind"] == "compile" else self._evaluate(cell)
         after = self.lm.stats() if isinstance(self.lm, MemoLM) else before
-        result["memo_requests"] = after["requests"] - before["requests"]
-        result["memo_hits"] = after["hits"] - before["hits"]
+        result.update({f"memo_{k}": after[k] - before[k] for k in ("requests", "hits")})
         return result
 
     def _evaluate(self, cell: dict[str, Any]) -> dict[str, Any]:
@@ -379,7 +379,7 @@ class _Pipeline:
         assert self.plan.budget is not None
         buys = calls_equivalent(self.plan.budget, rate, spent)
         try:
-            plan = self.replan(rate, spent, self.s.compile_train)
+            plan = self.replan(rate=rate, spent=spent, train=self.s.compile_train)
         except BelowMinimum as exc:
             self.replanned = replan_thresholds(rate, spent, self.plan.budget, buys, exc.minimum, exc.proof_calls)
             raise BudgetSpent(f"stage 1's first batch measured {rate.tokens:,.0f} tokens a call (estimated "
@@ -669,11 +669,7 @@ def tune(*, tune_questions: Sequence[Question], eval_questions: Sequence[Questio
                             train=compiled_on)
     planned = dataclasses.replace(settings, stage1_batches=plan.stage1_batches, pool_size=plan.pool_size,
                                   compile_train=plan.compile_train)
-
-    def replan(measured: CallRate, spent: Mapping[str, float], train: int) -> TunePlan:
-        return make_plan(settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions), rate=measured,
-                         spent=spent, train=train)
-
+    replan = functools.partial(make_plan, settings, budget, n_tune=len(tune_questions), n_eval=len(eval_questions))
     p = _Pipeline(tune_questions=tune_questions, eval_questions=eval_questions, lm=lm, settings=planned,
                   queue=queue, plan=plan, replan=replan if rate is not None else None)
     report: dict[str, Any] = {"format": "teammed-tune-report/1", "dataset": settings.dataset, "model": settings.model,
@@ -830,8 +826,7 @@ def _save_winner(p: _Pipeline, config: Mapping[str, Any], out_dir: Path, s: Tune
                  tuned_on: Mapping[str, Any]) -> Path:
     from teammed.programs.persist import save_program
 
-    program = p._program(config, p.prompts3)
-    return save_program(program, out_dir / f"{s.dataset}.program.json", system="teamwork",
+    return save_program(p._program(config, p.prompts3), out_dir / f"{s.dataset}.program.json", system="teamwork",
                         config=TeamworkConfig.build(**config),
                         meta={"optimizer": s.optimizer, "dataset": s.dataset, "model": s.model, "server": s.server,
                               "tuned_by": "tune", "tuned_on": dict(tuned_on)})

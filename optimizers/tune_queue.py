@@ -95,11 +95,7 @@ class WorkQueue:
     def spent(self, done: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, float]:
         """Billable calls, tokens and cost of every finished cell."""
         done = self.results() if done is None else done
-        totals = dict.fromkeys(_BILLABLE, 0.0)
-        for result in done.values():
-            for key in _BILLABLE:
-                totals[key] += float(result.get(key, 0) or 0)
-        return totals
+        return {key: sum((float(r.get(key, 0) or 0) for r in done.values()), 0.0) for key in _BILLABLE}
 
     def run(self, cells: Sequence[Mapping[str, Any]],
             execute: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, dict[str, Any]]:
