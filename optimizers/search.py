@@ -156,23 +156,19 @@ def _twin(trial: optuna.Trial, config_json: dict[str, Any]) -> optuna.trial.Froz
     lower-numbered trials to record their configuration, so of two that sampled one at once the later yields."""
     deadline = time.monotonic() + _DECLARE_S
     while True:
-        others = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED,
-                                                                            TrialState.RUNNING))
-                  if t.number != trial.number]
+        others = [t for t in trial.study.get_trials(deepcopy=False, states=_TWIN_STATES) if t.number != trial.number]
         undeclared = [t for t in others if t.state == TrialState.RUNNING and t.number < trial.number
                       and "config" not in t.user_attrs and not worker_gone(t)]
         if not undeclared or time.monotonic() > deadline:
             break
         time.sleep(0.05)
-    found: dict[TrialState, optuna.trial.FrozenTrial] = {}
-    for other in others:
-        if (other.user_attrs.get("config") == config_json and other.user_attrs.get("duplicate_of") is None
-                and (other.state != TrialState.RUNNING or (other.number < trial.number and not worker_gone(other)))):
-            found.setdefault(other.state, other)
-    return next((found[s] for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) if s in found), None)
+    twins = [o for o in others if o.user_attrs.get("config") == config_json and o.user_attrs.get("duplicate_of") is None
+             and (o.state != TrialState.RUNNING or (o.number < trial.number and not worker_gone(o)))]
+    return min(twins, key=lambda o: _TWIN_STATES.index(o.state), default=None)  # the first of the first state
 
 
 _DECLARE_S = 10.0  # a live trial records its configuration a moment after it starts
+_TWIN_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # in the order a twin is preferred
 
 
 def _claimed(trial: optuna.Trial) -> int:
