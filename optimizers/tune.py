@@ -56,8 +56,10 @@ __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disj
 
 logger = logging.getLogger(__name__)
 
-# each component's own preset (the component with its companions), from the component table
-_PRESET_OF = {c.name: c.presets[0] for c in TABLE}
+# each component's own preset (the component with its companions, from the component table), and that preset
+# without the component
+_OWN_PRESET = {c.name: PRESETS[c.presets[0]].components for c in TABLE}
+_WITHOUT = {c: tuple(x for x in comps if x != c) for c, comps in _OWN_PRESET.items()}
 
 
 @dataclass(frozen=True)
@@ -131,10 +133,7 @@ def _atomic_json(path: Path, data: Any) -> None:
 def stage1_configs(s: TuneSettings) -> dict[str, dict[str, Any]]:
     """Label -> config of base, every component's preset and the preset without the component."""
     configs = {"base": _config_json((), s)}
-    for c in COMPONENTS:
-        comps = PRESETS[_PRESET_OF[c]].components
-        for subset in (comps, tuple(x for x in comps if x != c)):
-            configs[subset_label(subset)] = _config_json(subset, s)
+    configs.update({subset_label(x): _config_json(x, s) for c in COMPONENTS for x in (_OWN_PRESET[c], _WITHOUT[c])})
     return configs
 
 
@@ -145,10 +144,8 @@ def compile_cells(s: TuneSettings) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = [{"kind": "compile", "stage": 1, "name": "base", "train": s.compile_train,
                                     "config": _config_json((), s), "start": "none", "without": None}]
     for c in COMPONENTS:
-        comps = PRESETS[_PRESET_OF[c]].components
-        cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(comps, s),
-                      "train": s.compile_train, "start": "none",
-                      "without": _config_json([x for x in comps if x != c], s)})
+        cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(_OWN_PRESET[c], s),
+                      "train": s.compile_train, "start": "none", "without": _config_json(_WITHOUT[c], s)})
     return cells
 
 
@@ -363,10 +360,8 @@ class _Pipeline:
             results = [done[cell_key(self._eval_cell(cfg, self.prompts1, "tune", b))] for b in range(n1)]
             flat = [x for r in results for x in r["correct"]]
             acc[label] = sum(flat) / len(flat) if flat else 0.0
-        influence = {}
-        for c in COMPONENTS:
-            comps = PRESETS[_PRESET_OF[c]].components
-            influence[c] = round(acc[subset_label(comps)] - acc[subset_label([x for x in comps if x != c])], 6)
+        influence = {c: round(acc[subset_label(_OWN_PRESET[c])] - acc[subset_label(_WITHOUT[c])], 6)
+                     for c in COMPONENTS}
         self.stage1_accuracy = acc
         return influence
 
