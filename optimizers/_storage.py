@@ -219,8 +219,8 @@ def _rdb(url: str, attempts: int = 4) -> optuna.storages.RDBStorage:
     engine_kwargs = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {"pool_pre_ping": True}
     for attempt in range(attempts):
         try:
-            with warnings.catch_warnings():  # heartbeats are marked experimental in Optuna 5
-                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            # heartbeats are marked experimental in Optuna 5
+            with warnings.catch_warnings(action="ignore", category=optuna.exceptions.ExperimentalWarning):
                 return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
                                                   heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
         except (IntegrityError, ProgrammingError) as exc:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import dspy
 import optuna
+from optuna.exceptions import ExperimentalWarning
 from optuna.trial import TrialState
 
 from teammed.config import TeamworkConfig
@@ -257,8 +258,7 @@ def _trial_clock(on_trial: Callable[[int, int, float | None], None], trials: int
 def _sampler(name: str, space: SearchSpace, seed: int) -> optuna.samplers.BaseSampler:
     if name == "grid":
         return optuna.samplers.GridSampler(space.grid(), seed=seed)
-    with warnings.catch_warnings():  # constant_liar and BruteForceSampler are marked experimental in Optuna 5
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    with warnings.catch_warnings(action="ignore", category=ExperimentalWarning):  # constant_liar, BruteForceSampler
         if name == "tpe":  # constant liar: other workers' running trials steer this worker's proposals away
             return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
         return optuna.samplers.BruteForceSampler(seed=seed)
@@ -289,8 +289,7 @@ def _open_study(*, storage: optuna.storages.BaseStorage, study_name: str,
 def _fail_orphans(study: optuna.Study) -> None:
     """Fail the RUNNING trials whose worker is gone (kill -9), which would otherwise count toward ``trials`` for
     ever: an expired heartbeat, a dead process on this host, or a worker killed before recording itself."""
-    with warnings.catch_warnings():  # marked experimental in Optuna 5
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+    with warnings.catch_warnings(action="ignore", category=ExperimentalWarning):  # marked experimental in Optuna 5
         optuna.storages.fail_stale_trials(study)
     fail_gone(study, study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)),
               "was orphaned by a killed worker; failing it so another trial replaces it")

@@ -56,8 +56,7 @@ __all__ = ["TuneSettings", "TuneOutcome", "tune", "open_tune_study", "check_disj
 
 logger = logging.getLogger(__name__)
 
-# each component's own preset (the component with its companions, from the component table), and that preset
-# without the component
+# each component's own preset (it with its companions, from the component table), and that preset without it
 _OWN_PRESET = {c.name: PRESETS[c.presets[0]].components for c in TABLE}
 _WITHOUT = {c: tuple(x for x in comps if x != c) for c, comps in _OWN_PRESET.items()}
 

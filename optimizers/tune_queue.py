@@ -136,8 +136,8 @@ class WorkQueue:
                      and (t.state == TrialState.COMPLETE or t.number < number)), None)
 
     def _pull(self, execute: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
-        with warnings.catch_warnings():  # RDB storages have heartbeats, which only Study.optimize sends
-            warnings.simplefilter("ignore", UserWarning)
+        # RDB storages have heartbeats, which only Study.optimize sends
+        with warnings.catch_warnings(action="ignore", category=UserWarning):
             trial = self.study.ask()
         # recorded first thing: a trial killed before this is reaped by its start time (see `worker_gone`)
         trial.set_user_attr("worker", WORKER)
