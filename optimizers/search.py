@@ -347,13 +347,12 @@ def search_special_set(
                           f"batch_size={batch_size})")
     if not questions:
         raise ConfigError("a search needs dev questions; none were given")
-    out_dir = Path(out_dir)
     multi = objectives == "accuracy,tokens"
     space = SearchSpace(base=base_config or TeamworkConfig(), turns=(2, 3) if search_turns else None,
                         agents=("auto", 2, 3, 4) if search_agents else None,
                         early_consensus=(None, 0.8, 1.0) if search_early_consensus else None,
                         flat=sampler == "grid")
-    backend, reference = open_storage(storage, out_dir)
+    backend, reference = open_storage(storage, Path(out_dir))
     # everything the answers depend on: a study of another model, server or question content is another study
     search = {"objectives": objectives, "space": space.describe(),
               "questions": {"n": len(questions), "sha256": dataset_digest(questions)},
