@@ -132,10 +132,14 @@ def chromium() -> str:
     raise SystemExit("check_viewer: no chromium on PATH; install it with `apt-get install -y chromium`")
 
 
-def _flags(profile: str) -> list[str]:
-    return ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-            "--disable-background-networking", "--disable-component-update", "--disable-sync",
-            f"--user-data-dir={profile}", "--hide-scrollbars"]
+def _chromium(url: str, *flags: str) -> str:
+    """What headless Chromium prints for ``url`` with ``flags``, on a fresh profile."""
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                               "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                               "--disable-sync", f"--user-data-dir={profile}", "--hide-scrollbars", *flags,
+                               "--virtual-time-budget=3000", url],
+                              check=True, capture_output=True, text=True, timeout=120).stdout
 
 
 def screenshot(url: str, path: Path, *, size: str = "1400,1000") -> None:
@@ -143,16 +147,11 @@ def screenshot(url: str, path: Path, *, size: str = "1400,1000") -> None:
     page scrolled by its script (an ``#anchor``) blank above the sticky bar: a plain page of 400
     paragraphs and ``window.scrollTo(0, 3000)`` comes out all blank. Where a linked question lands
     is checked from the DOM instead (`checks`)."""
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run([chromium(), *_flags(profile), f"--screenshot={path}", f"--window-size={size}",
-                        "--virtual-time-budget=3000", url], check=True, capture_output=True, timeout=120)
+    _chromium(url, f"--screenshot={path}", f"--window-size={size}")
 
 
 def dom(url: str) -> str:
-    with tempfile.TemporaryDirectory() as profile:
-        done = subprocess.run([chromium(), *_flags(profile), "--virtual-time-budget=3000", "--dump-dom", url],
-                              check=True, capture_output=True, text=True, timeout=120)
-    return done.stdout
+    return _chromium(url, "--dump-dom")
 
 
 def checks(page: Path) -> list[str]:

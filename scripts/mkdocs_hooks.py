@@ -23,7 +23,7 @@ TREE = ROOT / ".docs_src"
 SUBPACKAGES = ("programs", "signatures", "optimizers", "data", "evals")
 
 
-def build_tree() -> Path:
+def on_startup(command: str, dirty: bool) -> None:  # noqa: ARG001 (mkdocs' hook signature)
     package = TREE / "teammed"
     if TREE.exists():
         shutil.rmtree(TREE)
@@ -33,11 +33,6 @@ def build_tree() -> Path:
             (package / entry.name).symlink_to(entry)
     for name in SUBPACKAGES:
         (package / name).symlink_to(ROOT / name)
-    return TREE
-
-
-def on_startup(command: str, dirty: bool) -> None:  # noqa: ARG001 (mkdocs' hook signature)
-    build_tree()
 
 
 _EVIDENCE = re.compile(r"<small>((?:Shown|Measured|Not tested).*?)</small>", re.S)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import json
 import logging
 import os
@@ -176,8 +177,6 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from teammed.experiments import run
 
-    if args.dry_run:
-        return _dry_run(args)
     with _display() as display:
         result = run(spec_of(args), progress=display)
     _emit(args, result)
@@ -199,8 +198,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compile(args: argparse.Namespace) -> int:
     from teammed.experiments import compile_program
 
-    if args.dry_run:
-        return _dry_run(args)
     with _display() as display:
         result = compile_program(spec_of(args), progress=display, relay=lambda: display.relaying_output("dspy: "))
     _emit(args, result)
@@ -210,8 +207,6 @@ def cmd_compile(args: argparse.Namespace) -> int:
 def cmd_search(args: argparse.Namespace) -> int:
     from teammed.experiments import search
 
-    if args.dry_run:
-        return _dry_run(args)
     with _display() as display:
         result = search(spec_of(args), progress=display)
     if result.path is None:  # other workers are still at it: the last one writes the Special Set
@@ -223,9 +218,6 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from teammed.experiments import tune
-
-    if args.dry_run:
-        return _dry_run(args)
     from teammed.progress import quiet_libraries
 
     with _display() as display, quiet_libraries():
@@ -238,9 +230,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from teammed.experiments import reproduce
-
-    if args.dry_run:
-        return _dry_run(args)
     from teammed.progress import quiet_libraries
 
     with _display() as display, quiet_libraries():
@@ -411,17 +400,6 @@ def _fail(message: object, code: int, *, verbose: bool, exiting: bool) -> int:
     return code
 
 
-def _exit_now_if_signalled(code: int) -> None:
-    """After Ctrl-C/SIGTERM: rows are already on disk; skip third-party exit handlers (seconds in litellm)."""
-    from teammed.backends import resolve
-
-    if resolve.stopping():
-        sys.stdout.flush()
-        sys.stderr.flush()
-        logging.shutdown()
-        os._exit(code)
-
-
 def _stdout_gone() -> bool:
     """Whether stdout is a pipe whose reader has gone (`teammed ... | head`): its write end reports an error."""
     try:
@@ -438,12 +416,10 @@ def _closed_pipe(code: int = 141) -> int:
     """The reader of stdout went away: end quietly, the shell's way (128 + SIGPIPE, as `yes | head` does).
 
     What stdout still holds would fail again at exit: it is sent to /dev/null instead."""
-    try:
+    with contextlib.suppress(AttributeError, OSError, ValueError):
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (AttributeError, OSError, ValueError):
-        pass
     return code
 
 
@@ -479,17 +455,17 @@ def _configure_logging(args: argparse.Namespace) -> None:
 
 
 def _stopped(args: argparse.Namespace, how: str, code: int) -> None:
-    """Ctrl-C or SIGTERM: one line, then exit at once if a signal asked for it."""
+    """Ctrl-C or SIGTERM: one line, then exit at once if a signal asked for it (rows are already on disk;
+    third-party exit handlers, seconds in litellm, are skipped)."""
+    from teammed.backends import resolve
+
     saved = "; finished questions are saved (use --resume)" if args.command == "run" else ""
     print(f"teammed: {how}{saved}", file=sys.stderr)
-    _exit_now_if_signalled(code)
-
-
-def _backend_code(exc: BackendError) -> int:
-    """Refused before any call (a missing key): careless input, 2. A server's refusal or failure while
-    the command works (a 401, a dead server) exits 1 in every command, as `run` stopping does."""
-    up_front = isinstance(exc, FatalBackendError) and getattr(exc, "before_any_call", False)
-    return 2 if up_front else 1
+    if resolve.stopping():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+        os._exit(code)
 
 
 def _os_failure(exc: OSError, args: argparse.Namespace, *, verbose: bool, exiting: bool) -> int:
@@ -510,8 +486,9 @@ def main(argv: list[str] | None = None) -> int:
     _configure_logging(args)
     verbose = bool(args.verbose)
     exiting = argv is None
+    command = _dry_run if getattr(args, "dry_run", False) else args.func  # every --dry-run: priced, not sent
     try:
-        return int(args.func(args) or 0)
+        return int(command(args) or 0)
     except KeyboardInterrupt:
         _stopped(args, "interrupted", 130)
         return 130
@@ -527,8 +504,10 @@ def _failed(exc: Exception, args: argparse.Namespace, *, verbose: bool, exiting:
     """The exit code of a command that raised ``exc``, its one line printed (the traceback with -v for a bug)."""
     if isinstance(exc, WorkFailed):  # the work ran and failed: what finished is saved
         return _fail(exc, 1, verbose=verbose, exiting=exiting)
-    if isinstance(exc, BackendError):
-        return _fail(exc, _backend_code(exc), verbose=verbose, exiting=exiting)
+    if isinstance(exc, BackendError):  # refused before any call (a missing key): careless input, 2; a server's
+        # refusal or failure while the command works (a 401, a dead server): 1 in every command, as `run` stopping
+        up_front = isinstance(exc, FatalBackendError) and getattr(exc, "before_any_call", False)
+        return _fail(exc, 2 if up_front else 1, verbose=verbose, exiting=exiting)
     if isinstance(exc, TeammedError):  # refused on purpose: the message names the value and the fix
         return _fail(exc, 2, verbose=verbose, exiting=exiting)
     if isinstance(exc, OSError):  # unreadable input, unwritable --out, a full disk
@@ -569,10 +548,8 @@ def console_main() -> None:
     shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing left to say
-            pass
     os._exit(code)
 
 

@@ -10,25 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from teammed import inputs
 from teammed.errors import ConfigError
-from teammed.inputs import (  # noqa: F401  (the layer's checks; the CLI's names for them)
-    check_unique_ids,
-    check_writable_dir,
-    config_values,
-    did_you_mean,
-    load_config_file,
-    parse_options,
-    read_json_object,
-    validation_message,
-)
+from teammed.inputs import check_writable_dir, parse_options  # noqa: F401  (the layer's checks; the CLI's names)
 from teammed.messages import describe_os_error, one_line, printable  # noqa: F401  (the CLI's names)
-
-if TYPE_CHECKING:  # pydantic and the config model load when a command needs them, not for --help
-
-    pass
 
 __all__ = [
     "OneLineParser",
@@ -40,13 +27,10 @@ __all__ = [
     "preset_list",
     "system_name",
     "model_spec",
-    "read_json_object",
-    "load_config_file",
     "parse_options",
     "one_line",
     "printable",
     "describe_os_error",
-
 ]
 
 
@@ -57,23 +41,19 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
-def _number(kind: Callable[[str], Any], raw: str) -> Any:
-    try:
-        return kind(raw)
-    except ValueError:
-        noun = "a whole number" if kind is int else "a number"
-        raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
-
-
 def _bounded(kind: Callable[[str], Any], name: str, ok: Callable[[Any], bool], must: str) -> Callable[[str], Any]:
     """An argparse ``type=`` reading ``kind`` and refusing a value ``ok`` rejects with ``must``, its ``{got}``
     the value (an int) or the text given (a float)."""
 
     def parse(raw: str) -> Any:
-        value = _number(kind, raw)
+        try:
+            value = kind(raw)
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {raw!r}") from None
         if not ok(value):
             raise argparse.ArgumentTypeError(must.format(got=value if kind is int else raw))
-        return kind(value)
+        return value
 
     parse.__name__ = name
     return parse

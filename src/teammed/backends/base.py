@@ -34,8 +34,7 @@ def cached_prompt_tokens(tokens: Any) -> int:
     the prompt tokens. ``tokens`` is a response's ``usage`` (an object or a dict)."""
     if tokens is None:
         return 0
-    details = _field(tokens, "prompt_tokens_details")
-    cached = _field(details, "cached_tokens") if details is not None else None
+    cached = _field(_field(tokens, "prompt_tokens_details"), "cached_tokens")  # None without details
     if cached is None:
         cached = _field(tokens, "cache_read_input_tokens")
     try:

@@ -90,8 +90,6 @@ def _parse_retry_after(value: Any) -> float | None:
             when = email.utils.parsedate_to_datetime(str(value))
         except (TypeError, ValueError, IndexError):
             return None
-        if when is None:
-            return None
         seconds = when.timestamp() - time.time()
     return max(0.0, seconds) if seconds == seconds and seconds != float("inf") else None
 
@@ -152,10 +150,9 @@ def classify(exc: BaseException) -> Fault:
         return Fault("fatal", unreached, None, message)
     if _REFUSED.search(text):
         return Fault("fatal", "connection", status, message)
-    retry_after = retry_after_seconds(exc)
     if status is not None and status not in TRANSIENT_STATUS and status < 500:
         return Fault("fatal", "bad_request", status, message)
-    return Fault("retry", None, status, message, retry_after)  # timeouts, dropped connections, garbage
+    return Fault("retry", None, status, message, retry_after_seconds(exc))  # timeouts, dropped connections, garbage
 
 
 def proxy_for(url: str) -> str | None:

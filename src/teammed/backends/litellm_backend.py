@@ -8,12 +8,13 @@ OpenAI-compatible server (``openai/<alias>`` with ``api_base``), sent by `teamme
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from teammed import interrupts, usage
@@ -247,9 +248,7 @@ class LiteLLMBackend(MeteredLM):
             model, base = hidden.get("litellm_model_name"), hidden.get("api_base")
             return (str(model), _redacted_base(base)) if model else (self.model, None)
         if str(self.backend_id or "").startswith("local:"):
-            import pathlib
-
-            return f"local:{pathlib.Path(str(self.backend_id)[6:]).stem}", None
+            return f"local:{Path(str(self.backend_id)[6:]).stem}", None
         return self.model, _redacted_base(self.api_base)
 
     def _finish(self, response: Any, retries: int, key: str | None, *, json_expected: bool):  # type: ignore[no-untyped-def]
@@ -393,12 +392,10 @@ class LiteLLMBackend(MeteredLM):
         direct client sends on this thread; the main thread and litellm on a worker the caller can leave."""
         deadline = time.monotonic() + self.timeout_s
         if self._direct is not None and not interrupts.on_main_thread():
-            def connect(post: Callable[[], Any]) -> Any:  # a connect or TLS handshake: on a thread we can leave
-                return run_interruptible(post, check=self._check_open)
-
+            # a connect or TLS handshake runs on a thread we can leave
+            connect = functools.partial(run_interruptible, check=self._check_open)
             try:
-                return self._direct.complete(model=self.model, messages=messages, connect_with=connect,
-                                             deadline=deadline, **{**params, "api_key": self._api_key()})
+                return self._send(messages, params, deadline, connect_with=connect)
             except Exception:
                 self._check_open()  # cut off by close(): the run is stopping, the request did not fail
                 raise
@@ -416,10 +413,11 @@ class LiteLLMBackend(MeteredLM):
 
         return run_interruptible(send, check=in_time)
 
-    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], deadline: float | None = None):
+    def _send(self, messages: list[dict[str, Any]], params: dict[str, Any], deadline: float | None = None,
+              connect_with: Any = None):
         if self._direct is not None:
-            return self._direct.complete(model=self.model, messages=messages, deadline=deadline,
-                                         **{**params, "api_key": self._api_key()})
+            return self._direct.complete(model=self.model, messages=messages, connect_with=connect_with,
+                                         deadline=deadline, **{**params, "api_key": self._api_key()})
         if self.router is not None:
             return self.router.completion(model=self.model, messages=messages, timeout=self.timeout_s,
                                           num_retries=0, **params)

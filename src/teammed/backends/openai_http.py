@@ -2,14 +2,11 @@
 
 It sends the body litellm would send (`request_body`) over httpx, used as shipped (``trust_env``:
 proxies, ``SSL_CERT_FILE``/``SSL_CERT_DIR``, redirects, keep-alive), without litellm's import and
-per-call CPU, and returns a small typed response. A deployment keeps a stack of one-connection
-`httpx.Client`s (httpcore's pool scans every connection per request); a request on a kept-alive
-connection runs on its caller's thread, and `close` or the request's deadline shuts its socket
-down (learnt from httpcore's public ``trace`` extension), so the caller leaves at once. A request
-that must open its connection goes through ``connect_with`` (a connect cannot be cut off that way).
-Errors keep litellm's semantics for `teammed.backends.faults.classify`: `HTTPStatusError` carries
-``status_code`` and ``headers``; a 200 that is not a chat completion is `GarbageResponse`.
-The measured reasons for each choice: docs/architecture.md ("Framework CPU per call").
+per-call CPU, and returns a small typed response. A deployment's stack of one-connection
+`httpx.Client`s and which requests run on their caller's thread: docs/backends.md; the measured reasons
+for each choice: docs/architecture.md ("Framework CPU per call"). Errors keep litellm's semantics for
+`teammed.backends.faults.classify`: `HTTPStatusError` carries ``status_code`` and ``headers``; a
+200 that is not a chat completion is `GarbageResponse`.
 """
 
 from __future__ import annotations

@@ -72,9 +72,8 @@ class BackendOptions:
     transport: str = "auto"  # "litellm": no direct client even for OpenAI-compatible servers
 
     def timeout_for(self, *, local: bool = False) -> float:
-        """Seconds per request: ``--timeout`` when given, else a default that fits the backend (the
-        embedded model on a busy CPU can take minutes per answer, and a timed-out request keeps
-        its single slot busy, so a short timeout only queues the retry behind the abandoned one)."""
+        """Seconds per request: ``--timeout`` when given, else a default that fits the backend (the embedded
+        model can take minutes per answer on a busy CPU; why a short one hurts: `teammed.backends.local_probe`)."""
         if self.timeout_s is not None:
             return self.timeout_s
         return LOCAL_TIMEOUT_S if local else DEFAULT_TIMEOUT_S
@@ -247,9 +246,8 @@ def _router_settings(path: Path | str) -> dict[str, Any]:
 
 
 def _router_deployments(path: Path | str, options: BackendOptions) -> list[tuple[str, LiteLLMBackend]]:
-    from teammed._litellm import litellm as _litellm
+    from teammed._litellm import litellm
 
-    litellm = _litellm()
     entries = load_deployments_file(path)
     for i, e in enumerate(entries):
         params = e["litellm_params"]
@@ -258,7 +256,7 @@ def _router_deployments(path: Path | str, options: BackendOptions) -> list[tuple
                        where=f"{path}: model_list entry {i} model")
     model_list = [{"model_name": e["model_name"], "litellm_params": e["litellm_params"]} for e in entries]
     settings = {"allowed_fails": 2, "cooldown_time": max(1.0, options.retry.base_s), **_router_settings(path)}
-    router = litellm.Router(model_list=model_list, num_retries=0, timeout=options.timeout_for(), **settings)
+    router = litellm().Router(model_list=model_list, num_retries=0, timeout=options.timeout_for(), **settings)
     groups: dict[str, list[dict[str, Any]]] = {}
     for e in entries:
         groups.setdefault(e["model_name"], []).append(e)
@@ -312,15 +310,11 @@ def _group_setting(path: Path | str, name: str, members: list[dict[str, Any]], k
 # ---------------------------------------------------------------- routable model strings
 def check_routable(model: str, *, api_base: str | None = None, custom_llm_provider: str | None = None,
                    where: str = "--model") -> None:
-    """Refuse, before any call, a model string litellm cannot route, naming the nearest known names.
-
-    Accepted: whatever ``litellm.get_llm_provider`` resolves, which is exactly what a call does
-    first: a known provider prefix (``anthropic/claude-x``, ``hosted_vllm/x``, ``ollama/x``,
-    ``openai/<alias>``; the model behind it is the provider's to judge), a bare name litellm knows
-    (``gpt-4o-mini``), or an ``api_base`` litellm recognises. Refused: a bare name it does not know
-    (``gpt-4o-mnii``) and an unknown provider prefix (``antropic/...``). Offline: litellm's model
-    map is local (``LITELLM_LOCAL_MODEL_COST_MAP=True``).
-    """
+    """Refuse, before any call, a model string litellm cannot route, naming the nearest known names (what
+    is accepted and refused: docs/backends.md). Accepted: whatever ``litellm.get_llm_provider`` resolves,
+    which is exactly what a call does first (the model behind a known provider prefix is the provider's
+    to judge; an ``api_base`` it recognises counts). Offline: litellm's model map is local
+    (``LITELLM_LOCAL_MODEL_COST_MAP=True``)."""
     if model.partition(":")[0] in ("local", "scripted", "simulated"):  # teammed's own backends
         return
     prefix, slash, rest = model.partition("/")
@@ -329,11 +323,8 @@ def check_routable(model: str, *, api_base: str | None = None, custom_llm_provid
     from teammed._litellm import litellm as _litellm
 
     litellm = _litellm()
-    try:
-        litellm.get_llm_provider(model, custom_llm_provider=custom_llm_provider, api_base=api_base)
+    if _resolves(litellm, model, custom_llm_provider=custom_llm_provider, api_base=api_base):
         return
-    except Exception:  # litellm.BadRequestError: "LLM Provider NOT provided"
-        pass
     guesses = _routing_guesses(litellm, model, api_base=api_base)
     hint = f"did you mean {', '.join(guesses[:4])}? Give" if guesses else "give"
     what = (f"the provider {prefix!r} is not one litellm knows" if slash and rest
@@ -363,10 +354,10 @@ def _routing_guesses(litellm: Any, model: str, *, api_base: str | None) -> list[
     return guesses
 
 
-def _resolves(litellm: Any, model: str) -> bool:
+def _resolves(litellm: Any, model: str, **where: Any) -> bool:
     try:
-        litellm.get_llm_provider(model)
-    except Exception:
+        litellm.get_llm_provider(model, **where)
+    except Exception:  # litellm.BadRequestError: "LLM Provider NOT provided"
         return False
     return True
 

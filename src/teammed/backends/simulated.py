@@ -29,7 +29,6 @@ __all__ = ["PlantedTable", "PLANTED_TABLES", "SimulatedTeamLM", "DEFAULT_TABLE",
            "simulated_questions", "answer_key", "CALIBRATIONS"]
 
 _SMM_SAID = "(shared knowledge considered)"  # shared_mental_model's evidence in the history
-_FINAL = {"FinalRanking"}
 _SINGLE = {"DirectAnswer", "ReasonedAnswer"}
 
 
@@ -177,7 +176,7 @@ class SimulatedTeamLM(ScriptedLM):
     def _respond(self, call: ScriptedCall) -> dict[str, Any] | None:
         name, inputs = call.signature, call.inputs
         question = str(inputs.get("question", ""))
-        if name in _FINAL:
+        if name == "FinalRanking":
             components = infer_components(inputs)
             with self._lock:
                 label = "+".join(components) or "base"
@@ -211,12 +210,9 @@ def simulated_questions(n: int, *, seed: int = 0, prefix: str = "sim") -> list[A
     """``n`` labelled four-option questions for the simulated team (ids ``<prefix>-<seed>-<i>``)."""
     from teammed.types import Question
 
-    questions = []
-    for i in range(n):
-        gold = "ABCD"[int(_unit(seed, "gold", prefix, i) * 4)]
-        questions.append(Question(id=f"{prefix}-{seed}-{i}", question=f"Simulated case {prefix}-{seed}-{i}: what next?",
-                                  options={x: f"Option {x} of case {i}" for x in "ABCD"}, answer_idx=gold))
-    return questions
+    return [Question(id=f"{prefix}-{seed}-{i}", question=f"Simulated case {prefix}-{seed}-{i}: what next?",
+                     options={x: f"Option {x} of case {i}" for x in "ABCD"},
+                     answer_idx="ABCD"[int(_unit(seed, "gold", prefix, i) * 4)]) for i in range(n)]
 
 
 def answer_key(questions: Iterable[Any]) -> dict[str, str]:
