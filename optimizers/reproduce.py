@@ -445,7 +445,7 @@ def _markdown(table: Sequence[Mapping[str, Any]], unavailable: Mapping[str, str]
 
 
 def _mdagents_variant() -> tuple[str, str]:
-    """The variant of the MDAgents row (`program_for` builds the system's defaults) and what it is."""
+    """The variant of the MDAgents row (`_program_for` builds the system's defaults) and what it is."""
     from teammed.programs.peers.mdagents import DEFAULT_VARIANT, VARIANT_SUMMARY
 
     return DEFAULT_VARIANT, VARIANT_SUMMARY[DEFAULT_VARIANT]
