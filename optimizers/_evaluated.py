@@ -61,10 +61,9 @@ def runner_up_test(rows: Sequence[Row], best: Row, *, alpha: float = 0.05) -> di
     the questions both answered, or, without per-question outcomes, whether the 95% intervals overlap."""
     from teammed.evals.stats import versus_runner_up
 
-    others = [r for r in _complete(rows) if r is not best and r["trial"] != best["trial"]]
-    if not others:
+    runner = best_row([r for r in rows if r is not best and r["trial"] != best["trial"]])
+    if runner is None:
         return None
-    runner = min(others, key=lambda r: (-r["accuracy"], r["tokens_per_question"], r["trial"]))
     shown = {"runner_up": runner["components"], "runner_up_trial": runner["trial"],
              "runner_up_accuracy": runner["accuracy"], "runner_up_se": runner["se"]}
     if best.get("outcomes") and runner.get("outcomes"):
