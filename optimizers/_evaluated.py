@@ -11,6 +11,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from teammed.config import COMPONENTS
+from teammed.evals._rows import mean
 
 __all__ = [
     "evaluated_rows",
@@ -89,10 +90,6 @@ def pareto_front(rows: Sequence[Row]) -> list[Row]:
     return sorted(front, key=lambda r: (r["tokens_per_question"], -r["accuracy"]))
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
     """Per component: mean accuracy of completed configurations with it on and off, and the difference
     (mutual monitoring among those with leadership on, the only ones where it could be on)."""
@@ -102,7 +99,7 @@ def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
         pool = [r for r in done if r["config"].get("leadership")] if name == "mutual_monitoring" else done
         on = [r["accuracy"] for r in pool if r["config"].get(name)]
         off = [r["accuracy"] for r in pool if not r["config"].get(name)]
-        mean_on, mean_off = _mean(on), _mean(off)
+        mean_on, mean_off = mean(on), mean(off)
         effect = mean_on - mean_off if mean_on is not None and mean_off is not None else None
         effects[name] = {"on": mean_on, "off": mean_off, "effect": effect, "n_on": len(on), "n_off": len(off)}
     return effects
@@ -115,6 +112,6 @@ def parameter_effects(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]
     for name in PARAMETERS:
         values = sorted({json.dumps(r["config"].get(name)) for r in done})
         if len(values) > 1:
-            effects[name] = {v: _mean([r["accuracy"] for r in done if json.dumps(r["config"].get(name)) == v])
+            effects[name] = {v: mean([r["accuracy"] for r in done if json.dumps(r["config"].get(name)) == v])
                              for v in values}
     return effects
