@@ -15,8 +15,7 @@ def r2_disagreement_rate(rows: Iterable[RowLike]) -> float | None:
 
     Only questions with at least two R2 answers count: one agent cannot disagree.
     """
-    flags = [len(set(row.r2)) > 1 for row in facts_of(rows) if len(row.r2) >= 2]
-    return sum(flags) / len(flags) if flags else None
+    return mean(len(set(row.r2)) > 1 for row in facts_of(rows) if len(row.r2) >= 2)
 
 
 def final_convergence(rows: Iterable[RowLike]) -> dict[str, float] | None:

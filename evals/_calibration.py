@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from teammed.evals._facts import RowLike, facts_of
+from teammed.evals._rows import mean
 
 __all__ = ["DEFAULT_CONFIDENCE_MAP", "accuracy_by_confidence", "ece", "brier"]
 
@@ -49,7 +50,4 @@ def brier(
     rows: Iterable[RowLike], *, confidence_map: Mapping[str, float] = DEFAULT_CONFIDENCE_MAP
 ) -> float | None:
     """Mean squared gap between the mapped confidence and correctness (1/0)."""
-    scored = _scored(rows, confidence_map)
-    if not scored:
-        return None
-    return sum((p - float(correct)) ** 2 for _, p, correct in scored) / len(scored)
+    return mean((p - float(correct)) ** 2 for _, p, correct in _scored(rows, confidence_map))

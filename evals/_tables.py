@@ -229,7 +229,8 @@ _EFFICIENCY: list[_Column] = [
     ("Escalated %", _cell("peers", "escalation_rate", spec=".1f", scale=100)),  # adaptive: the team answered
 ]
 
-_TEAMWORK: list[_Column] = [
+# agreement, calibration and teamwork-component metrics
+TEAMWORK: list[_Column] = [
     ("R2 disagree %", _cell("agreement", "r2_disagreement_rate", spec=".1f", scale=100)),
     ("Final unanimous %", _cell("agreement", "final_convergence", "unanimous_rate", spec=".1f", scale=100)),
     ("ECE", _cell("calibration", "ece", spec=".3f")),
@@ -242,7 +243,8 @@ _TEAMWORK: list[_Column] = [
 ]
 
 
-def _metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None:
+def metric_table(groups: Sequence[Stats], columns: list[_Column]) -> str | None:
+    """One row per (configuration, data set) with any of ``columns``; None when no group has any."""
     rendered = [(stats, [render(stats) for _, render in columns]) for stats in groups]
     body = [[stats["config"], stats["dataset"], *cells] for stats, cells in rendered if any(c != _DASH for c in cells)]
     return markdown_table(["Config", "Dataset", *(name for name, _ in columns)], body) if body else None
@@ -258,23 +260,14 @@ def efficiency_table(groups: Sequence[Stats]) -> str | None:
     optional = ("Spent", "Cached", "Escalated")
     columns = [c for c in _EFFICIENCY
                if not c[0].startswith(optional) or any(c[1](g) != _DASH for g in groups)]
-    return _metric_table(groups, columns)
+    return metric_table(groups, columns)
 
 
-def teamwork_table(groups: Sequence[Stats]) -> str | None:
-    """Agreement, calibration and teamwork-component metrics; None when no run has any."""
-    return _metric_table(groups, _TEAMWORK)
-
-
-_BINARY: list[_Column] = [
+# confusion counts and scores on binary tasks
+BINARY: list[_Column] = [
     *((k, _cell("binary", "overall", k, spec=".0f")) for k in ("TP", "FP", "TN", "FN")),
     *((k.title(), _cell("binary", "overall", k, spec=".3f")) for k in ("precision", "recall", "specificity", "f1")),
 ]
-
-
-def binary_table(groups: Sequence[Stats]) -> str | None:
-    """Confusion counts and scores on binary tasks, one row per (configuration, data set)."""
-    return _metric_table(groups, _BINARY)
 
 
 def macro_binary_table(macro: Mapping[str, Mapping[str, Any]]) -> str | None:

@@ -39,8 +39,7 @@ def trust_divergence(rows: Iterable[RowLike]) -> float | None:
     A team is the whole population of its agents, hence ``pstdev``; questions with fewer
     than two trust scores are left out.
     """
-    spreads = [statistics.pstdev(row.trust.values()) for row in facts_of(rows) if len(row.trust) >= 2]
-    return mean(spreads)
+    return mean(statistics.pstdev(row.trust.values()) for row in facts_of(rows) if len(row.trust) >= 2)
 
 
 def trust_by_stage(rows: Iterable[RowLike]) -> dict[str, float]:

@@ -248,11 +248,11 @@ def _markdown(numbers: dict[str, Any], figures: list[Path], compared: Sequence[s
                       "*Cache hits*. *Spent* columns: what this run actually paid (0 for cache hits), where the "
                       "backend reports it.")
     lines += _section(
-        "Teamwork and calibration", _tables.teamwork_table(stats),
+        "Teamwork and calibration", _tables.metric_table(stats, _tables.TEAMWORK),
         "ECE/Brier map confidence High/Medium/Low to 0.9/0.6/0.3. Trust div: mean per-question std of final "
         "trust. Changed: share of challenges after which the challenged agent changed its answer.",
     )
-    lines += _section("Binary tasks", _tables.binary_table(stats))
+    lines += _section("Binary tasks", _tables.metric_table(stats, _tables.BINARY))
     lines += _section(
         "Binary tasks: macro average over data sets", _tables.macro_binary_table(numbers["macro"])
     )

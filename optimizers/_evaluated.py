@@ -11,6 +11,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from teammed.config import COMPONENTS
+from teammed.evals._rows import mean
 
 __all__ = [
     "evaluated_rows",
@@ -61,10 +62,9 @@ def runner_up_test(rows: Sequence[Row], best: Row, *, alpha: float = 0.05) -> di
     the questions both answered, or, without per-question outcomes, whether the 95% intervals overlap."""
     from teammed.evals.stats import versus_runner_up
 
-    others = [r for r in _complete(rows) if r is not best and r["trial"] != best["trial"]]
-    if not others:
+    runner = best_row([r for r in rows if r is not best and r["trial"] != best["trial"]])
+    if runner is None:
         return None
-    runner = min(others, key=lambda r: (-r["accuracy"], r["tokens_per_question"], r["trial"]))
     shown = {"runner_up": runner["components"], "runner_up_trial": runner["trial"],
              "runner_up_accuracy": runner["accuracy"], "runner_up_se": runner["se"]}
     if best.get("outcomes") and runner.get("outcomes"):
@@ -90,10 +90,6 @@ def pareto_front(rows: Sequence[Row]) -> list[Row]:
     return sorted(front, key=lambda r: (r["tokens_per_question"], -r["accuracy"]))
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
 def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
     """Per component: mean accuracy of completed configurations with it on and off, and the difference
     (mutual monitoring among those with leadership on, the only ones where it could be on)."""
@@ -103,7 +99,7 @@ def component_effects(rows: Sequence[Row]) -> dict[str, dict[str, Any]]:
         pool = [r for r in done if r["config"].get("leadership")] if name == "mutual_monitoring" else done
         on = [r["accuracy"] for r in pool if r["config"].get(name)]
         off = [r["accuracy"] for r in pool if not r["config"].get(name)]
-        mean_on, mean_off = _mean(on), _mean(off)
+        mean_on, mean_off = mean(on), mean(off)
         effect = mean_on - mean_off if mean_on is not None and mean_off is not None else None
         effects[name] = {"on": mean_on, "off": mean_off, "effect": effect, "n_on": len(on), "n_off": len(off)}
     return effects
@@ -116,6 +112,6 @@ def parameter_effects(rows: Sequence[Row]) -> dict[str, dict[str, float | None]]
     for name in PARAMETERS:
         values = sorted({json.dumps(r["config"].get(name)) for r in done})
         if len(values) > 1:
-            effects[name] = {v: _mean([r["accuracy"] for r in done if json.dumps(r["config"].get(name)) == v])
+            effects[name] = {v: mean([r["accuracy"] for r in done if json.dumps(r["config"].get(name)) == v])
                              for v in values}
     return effects

@@ -143,11 +143,11 @@ def loss_bound(outcomes: Sequence[Outcome], point: Point, static: Point, *, alph
     """An exact one-sided ``1 - alpha`` upper bound on ``static``'s accuracy minus ``point``'s (a share): the
     Clopper-Pearson upper bound of ``p_c`` (only ``static`` right) minus the lower bound of ``p_b`` (only
     ``point`` right), each at ``alpha / 2``; valid with no discordant pair (docs/adaptive.md)."""
+    from teammed.evals.stats import discordant
+
     ours, theirs = ([c[0] for c in _cells(outcomes, p.threshold, p.target, p.static)] for p in (point, static))
-    n = len(ours)
-    c = sum(t and not o for o, t in zip(ours, theirs, strict=True))
-    b = sum(o and not t for o, t in zip(ours, theirs, strict=True))
-    return clopper_pearson(c, n, alpha / 2)[1] - clopper_pearson(b, n, alpha / 2)[0]
+    b, c = discordant(list(zip(ours, theirs, strict=True)))
+    return clopper_pearson(c, len(ours), alpha / 2)[1] - clopper_pearson(b, len(ours), alpha / 2)[0]
 
 
 def reference(found: Front) -> Point:
@@ -238,7 +238,7 @@ class Proof(_Frozen):
 
 def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str, Any], static_target: str) -> Proof:
     """Run the chosen policy, the best static team and the single agent on held-out questions."""
-    from teammed.evals.stats import mcnemar
+    from teammed.evals.stats import discordant, mcnemar
     from teammed.optimizers._scoring import score_questions, tokens_of
     from teammed.programs.peers.adaptive import AdaptiveTeam
 
@@ -257,8 +257,7 @@ def prove(questions: Sequence[Any], lm: Any, chosen: Point, targets: Mapping[str
     single = run(AdaptiveTeam(threshold=0.0))
 
     def p_value(a: list[tuple[bool, int, bool]], b: list[tuple[bool, int, bool]]) -> float:
-        return mcnemar(sum(x[0] and not y[0] for x, y in zip(a, b, strict=True)),
-                       sum(y[0] and not x[0] for x, y in zip(a, b, strict=True)))
+        return mcnemar(*discordant([(x[0], y[0]) for x, y in zip(a, b, strict=True)]))
 
     return Proof(n=len(questions), chosen=_point(mine, threshold=chosen.threshold, target=chosen.target,
                                                  static=chosen.static),

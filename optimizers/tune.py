@@ -140,12 +140,9 @@ def compile_cells(s: TuneSettings) -> list[dict[str, Any]]:
     """Stage 1's compile cells: base, then each component's preset (none without an optimizer)."""
     if s.optimizer == "none":
         return []
-    cells: list[dict[str, Any]] = [{"kind": "compile", "stage": 1, "name": "base", "train": s.compile_train,
-                                    "config": _config_json((), s), "start": "none", "without": None}]
-    for c in COMPONENTS:
-        cells.append({"kind": "compile", "stage": 1, "name": c, "config": _config_json(_OWN_PRESET[c], s),
-                      "train": s.compile_train, "start": "none", "without": _config_json(_WITHOUT[c], s)})
-    return cells
+    return [{"kind": "compile", "stage": 1, "name": name, "config": _config_json(own, s), "train": s.compile_train,
+             "start": "none", "without": None if without is None else _config_json(without, s)}
+            for name, own, without in [("base", (), None), *((c, _OWN_PRESET[c], _WITHOUT[c]) for c in COMPONENTS)]]
 
 
 def needs_rate(s: TuneSettings, budget: Budget | None) -> bool:
@@ -259,7 +256,7 @@ def replan_thresholds(rate: CallRate, spent: Mapping[str, float], budget: Budget
 
 class _Pipeline:
     def __init__(self, *, tune_questions: Sequence[Question], eval_questions: Sequence[Question],
-                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan | None = None,
+                 lm: dspy.BaseLM, settings: TuneSettings, queue: WorkQueue, plan: TunePlan,
                  replan: Callable[..., TunePlan] | None = None):  # `make_plan` but for rate, spent and train
         self.s, self.queue = settings, queue
         self.lm = lm if isinstance(lm, MemoLM) or not isinstance(lm, MeteredLM) else MemoLM(lm)
@@ -274,7 +271,7 @@ class _Pipeline:
         self.prompts1 = "stage1" if settings.optimizer != "none" else "none"
         self.prompts3 = "stage3" if settings.optimizer != "none" else self.prompts1
         self.plan = plan
-        self.plans: list[TunePlan] = [plan] if plan is not None else []
+        self.plans = [plan]
         self.replan = replan
         self.replanned: dict[str, Any] | None = None  # the re-plan's thresholds (`replan_thresholds`)
         self.racing_stopped: str | None = None
@@ -366,7 +363,7 @@ class _Pipeline:
 
     def _replan(self, results: Sequence[Mapping[str, Any]]) -> None:
         """Plan the rest of the tune again at the rate the finished cells measured."""
-        assert self.replan is not None and self.plan is not None and self.plan.rate is not None
+        assert self.replan is not None and self.plan.rate is not None
         rate = measured_rate(results, fallback=self.plan.rate)
         # what these cells spent, not the study's total: a resumed run plans exactly as the first one did
         spent = {key: sum(float(r.get(key, 0) or 0) for r in results) for key in ("calls", "tokens", "cost_usd")}
@@ -441,7 +438,7 @@ class _Pipeline:
 
     def _round_fits(self, cells: Sequence[Mapping[str, Any]], round_index: int) -> bool:
         """Whether the next racing round fits in the plan beside its reserve; if not, racing stops here."""
-        if self.plan is None or self.plan.budget_calls is None:
+        if self.plan.budget_calls is None:
             return True
         done = self.queue.results()
         missing = [c for c in cells if cell_key(c) not in done]
@@ -728,8 +725,7 @@ def _run_stages(p: _Pipeline, report: dict[str, Any],
     the winner's label and config, and the held-out rows (None: the plan left the proof out)."""
     step("begin", "tune: stage 1 of 4, behaviours' influence")
     influence = p.stage1()
-    report.update(plan=dataclasses.asdict(p.plan) if p.plan else None,
-                  plan_text=p.plan.text() if p.plan else None, plans=[x.text() for x in p.plans],
+    report.update(plan=dataclasses.asdict(p.plan), plan_text=p.plan.text(), plans=[x.text() for x in p.plans],
                   replanned=p.replanned, influence=influence, stage1_accuracy=p.stage1_accuracy)
     begun.append("2-components")
     step("begin", "tune: stage 2 of 4, racing component sets")
@@ -745,7 +741,7 @@ def _run_stages(p: _Pipeline, report: dict[str, Any],
     p.stage3(winner_config)
     begun.append("4-proof")
     step("begin", "tune: stage 4 of 4, the held-out proof")
-    rows = p.stage4(winner_config) if p.plan is not None and p.plan.proof else None
+    rows = p.stage4(winner_config) if p.plan.proof else None
     return winner, winner_config, rows
 
 
@@ -753,7 +749,7 @@ def _budget_message(exc: BudgetSpent, p: _Pipeline, queue: WorkQueue) -> str:
     """Why tune stopped, with the planned and the measured tokens a call when the budget ran out."""
     message = str(exc)
     used = queue.spent()
-    if p.plan is not None and p.plan.rate is not None and used["calls"] and message.startswith("budget reached"):
+    if p.plan.rate is not None and used["calls"] and message.startswith("budget reached"):
         message += (f" (planned at {p.plan.rate.tokens:,.0f} tokens a call, {p.plan.rate.source}; the calls so "
                     f"far cost {used['tokens'] / used['calls']:,.0f} a call)")
     return message
@@ -790,7 +786,7 @@ def _proof(rows: Mapping[str, list[dict[str, Any]]] | None) -> tuple[dict | None
 def _stages_completed(p: _Pipeline) -> list[str]:
     racing = "2 (racing stopped by the budget)" if p.racing_stopped else "2"
     compiled = "3" if p.s.optimizer != "none" else "3 (no prompt optimizer: nothing to compile)"
-    proof = "4" if p.plan is None or p.plan.proof else "4 not run (the budget did not cover the held-out proof)"
+    proof = "4" if p.plan.proof else "4 not run (the budget did not cover the held-out proof)"
     return ["1", racing, compiled, proof]
 
 
