@@ -591,7 +591,6 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     answering = threading.BoundedSemaphore(workers)  # questions answered at once, on the process's workers
-    stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
             # questions are submitted as earlier ones are written (a window of twice the workers): a
@@ -615,8 +614,6 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     rows.append(digest)
                     if summarizer is not None:
                         summarizer.add(row)
-                if stop and stopped is None:
-                    stopped = stop[0]  # the questions submitted and not yet begun return at once
                 tally.add(digest)
                 if progress is not None:
                     elapsed = time.monotonic() - started
@@ -630,4 +627,4 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         # nothing waits for the ones in flight; closing the backends makes them give up.
         stopping.set()
         raise
-    return rows, stopped or (stop[0] if stop else None)
+    return rows, stop[0] if stop else None

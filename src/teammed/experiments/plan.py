@@ -51,10 +51,6 @@ class PlanPart(BaseModel):
 
     draws: int = 0  # a whole command run this many times against the stand-in: the figure is their mean
 
-    @property
-    def branches(self) -> bool:
-        return self.paths
-
     def branch_text(self) -> str:
         if self.low is None or self.high is None or self.expected is None:
             return ""
@@ -110,7 +106,7 @@ class Plan(BaseModel):
         lines += [f"  {p.what}: {p.calls:,} calls, {p.prompt_tokens:,}+{p.completion_tokens:,} tokens{p.branch_text()}"
                   for p in self.parts]
         lines += [f"  note: {note}" for note in self.notes]
-        if any(p.branches for p in self.parts):
+        if any(p.paths for p in self.parts):
             lines.append(f"  note: {BRANCH_NOTE if self.pilot is None else PILOT_BRANCH_NOTE}")
         if self.pilot is not None:
             lines += [f"  {self.pilot.cost_line()}", f"  note: {self.pilot.lengths_source()}"]
@@ -156,7 +152,7 @@ def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None,
                     high=None if branch is None else scaled(branch.high),
                     expected=None if branch is None else scaled(branch.expected),
                     paths=branch is not None and branch.paths, measured=branch is not None and branch.measured)
-    if branch is None or not part.branches:
+    if branch is None or not part.paths:
         return part
     if not observed:  # no pilot: the figure is the expectation with each option of each choice equally likely
         calls, tokens = branch.expected

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -373,8 +372,3 @@ def _reproduce_medagentsbench(spec: ReproduceSpec, progress: ProgressCallback = 
                                          study_name=spec.study or f"reproduce-{spec.protocol}", out_dir=out)
     return ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets={}, markdown=table.markdown,
                            table_md=table.paths["md"], table_json=table.paths["json"])
-
-
-def dumps(document: Mapping[str, Any]) -> str:
-    """A result's JSON document as the CLI prints it."""
-    return json.dumps(document, indent=2, default=str)
