@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError
-from teammed.events import Progress, step, tracking
+from teammed.events import ProgressCallback, step, tracking
 
 if TYPE_CHECKING:
     from teammed.experiments._data import DatasetChoice
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from teammed.types import Question
 
 __all__ = ["run", "ask", "RunResult", "RunCellResult", "RunSummary", "AskResult"]
-
-ProgressCallback = Callable[[Progress], None] | None
 
 
 class RunSummary(BaseModel):

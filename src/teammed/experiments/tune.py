@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import ConfigError, TeammedError
-from teammed.events import Limits, Progress, step, tracking
+from teammed.events import Limits, ProgressCallback, step, tracking
 
 if TYPE_CHECKING:
     from teammed.experiments._data import DatasetChoice
@@ -18,8 +18,6 @@ if TYPE_CHECKING:
     from teammed.types import Question
 
 __all__ = ["tune", "reproduce", "TuneResult", "ReproduceResult", "check_usd_budget", "prices"]
-
-ProgressCallback = Callable[[Progress], None] | None
 
 
 class TuneResult(BaseModel):
