@@ -199,9 +199,6 @@ class CallProgress:
             dspy.settings.configure(callbacks=remaining)
         self.display.close()
 
-    def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
-        return relaying(self.display, prefix)
-
     def _changed(self) -> None:  # an LM call finished
         phase = self.live.phase
         if self.phase_lines and not self.display.tty and phase and phase != self._last_phase:

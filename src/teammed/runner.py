@@ -352,25 +352,21 @@ class _Streak:
         self.last: BaseException | None = None
         self.error: str | None = None
 
-    @staticmethod
-    def key_of(row: ResultRow, failure: BaseException | None) -> tuple[str, ...] | None:
-        if not row.failed:
-            return None
-        fatal = cause_of(failure, FatalBackendError)
-        if fatal is not None:
-            return (type(fatal).__name__, fatal.kind)
-        if cause_of(failure, TransientBackendError) is not None:
-            return ("TransientBackendError",)
-        return (row.error_type or "error",)
-
     def add(self, row: ResultRow, failure: BaseException | None) -> bool:
-        key = self.key_of(row, failure)
-        if key is None:
+        if not row.failed:
             self.key, self.count, self.last, self.error = None, 0, None, None
             return False
+        fatal = cause_of(failure, FatalBackendError)
+        transient = cause_of(failure, TransientBackendError)
+        if fatal is not None:
+            key: tuple[str, ...] = (type(fatal).__name__, fatal.kind)
+        elif transient is not None:
+            key = ("TransientBackendError",)
+        else:
+            key = (row.error_type or "error",)
         self.count = self.count + 1 if key == self.key else 1
         self.key, self.error = key, row.error
-        self.last = cause_of(failure, FatalBackendError) or cause_of(failure, TransientBackendError) or failure
+        self.last = fatal or transient or failure
         return self.limit > 0 and self.count >= self.limit
 
     def stopped(self) -> RunStopped:
