@@ -485,8 +485,6 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
                 factory = _everything if tuned_later else functools.partial(row_program, row, pool, seed)
                 work.append((f"{code} {row} seed {seed}", factory, cell))
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
-    if not estimates:
-        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     notes = []
     if "TeamMed (tuned)" in (spec.rows or DEFAULT_ROWS_001):
         notes.append(f"each data set's special set is tuned first, within --tune-budget {spec.tune_budget} (not "
@@ -496,9 +494,10 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
 
 def _priced_cells(backend: BackendSpec, work: Sequence[tuple[str, Callable[[], Any], Sequence[Question]]],
                   pilot: int | None) -> tuple[list[PlanPart], list[Any], Pilot | None]:
-    """Each ``(name, program factory, questions)`` cell priced with its paths (after a pilot, if asked)."""
+    """Each ``(name, program factory, questions)`` cell priced with its paths (after a pilot, if asked); no
+    cell at all (a reproduction's data sets none of them local) is refused."""
     if not work:
-        return [], [], None
+        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     measured = _pilot(backend, work, pilot)
     estimate = _estimator(backend, branches=True, pilot=measured)
     parts, estimates = [], []
@@ -526,7 +525,5 @@ def _plan_medagentsbench(spec: ReproduceSpec, *, pilot: int | None = None) -> Pl
         table, pool = sample_questions(list(questions), n=spec.n, seed=0), pools.get(name, [])
         work += [(f"{name} {split} {row}", functools.partial(row_program_mab, row, pool), table) for row in rows]
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
-    if not estimates:
-        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     return _finish("reproduce", parts, estimates, pilot=measured,
                    notes=("the published rows are read from --published and cost nothing",))
