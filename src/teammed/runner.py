@@ -459,13 +459,12 @@ def run_questions(
     with run_lock(out):
         results_path = out / "results.jsonl"
         resuming = settings.resume or settings.retry_failed
-        if not resuming:
-            if results_path.exists() and results_path.stat().st_size:
-                raise FileExistsError(f"{results_path} already holds results; pass --resume to continue that "
-                                      f"run or choose another --out")
-        else:
+        if resuming:
             _check_identity(out, identity)
             _cut_torn_tail(results_path)
+        elif results_path.exists() and results_path.stat().st_size:
+            raise FileExistsError(f"{results_path} already holds results; pass --resume to continue that "
+                                  f"run or choose another --out")
         existing, summarizer, retried = _scan_existing(results_path, ids, retry_failed=settings.retry_failed,
                                                        metrics=metrics)
         done_ids = {r.id for r in existing}
