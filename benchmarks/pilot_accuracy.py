@@ -85,7 +85,7 @@ def measure(system: str, data: Path, *, n: int, k: int, api_base: str | None, wo
         "pilot_expected": expected, "pilot_ratio": round(expected / billed, 3),
         "pilot_interval": list(interval) if interval else None,
         "in_pilot_interval": None if interval is None else interval[0] <= billed <= interval[1],
-        "paths": part.branches, "pilot_questions": piloted.pilot.questions if piloted.pilot else 0,
+        "paths": part.paths, "pilot_questions": piloted.pilot.questions if piloted.pilot else 0,
         "dry_run_s": round(dry_s, 1),
     }
 

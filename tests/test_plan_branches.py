@@ -35,7 +35,7 @@ def _plan(system: str, server: FakeOpenAI | None = None, **team: Any) -> ex.Plan
 def test_a_routed_system_is_priced_over_its_paths(system: str) -> None:
     [part] = _plan(system).parts
     assert part.low is not None and part.high is not None and part.expected is not None
-    assert part.branches and part.low[0] < part.high[0]
+    assert part.paths and part.low[0] < part.high[0]
     assert part.low[1] <= part.expected[1] <= part.high[1]
     assert "expected with each option of each choice equally likely" in _plan(system).text()
     assert "range, assuming nothing of the model" in _plan(system).text()
@@ -44,7 +44,7 @@ def test_a_routed_system_is_priced_over_its_paths(system: str) -> None:
 def test_a_system_with_one_path_says_so() -> None:
     plan = _plan("zero_shot")
     [part] = plan.parts
-    assert not part.branches and "one path" in plan.text() and "answer lengths:" in plan.text()
+    assert not part.paths and "one path" in plan.text() and "answer lengths:" in plan.text()
 
 
 @pytest.mark.parametrize("system", ["mdagents", "adaptive"])

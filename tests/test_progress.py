@@ -190,10 +190,10 @@ def test_call_progress_counts_calls(clock):
 
 
 def test_a_library_s_prints_become_lines_and_its_progress_bars_are_dropped():
-    from teammed.progress import CallProgress
+    from teammed.progress import EventDisplay
 
     out = io.StringIO()
-    with CallProgress("compile", stream=out, tty=False) as bar, bar.relaying_output():
+    with EventDisplay(stream=out, tty=False) as display, display.relaying_output("dspy: "):  # as compile relays
         import sys
 
         print("Bootstrapped 2 full traces.")

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from teammed import usage as usage_mod
 
-__all__ = ["Spend", "Limits", "Progress", "Tracker", "step", "tracking", "current"]
+__all__ = ["Spend", "Limits", "Progress", "ProgressCallback", "Tracker", "step", "tracking", "current"]
 
 # start/finish: the whole work; begin: a unit of it begins (a run cell, a stage); question, trial, cell,
 # stage: a unit finished; call: an LM call finished
@@ -75,6 +75,9 @@ class Progress(BaseModel):
     phase: str | None = None  # the behaviour whose LM call started last
 
 
+ProgressCallback = Callable[[Progress], None] | None  # a command's ``progress=``: every event, or None (silent)
+
+
 class Tracker:
     """Counts spend live and turns `step` calls into `Progress` events for ``callback``.
 
@@ -86,7 +89,7 @@ class Tracker:
     unit rate.
     """
 
-    def __init__(self, command: str, callback: Callable[[Progress], None] | None, *,
+    def __init__(self, command: str, callback: ProgressCallback, *,
                  budget: Limits | None = None, planned_calls: float | None = None, unit_calls: float | None = None,
                  concurrency: int = 1, priced: bool = True) -> None:
         self.command, self.callback, self.budget = command, callback, budget
@@ -204,7 +207,7 @@ _open: list[Tracker] = []
 
 
 @contextlib.contextmanager
-def tracking(command: str, callback: Callable[[Progress], None] | None, *, budget: Limits | None = None,
+def tracking(command: str, callback: ProgressCallback, *, budget: Limits | None = None,
              planned_calls: float | None = None, unit_calls: float | None = None, concurrency: int = 1,
              priced: bool = True) -> Iterator[Tracker]:
     """Open a `Tracker` for the work inside the block: `step` reaches it; LM calls are counted.

@@ -120,17 +120,6 @@ class _Display:
         self._width = 0
         self._lock = threading.Lock()
 
-    def draw(self, text: str, *, force: bool = False) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if not force and now - self._last_draw < self.interval_s:
-                return
-            self._last_draw = now
-            pad = " " * max(0, self._width - len(text))
-            self._width = len(text)
-            self.stream.write("\r" + text + pad)
-            self.stream.flush()
-
     def line(self, text: str) -> None:
         with self._lock:
             if self.tty and self._width:
@@ -145,8 +134,16 @@ class _Display:
 
     def show(self, text: str, *, force: bool = False) -> None:
         """A status: redrawn on a terminal, else a plain line when ``force``d or a heartbeat is due."""
-        if self.tty:
-            self.draw(text, force=force)
+        if self.tty:  # redrawn in place, at most once an interval unless forced
+            now = time.monotonic()
+            with self._lock:
+                if not force and now - self._last_draw < self.interval_s:
+                    return
+                self._last_draw = now
+                pad = " " * max(0, self._width - len(text))
+                self._width = len(text)
+                self.stream.write("\r" + text + pad)
+                self.stream.flush()
         elif force or self.heartbeat_due():
             self.line("  " + text)
 
@@ -198,9 +195,6 @@ class CallProgress:
             remaining = [c for c in (main_thread_config.get("callbacks") or []) if c is not self.live]
             dspy.settings.configure(callbacks=remaining)
         self.display.close()
-
-    def relaying_output(self, prefix: str = "dspy: ") -> contextlib.AbstractContextManager[None]:
-        return relaying(self.display, prefix)
 
     def _changed(self) -> None:  # an LM call finished
         phase = self.live.phase

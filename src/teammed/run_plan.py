@@ -120,15 +120,14 @@ def run_identity(cell: RunCell, *, system: str, program: Mapping[str, Any], depl
     )
 
 
-def run_meta(cell: RunCell, identity: RunIdentity, *, max_tokens: int | None, prompt_sha256: str,
-             argv: Sequence[str] | None = None) -> dict[str, Any]:
+def run_meta(cell: RunCell, identity: RunIdentity, *, max_tokens: int | None, prompt_sha256: str) -> dict[str, Any]:
     """What ``run.json`` records beside the identity: the sampling, the split, the tuning overlap, the
     command (redacted), ``--max-tokens`` and the program's prompts' hash (signatures, instructions,
     field descriptions, demos)."""
     return {"sampling": {"n": identity.n, "seed": cell.seed, "stratify": identity.stratify,
                          "shuffle_options": identity.shuffle_options},
             "split": identity.split, "overlap": cell.overlap,
-            "command": redacted_argv(sys.argv if argv is None else argv),
+            "command": redacted_argv(sys.argv),
             "max_tokens": max_tokens, "prompt_sha256": prompt_sha256}
 
 

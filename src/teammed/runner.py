@@ -352,25 +352,21 @@ class _Streak:
         self.last: BaseException | None = None
         self.error: str | None = None
 
-    @staticmethod
-    def key_of(row: ResultRow, failure: BaseException | None) -> tuple[str, ...] | None:
-        if not row.failed:
-            return None
-        fatal = cause_of(failure, FatalBackendError)
-        if fatal is not None:
-            return (type(fatal).__name__, fatal.kind)
-        if cause_of(failure, TransientBackendError) is not None:
-            return ("TransientBackendError",)
-        return (row.error_type or "error",)
-
     def add(self, row: ResultRow, failure: BaseException | None) -> bool:
-        key = self.key_of(row, failure)
-        if key is None:
+        if not row.failed:
             self.key, self.count, self.last, self.error = None, 0, None, None
             return False
+        fatal = cause_of(failure, FatalBackendError)
+        transient = cause_of(failure, TransientBackendError)
+        if fatal is not None:
+            key: tuple[str, ...] = (type(fatal).__name__, fatal.kind)
+        elif transient is not None:
+            key = ("TransientBackendError",)
+        else:
+            key = (row.error_type or "error",)
         self.count = self.count + 1 if key == self.key else 1
         self.key, self.error = key, row.error
-        self.last = cause_of(failure, FatalBackendError) or cause_of(failure, TransientBackendError) or failure
+        self.last = fatal or transient or failure
         return self.limit > 0 and self.count >= self.limit
 
     def stopped(self) -> RunStopped:
@@ -463,13 +459,12 @@ def run_questions(
     with run_lock(out):
         results_path = out / "results.jsonl"
         resuming = settings.resume or settings.retry_failed
-        if not resuming:
-            if results_path.exists() and results_path.stat().st_size:
-                raise FileExistsError(f"{results_path} already holds results; pass --resume to continue that "
-                                      f"run or choose another --out")
-        else:
+        if resuming:
             _check_identity(out, identity)
             _cut_torn_tail(results_path)
+        elif results_path.exists() and results_path.stat().st_size:
+            raise FileExistsError(f"{results_path} already holds results; pass --resume to continue that "
+                                  f"run or choose another --out")
         existing, summarizer, retried = _scan_existing(results_path, ids, retry_failed=settings.retry_failed,
                                                        metrics=metrics)
         done_ids = {r.id for r in existing}
@@ -591,7 +586,6 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
 
     workers = max(1, questions_in_flight or sum(d.concurrency for d in deployments))
     answering = threading.BoundedSemaphore(workers)  # questions answered at once, on the process's workers
-    stopped: RunStopped | None = None
     try:
         with results_path.open("a") as sink:
             # questions are submitted as earlier ones are written (a window of twice the workers): a
@@ -615,8 +609,6 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
                     rows.append(digest)
                     if summarizer is not None:
                         summarizer.add(row)
-                if stop and stopped is None:
-                    stopped = stop[0]  # the questions submitted and not yet begun return at once
                 tally.add(digest)
                 if progress is not None:
                     elapsed = time.monotonic() - started
@@ -630,4 +622,4 @@ def _execute(todo: list[Question], *, program_factory, deployments, settings: Ru
         # nothing waits for the ones in flight; closing the backends makes them give up.
         stopping.set()
         raise
-    return rows, stopped or (stop[0] if stop else None)
+    return rows, stop[0] if stop else None

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError, WorkFailed
-from teammed.events import Progress, step, tracking
+from teammed.events import ProgressCallback, step, tracking
 
 logger = logging.getLogger(__name__)
 
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
     from teammed.records import ResultRow
 
 __all__ = ["compile_program", "search", "CompileResult", "SearchResult", "CompileFailed"]
-
-ProgressCallback = Callable[[Progress], None] | None
 
 
 class CompileFailed(WorkFailed):

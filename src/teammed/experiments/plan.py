@@ -51,10 +51,6 @@ class PlanPart(BaseModel):
 
     draws: int = 0  # a whole command run this many times against the stand-in: the figure is their mean
 
-    @property
-    def branches(self) -> bool:
-        return self.paths
-
     def branch_text(self) -> str:
         if self.low is None or self.high is None or self.expected is None:
             return ""
@@ -110,7 +106,7 @@ class Plan(BaseModel):
         lines += [f"  {p.what}: {p.calls:,} calls, {p.prompt_tokens:,}+{p.completion_tokens:,} tokens{p.branch_text()}"
                   for p in self.parts]
         lines += [f"  note: {note}" for note in self.notes]
-        if any(p.branches for p in self.parts):
+        if any(p.paths for p in self.parts):
             lines.append(f"  note: {BRANCH_NOTE if self.pilot is None else PILOT_BRANCH_NOTE}")
         if self.pilot is not None:
             lines += [f"  {self.pilot.cost_line()}", f"  note: {self.pilot.lengths_source()}"]
@@ -156,7 +152,7 @@ def _part(what: str, estimate: Any, *, times: float = 1.0, branch: Any = None,
                     high=None if branch is None else scaled(branch.high),
                     expected=None if branch is None else scaled(branch.expected),
                     paths=branch is not None and branch.paths, measured=branch is not None and branch.measured)
-    if branch is None or not part.branches:
+    if branch is None or not part.paths:
         return part
     if not observed:  # no pilot: the figure is the expectation with each option of each choice equally likely
         calls, tokens = branch.expected
@@ -489,8 +485,6 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
                 factory = _everything if tuned_later else functools.partial(row_program, row, pool, seed)
                 work.append((f"{code} {row} seed {seed}", factory, cell))
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
-    if not estimates:
-        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     notes = []
     if "TeamMed (tuned)" in (spec.rows or DEFAULT_ROWS_001):
         notes.append(f"each data set's special set is tuned first, within --tune-budget {spec.tune_budget} (not "
@@ -500,9 +494,10 @@ def _plan_reproduce(spec: ReproduceSpec, *, pilot: int | None = None) -> Plan:
 
 def _priced_cells(backend: BackendSpec, work: Sequence[tuple[str, Callable[[], Any], Sequence[Question]]],
                   pilot: int | None) -> tuple[list[PlanPart], list[Any], Pilot | None]:
-    """Each ``(name, program factory, questions)`` cell priced with its paths (after a pilot, if asked)."""
+    """Each ``(name, program factory, questions)`` cell priced with its paths (after a pilot, if asked); no
+    cell at all (a reproduction's data sets none of them local) is refused."""
     if not work:
-        return [], [], None
+        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     measured = _pilot(backend, work, pilot)
     estimate = _estimator(backend, branches=True, pilot=measured)
     parts, estimates = [], []
@@ -530,7 +525,5 @@ def _plan_medagentsbench(spec: ReproduceSpec, *, pilot: int | None = None) -> Pl
         table, pool = sample_questions(list(questions), n=spec.n, seed=0), pools.get(name, [])
         work += [(f"{name} {split} {row}", functools.partial(row_program_mab, row, pool), table) for row in rows]
     parts, estimates, measured = _priced_cells(spec.backend, work, pilot)
-    if not estimates:
-        raise ConfigError("none of the data sets is available locally; give --data-dir or --datasets")
     return _finish("reproduce", parts, estimates, pilot=measured,
                    notes=("the published rows are read from --published and cost nothing",))

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import TeammedError
-from teammed.events import Progress, step, tracking
+from teammed.events import ProgressCallback, step, tracking
 
 if TYPE_CHECKING:
     from teammed.experiments._data import DatasetChoice
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
     from teammed.types import Question
 
 __all__ = ["run", "ask", "RunResult", "RunCellResult", "RunSummary", "AskResult"]
-
-ProgressCallback = Callable[[Progress], None] | None
 
 
 class RunSummary(BaseModel):
@@ -78,10 +75,6 @@ class RunCellResult(BaseModel):
     def accuracy(self) -> float | None:
         return self.summary.accuracy
 
-    @property
-    def results_path(self) -> Path:
-        return self.out / "results.jsonl"
-
     def rows(self) -> list[ResultRow]:
         """The typed rows of ``results.jsonl``."""
         from teammed.results import load_rows
@@ -101,7 +94,7 @@ class RunCellResult(BaseModel):
                 f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
                 f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
                 f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks\n"
-                f"  results: {self.results_path}\n  summary: {self.out / 'summary.json'}")
+                f"  results: {self.out / 'results.jsonl'}\n  summary: {self.out / 'summary.json'}")
 
     def warning(self) -> str | None:
         spread = self.summary.answer_spread

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from teammed.errors import ConfigError, TeammedError
-from teammed.events import Limits, Progress, step, tracking
+from teammed.events import Limits, ProgressCallback, step, tracking
 
 if TYPE_CHECKING:
     from teammed.experiments._data import DatasetChoice
@@ -19,8 +18,6 @@ if TYPE_CHECKING:
     from teammed.types import Question
 
 __all__ = ["tune", "reproduce", "TuneResult", "ReproduceResult", "check_usd_budget", "prices"]
-
-ProgressCallback = Callable[[Progress], None] | None
 
 
 class TuneResult(BaseModel):
@@ -373,8 +370,3 @@ def _reproduce_medagentsbench(spec: ReproduceSpec, progress: ProgressCallback = 
                                          study_name=spec.study or f"reproduce-{spec.protocol}", out_dir=out)
     return ReproduceResult(rows=table.rows, unavailable=table.unavailable, special_sets={}, markdown=table.markdown,
                            table_md=table.paths["md"], table_json=table.paths["json"])
-
-
-def dumps(document: Mapping[str, Any]) -> str:
-    """A result's JSON document as the CLI prints it."""
-    return json.dumps(document, indent=2, default=str)
