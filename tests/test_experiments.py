@@ -37,6 +37,7 @@ def test_run_from_python_equals_the_cli_s_run(tmp_path, capsys):
                  "--out", str(tmp_path / "cli")]) == 0
     (cell,) = result.cells
     assert cell.out == tmp_path / "py" and cell.label == "all" and cell.seed == 111
+    assert cell.results_path == tmp_path / "py" / "results.jsonl" and str(cell.results_path) in cell.text()
     assert _rows(tmp_path / "py") == _rows(tmp_path / "cli")
     written = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert cell.summary["accuracy"] == written["accuracy"] and cell.summary["calls"] == written["calls"]

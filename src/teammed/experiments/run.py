@@ -75,6 +75,10 @@ class RunCellResult(BaseModel):
     def accuracy(self) -> float | None:
         return self.summary.accuracy
 
+    @property
+    def results_path(self) -> Path:
+        return self.out / "results.jsonl"
+
     def rows(self) -> list[ResultRow]:
         """The typed rows of ``results.jsonl``."""
         from teammed.results import load_rows
@@ -94,7 +98,7 @@ class RunCellResult(BaseModel):
                 f"{s['latency_s_per_question']:.1f}s per question | cache hits {s['cache_hits']} | "
                 f"parse fallbacks {s['parse_failures']} failed + {s['repaired']} repaired of {s['calls']} calls, "
                 f"{s['ranking_repairs']} ranking repairs, {s['fallbacks']} fallbacks\n"
-                f"  results: {self.out / 'results.jsonl'}\n  summary: {self.out / 'summary.json'}")
+                f"  results: {self.results_path}\n  summary: {self.out / 'summary.json'}")
 
     def warning(self) -> str | None:
         spread = self.summary.answer_spread
